@@ -1,0 +1,3 @@
+from archsim.cli import run
+
+run()

@@ -1,0 +1,59 @@
+"""The ``archsim`` command line: a thin layer over the Python API.
+
+Each module in ``archsim/commands/`` defines ``register(subparsers)`` which adds one sub-command and
+sets ``func`` (a callable taking the parsed ``argparse.Namespace`` and returning an exit code). Commands
+import heavy libraries (torch, simpy, matplotlib) inside their handlers so ``archsim --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+import archsim.commands
+from archsim import __version__
+from archsim.errors import ArchsimError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse already exits 2 on usage errors; keep its one-line message style."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="archsim",
+        description="Trace-driven architecture simulator for deep RL training on CPU-GPU systems.",
+    )
+    parser.add_argument("--version", action="version", version=f"archsim {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for module_info in sorted(
+        pkgutil.iter_modules(archsim.commands.__path__), key=lambda m: m.name
+    ):
+        if module_info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"archsim.commands.{module_info.name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ArchsimError as exc:
+        print(f"archsim: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("archsim: interrupted", file=sys.stderr)
+        return 130
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""CLI sub-commands, one module each, discovered by archsim.cli (a module defines ``register``)."""

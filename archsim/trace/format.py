@@ -1,0 +1,104 @@
+"""The normalized trace: a directory of ``meta.yaml``, ``ops.parquet``, ``steps.parquet`` and the raw
+Kineto JSON.gz it came from. ``load(save(t)) == t``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from archsim.atomic import atomic_output_dir
+from archsim.errors import ArchsimError
+from archsim.trace.schema import FORMAT_VERSION, OPS_COLUMNS, STEPS_COLUMNS, conform
+
+META_FILE = "meta.yaml"
+OPS_FILE = "ops.parquet"
+STEPS_FILE = "steps.parquet"
+RAW_FILE = "raw_trace.json.gz"
+
+
+@dataclasses.dataclass
+class Trace:
+    """A parsed-once trace. ``meta`` is plain YAML-able data; ``ops``/``steps`` follow trace.schema."""
+
+    meta: dict[str, Any]
+    ops: pd.DataFrame
+    steps: pd.DataFrame
+    raw_path: Path | None = None  # the raw Kineto JSON(.gz), when known
+
+    def __post_init__(self) -> None:
+        self.ops = conform(self.ops, OPS_COLUMNS)
+        self.steps = conform(self.steps, STEPS_COLUMNS)
+        self.meta.setdefault("format_version", FORMAT_VERSION)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Trace):
+            return NotImplemented
+        return (
+            self.meta == other.meta
+            and self.ops.equals(other.ops)
+            and self.steps.equals(other.steps)
+        )
+
+
+def save(trace: Trace, out: Path, force: bool = False) -> Path:
+    """Write ``trace`` to directory ``out`` atomically (temporary directory, then rename)."""
+    out = Path(out)
+    with atomic_output_dir(out, force=force) as tmp:
+        meta = dict(trace.meta)
+        meta["format_version"] = FORMAT_VERSION
+        if trace.raw_path is not None:
+            shutil.copyfile(trace.raw_path, tmp / RAW_FILE)
+            meta["raw_trace"] = RAW_FILE
+        (tmp / META_FILE).write_text(yaml.safe_dump(meta, sort_keys=False))
+        trace.ops.to_parquet(tmp / OPS_FILE, index=False)
+        trace.steps.to_parquet(tmp / STEPS_FILE, index=False)
+    trace.meta = meta
+    trace.raw_path = out / RAW_FILE if (out / RAW_FILE).exists() else None
+    return out
+
+
+def load(directory: Path) -> Trace:
+    """Read a trace directory, checking that it is one and that its format version is understood."""
+    directory = Path(directory)
+    meta_path = directory / META_FILE
+    if not directory.is_dir():
+        raise ArchsimError(
+            f"{directory}: not a trace directory (expected a folder with {META_FILE})"
+        )
+    if not meta_path.exists():
+        raise ArchsimError(f"{directory}: not a trace directory ({META_FILE} is missing)")
+    try:
+        meta = yaml.safe_load(meta_path.read_text())
+    except yaml.YAMLError as exc:
+        raise ArchsimError(f"{meta_path}: not valid YAML ({exc.__class__.__name__})") from None
+    if not isinstance(meta, dict):
+        raise ArchsimError(f"{meta_path}: expected a mapping of trace metadata")
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ArchsimError(
+            f"{meta_path}: format_version {version!r} is not supported (expected {FORMAT_VERSION})"
+        )
+    tables = {}
+    for name in (OPS_FILE, STEPS_FILE):
+        path = directory / name
+        if not path.exists():
+            raise ArchsimError(f"{path}: missing table of the trace")
+        try:
+            tables[name] = pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises several types for corrupt files
+            raise ArchsimError(
+                f"{path}: not a readable Parquet table ({exc.__class__.__name__})"
+            ) from None
+    raw = directory / RAW_FILE
+    return Trace(
+        meta=meta,
+        ops=tables[OPS_FILE],
+        steps=tables[STEPS_FILE],
+        raw_path=raw if raw.exists() else None,
+    )

@@ -1,0 +1,126 @@
+"""Column schema of the normalized trace tables (DESIGN.md, "Trace (normalized)").
+
+One place defines every column, its dtype and its fill value for "unknown", so that ingest, capture,
+save/load and every analysis agree. Units live in the column names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+FORMAT_VERSION = 1
+
+# Canonical phase names. `archsim.phase(name)` markers use these; ingest maps them onto ops and steps.
+ACTOR_PHASES = ("env_step", "preprocess", "act", "inference_wait", "replay_insert")
+LEARNER_PHASES = (
+    "replay_sample",
+    "train_forward",
+    "train_backward",
+    "optimizer_step",
+    "priority_update",
+    "target_sync",
+    "param_publish",
+)
+INFERENCE_PHASES = ("inference_batch",)
+PHASES = ACTOR_PHASES + LEARNER_PHASES + INFERENCE_PHASES
+UNKNOWN_PHASE = "other"
+
+# Groups used by `--phase` on breakdown/predict: which op phases make up "inference" and "train".
+PHASE_GROUPS: dict[str, tuple[str, ...]] = {
+    "inference": ("act", "inference_batch"),
+    "train": (
+        "train_forward",
+        "train_backward",
+        "optimizer_step",
+        "target_sync",
+        "priority_update",
+    ),
+}
+
+# Step boundary markers: a step row spans one of these; phases nested inside it become its columns.
+STEP_ROLES = ("actor", "learner", "inference")
+
+OP_KINDS = ("kernel", "memcpy", "memset", "cpu")
+
+# ops.parquet: one row per operation that costs device time (a CUDA kernel/memcpy/memset, or the leaf
+# compute op on the CPU when the run had no GPU).
+OPS_COLUMNS: dict[str, tuple[str, object]] = {
+    "op_id": ("int64", -1),
+    "kind": ("string", ""),  # one of OP_KINDS
+    "name": ("string", ""),  # kernel name, or cpu op name for kind == "cpu"
+    "launch_op": ("string", ""),  # innermost cpu op that launched it (== name for cpu ops)
+    "op_class": (
+        "string",
+        "other",
+    ),  # gemm, conv, elementwise, reduction, ... (archsim.trace.flops)
+    "phase": ("string", UNKNOWN_PHASE),
+    "step": ("int64", -1),  # ProfilerStep# number, -1 outside steps
+    "device": ("int64", -1),  # GPU index; -1 for the CPU
+    "stream": ("int64", -1),
+    "pid": ("int64", -1),
+    "tid": ("int64", -1),
+    "correlation": ("int64", -1),
+    "start_us": ("float64", np.nan),
+    "dur_us": ("float64", np.nan),
+    "launch_start_us": ("float64", np.nan),  # CPU-side runtime call (cudaLaunchKernel etc.)
+    "launch_dur_us": ("float64", np.nan),
+    "dtype": ("string", ""),  # e.g. float32, float16, bfloat16
+    "flops": ("float64", 0.0),
+    "bytes_read": ("float64", 0.0),
+    "bytes_written": ("float64", 0.0),
+    "has_formula": ("bool", False),  # False: bytes from tensor sizes, FLOPs 0
+    "input_dims": ("string", ""),  # JSON of the launching op's Input Dims
+    "input_types": ("string", ""),  # JSON of the launching op's Input type
+    "grid_x": ("int64", 0),
+    "grid_y": ("int64", 0),
+    "grid_z": ("int64", 0),
+    "block_x": ("int64", 0),
+    "block_y": ("int64", 0),
+    "block_z": ("int64", 0),
+    "registers_per_thread": ("float64", np.nan),
+    "shared_memory_bytes": ("float64", np.nan),
+    "blocks_per_sm": ("float64", np.nan),
+    "warps_per_sm": ("float64", np.nan),
+    "est_occupancy_pct": ("float64", np.nan),
+}
+
+# steps.parquet: one row per actor step, learner step or central inference batch. Per-phase durations
+# are `<phase>_us` columns, NaN where that phase did not occur in the step.
+STEPS_BASE_COLUMNS: dict[str, tuple[str, object]] = {
+    "step_id": ("int64", -1),
+    "role": ("string", ""),  # one of STEP_ROLES
+    "actor": ("int64", -1),  # actor index for actor steps (process rank in multi-process captures)
+    "pid": ("int64", -1),
+    "tid": ("int64", -1),
+    "start_us": ("float64", np.nan),
+    "dur_us": ("float64", np.nan),
+    "batch_size": ("int64", 1),  # envs stepped / requests batched / learner batch
+}
+STEPS_COLUMNS: dict[str, tuple[str, object]] = {
+    **STEPS_BASE_COLUMNS,
+    **{f"{phase}_us": ("float64", np.nan) for phase in PHASES},
+}
+
+
+def empty_table(columns: dict[str, tuple[str, object]]) -> pd.DataFrame:
+    """An empty table with the schema's columns and dtypes."""
+    return pd.DataFrame({name: pd.Series([], dtype=dtype) for name, (dtype, _) in columns.items()})
+
+
+def conform(df: pd.DataFrame, columns: dict[str, tuple[str, object]]) -> pd.DataFrame:
+    """Return ``df`` with exactly the schema's columns, in order, with missing ones filled and dtypes set.
+
+    Extra columns are dropped: the schema is the contract between producers and consumers.
+    """
+    out = {}
+    n = len(df)
+    for name, (dtype, fill) in columns.items():
+        if name in df.columns:
+            series = df[name]
+            if dtype in ("int64", "bool"):
+                series = series.fillna(fill)
+            out[name] = series.astype(dtype).reset_index(drop=True)
+        else:
+            out[name] = pd.Series([fill] * n, dtype=dtype)
+    return pd.DataFrame(out)

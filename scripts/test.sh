@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run lint and the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/archsim ] || bash scripts/setup.sh
+. .venv/bin/activate
+ruff check archsim workloads tests benchmarks
+ruff format --check archsim workloads tests benchmarks
+python -m pytest -q "$@"
