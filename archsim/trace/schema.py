@@ -55,7 +55,8 @@ OPS_COLUMNS: dict[str, tuple[str, object]] = {
         "other",
     ),  # gemm, conv, elementwise, reduction, ... (archsim.trace.flops)
     "phase": ("string", UNKNOWN_PHASE),
-    "step": ("int64", -1),  # ProfilerStep# number, -1 outside steps
+    "profiler_step": ("int64", -1),  # ProfilerStep# number, -1 outside profiler steps
+    "step_id": ("int64", -1),  # steps.step_id of the actor/learner/inference step it ran in, or -1
     "device": ("int64", -1),  # GPU index; -1 for the CPU
     "stream": ("int64", -1),
     "pid": ("int64", -1),
