@@ -1,0 +1,139 @@
+"""Load hardware configs: a preset name from ``hwconfigs/``, a YAML path, or ``local``; apply
+``--set key=value`` overrides. Every problem is an ArchsimError naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from archsim.errors import ArchsimError
+from archsim.hw.schema import HardwareConfig
+
+LOCAL = "local"
+_PRESET_SUFFIX = ".yaml"
+
+
+def presets_dir() -> Path:
+    """The ``hwconfigs`` folder: the installed package data, else the checkout's top-level folder."""
+    try:
+        found = Path(str(importlib.resources.files("hwconfigs")))
+        if found.is_dir():
+            return found
+    except ModuleNotFoundError:
+        pass
+    return Path(__file__).resolve().parents[2] / "hwconfigs"
+
+
+def list_presets() -> list[str]:
+    """Preset names (file stems in hwconfigs/) plus ``local``."""
+    names = sorted(p.stem for p in presets_dir().glob(f"*{_PRESET_SUFFIX}"))
+    return [*names, LOCAL]
+
+
+def _format_validation_error(source: str, exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    key = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    kind = first["type"]
+    if kind == "missing":
+        detail = "is missing"
+    elif kind == "extra_forbidden":
+        detail = "is not a known key"
+    else:
+        detail = f"{first['msg']} (got {first.get('input')!r})"
+    more = f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else ""
+    return f"{source}: key {key} {detail}{more}"
+
+
+def validate_hw(data: Any, source: str) -> HardwareConfig:
+    """Validate a parsed mapping as a HardwareConfig; errors name ``source`` and the key."""
+    if not isinstance(data, dict):
+        raise ArchsimError(f"{source}: expected a mapping with sections cpu, gpu, host_link, ...")
+    try:
+        return HardwareConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ArchsimError(_format_validation_error(source, exc)) from None
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ArchsimError(f"{path}: not valid YAML ({exc.__class__.__name__})") from None
+    except OSError as exc:
+        raise ArchsimError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def _resolve(name_or_path: str) -> tuple[dict[str, Any], str]:
+    if name_or_path == LOCAL:
+        from archsim.hw.local import detect_local
+
+        return detect_local().model_dump(), "local (detected)"
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise ArchsimError(f"{path}: hardware config file does not exist")
+        return _read_yaml(path), str(path)
+    preset = presets_dir() / f"{name_or_path}{_PRESET_SUFFIX}"
+    if not preset.is_file():
+        raise ArchsimError(
+            f"{name_or_path}: unknown hardware preset (expected one of {', '.join(list_presets())}, "
+            "or a path to a .yaml file)"
+        )
+    return _read_yaml(preset), str(preset)
+
+
+def _coerce_scalar(text: str) -> Any:
+    """YAML scalar parsing, so ``40`` is an int, ``1.5`` a float, ``null`` None; pydantic checks types."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str], source: str) -> dict[str, Any]:
+    """Apply ``section.key=value`` strings to a config mapping; unknown keys are errors."""
+    for item in overrides:
+        if "=" not in item:
+            raise ArchsimError(f"--set {item}: expected key=value, e.g. gpu.sms=40")
+        key, _, raw = item.partition("=")
+        parts = key.strip().split(".")
+        node: Any = data
+        model: type[BaseModel] | None = HardwareConfig
+        for depth, part in enumerate(parts):
+            fields = model.model_fields if model is not None else {}
+            if part not in fields:
+                raise ArchsimError(
+                    f"--set {key}: {source} has no key {'.'.join(parts[: depth + 1])}"
+                )
+            if depth == len(parts) - 1:
+                node[part] = _coerce_scalar(raw.strip())
+                break
+            if not isinstance(node.get(part), dict):
+                raise ArchsimError(
+                    f"--set {key}: {'.'.join(parts[: depth + 1])} is not a section in {source}"
+                )
+            node = node[part]
+            model = _section_model(model, part)
+    return data
+
+
+def _section_model(model: type[BaseModel], field: str) -> type[BaseModel] | None:
+    annotation = model.model_fields[field].annotation
+    for candidate in getattr(annotation, "__args__", (annotation,)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def load_hw(name_or_path: str, overrides: Sequence[str] = ()) -> HardwareConfig:
+    """A validated HardwareConfig from a preset name, a YAML path or ``local``, with overrides."""
+    data, source = _resolve(name_or_path)
+    if isinstance(data, dict) and overrides:
+        data = apply_overrides(data, overrides, source)
+    return validate_hw(data, source)

@@ -1,0 +1,100 @@
+"""Pydantic models of a hardware config (DESIGN.md "Hardware configs"; field names agreed in
+briefs/interfaces.md). Units live in the field names. ``extra="forbid"`` makes unknown keys errors, and
+the numeric constraints make impossible values (negative bandwidth, zero SMs) errors at load time.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class CpuConfig(_Strict):
+    model: str
+    sockets: int = Field(ge=1)
+    cores_per_socket: int = Field(ge=1)
+    threads_per_core: int = Field(ge=1)
+    base_clock_mhz: float = Field(gt=0)
+    boost_clock_mhz: float = Field(gt=0)
+    # Per-thread speed relative to the capture machine (1.0 = same speed).
+    thread_speed_rel: float = Field(gt=0)
+    # Speed of each thread when both hardware threads of a core are busy, relative to running alone.
+    smt_yield: float = Field(gt=0, le=1)
+    idle_power_w: float = Field(ge=0)  # per socket
+    max_power_w: float = Field(gt=0)  # per socket (TDP)
+
+    @property
+    def cores(self) -> int:
+        return self.sockets * self.cores_per_socket
+
+    @property
+    def hw_threads(self) -> int:
+        return self.cores * self.threads_per_core
+
+
+class GpuConfig(_Strict):
+    name: str
+    count: int = Field(ge=1)
+    sms: int = Field(ge=1)
+    clock_mhz: float = Field(gt=0)
+    fp32_flops_per_clk_per_sm: float = Field(gt=0)
+    fp16_flops_per_clk_per_sm: float = Field(gt=0)
+    tensor_flops_per_clk_per_sm: float = Field(ge=0)  # 0 = no tensor cores
+    dram_bw_gbs: float = Field(gt=0)
+    dram_latency_ns: float = Field(gt=0)
+    l2_size_mb: float = Field(gt=0)
+    l2_bw_gbs: float = Field(gt=0)
+    max_threads_per_sm: int = Field(ge=1)
+    max_blocks_per_sm: int = Field(ge=1)
+    registers_per_sm: int = Field(ge=1)
+    shared_mem_per_sm_kb: float = Field(gt=0)
+    launch_latency_us: float = Field(ge=0)  # GPU side: launch to start
+    launch_overhead_us: float = Field(ge=0)  # CPU time per launch on the launching thread
+    idle_power_w: float = Field(ge=0)  # per GPU
+    max_power_w: float = Field(gt=0)  # per GPU
+
+    @property
+    def fp32_peak_flops(self) -> float:
+        """FP32 FLOP/s of one GPU."""
+        return self.sms * self.fp32_flops_per_clk_per_sm * self.clock_mhz * 1e6
+
+    @property
+    def fp16_peak_flops(self) -> float:
+        return self.sms * self.fp16_flops_per_clk_per_sm * self.clock_mhz * 1e6
+
+    @property
+    def tensor_peak_flops(self) -> float:
+        return self.sms * self.tensor_flops_per_clk_per_sm * self.clock_mhz * 1e6
+
+
+class HostLinkConfig(_Strict):
+    kind: str
+    bw_gbs: float = Field(gt=0)
+    latency_us: float = Field(ge=0)
+
+
+class NetworkConfig(_Strict):
+    nic_bw_gbs: float = Field(gt=0)
+    latency_us: float = Field(ge=0)
+    stack: Literal["kernel_tcp", "kernel_bypass"]
+    kernel_tcp_us_per_msg: float = Field(ge=0)
+    kernel_bypass_us_per_msg: float = Field(ge=0)
+
+
+class MemoryConfig(_Strict):
+    host_dram_bw_gbs: float = Field(gt=0)
+
+
+class HardwareConfig(_Strict):
+    name: str
+    description: str = ""
+    cpu: CpuConfig
+    gpu: GpuConfig | None
+    host_link: HostLinkConfig
+    network: NetworkConfig
+    memory: MemoryConfig

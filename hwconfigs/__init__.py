@@ -1,0 +1,1 @@
+"""Hardware presets (YAML). A package only so that ``importlib.resources`` finds the files in a wheel."""
