@@ -1,0 +1,71 @@
+"""Launch shape (blocks, threads per block) for ops captured on a CPU, which have no CUDA grid.
+
+Estimated from the op's output size and the tile one thread block would compute on a GPU:
+- GEMM/conv: 128x128 output tiles with 256 threads (CUTLASS's default threadblock tile 128x128 and
+  cuBLAS's common sm70/sm80 kernels, e.g. ``volta_sgemm_128x128``; 256 threads = 8 warps).
+  Registers and shared memory as the V100 fixture's cuBLAS/cuDNN tile kernels use
+  (v100_cnn_ddp_train: volta_sgemm_*/scudnn_128x* at 126-128 registers per thread, 16-32 KB shared).
+- everything else: PyTorch's element-wise launch, 128 threads x 4 elements per thread = 512 output
+  elements per block (aten/src/ATen/native/cuda/CUDALoops.cuh: num_threads = 4 * warp size,
+  thread_work_size = 4).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+GEMM_TILE_ELEMENTS = 128 * 128
+GEMM_THREADS_PER_BLOCK = 256
+GEMM_REGISTERS_PER_THREAD = 128.0
+GEMM_SHARED_MEMORY_BYTES = 32768.0
+ELEMENTWISE_THREADS_PER_BLOCK = 128
+# v100_cnn_ddp_train: at::native::vectorized_elementwise_kernel<4, ...> uses 16-22 registers, no shared
+ELEMENTWISE_REGISTERS_PER_THREAD = 22.0
+ELEMENTWISE_ELEMENTS_PER_BLOCK = 128 * 4
+
+TILED_OP_CLASSES = frozenset({"gemm", "conv", "matmul", "attention"})
+
+# bytes per element of the dtype strings the trace carries (torch dtype names)
+DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "float16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "float64": 8,
+    "double": 8,
+    "int64": 8,
+    "long": 8,
+    "int32": 4,
+    "int": 4,
+    "int16": 2,
+    "uint8": 1,
+    "int8": 1,
+    "bool": 1,
+}
+DEFAULT_DTYPE_BYTES = 4  # fp32, the default torch dtype
+
+
+def element_bytes(dtype: pd.Series) -> np.ndarray:
+    names = dtype.astype("string").fillna("").str.replace("torch.", "", regex=False)
+    return names.map(DTYPE_BYTES).fillna(DEFAULT_DTYPE_BYTES).to_numpy(dtype=float)
+
+
+def estimate_launch_shape(
+    ops: pd.DataFrame,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(blocks, threads per block, registers per thread, shared bytes) from bytes written and class."""
+    out_elements = np.maximum(
+        ops["bytes_written"].to_numpy(dtype=float) / element_bytes(ops["dtype"]), 1.0
+    )
+    tiled = ops["op_class"].astype("string").isin(TILED_OP_CLASSES).to_numpy(dtype=bool)
+    blocks = np.where(
+        tiled,
+        np.ceil(out_elements / GEMM_TILE_ELEMENTS),
+        np.ceil(out_elements / ELEMENTWISE_ELEMENTS_PER_BLOCK),
+    )
+    threads = np.where(tiled, GEMM_THREADS_PER_BLOCK, ELEMENTWISE_THREADS_PER_BLOCK).astype(float)
+    registers = np.where(tiled, GEMM_REGISTERS_PER_THREAD, ELEMENTWISE_REGISTERS_PER_THREAD)
+    shared = np.where(tiled, GEMM_SHARED_MEMORY_BYTES, 0.0)
+    return np.maximum(blocks, 1.0), threads, registers, shared

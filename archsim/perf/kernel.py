@@ -1,0 +1,370 @@
+"""GPU kernel-time model (DESIGN.md, "Kernel time on a GPU"), vectorized over an ops table.
+
+For an op with FLOPs F, DRAM bytes D, B thread blocks of T threads, on a GPU with N SMs, a resident
+blocks per SM, per-SM peak P, DRAM bandwidth W and latency L:
+
+    T_math = F / (N P)                          perfect parallelism
+    T_comp = T_math * N ceil(B/N) / B / u       tail and underfill: the busiest SM runs ceil(B/N)
+                                                blocks; u = fraction of its math rate that its
+                                                min(a, ceil(B/N)) resident blocks can use
+    T_bw   = D / W
+    T_lat  = D / min(W, C / L)                  Little's law, C = bytes in flight (<= D)
+    T_mem  = L2 bytes / L2 bandwidth            on-chip memory system
+    T      = T_launch_gpu + max(T_comp, T_bw, T_lat, T_mem) / efficiency[op_class]
+
+Ops measured on a real GPU are the measured time scaled by model(target) / model(source) (Habitat's
+idea: the model only has to get ratios right). Ops captured on a CPU are predicted from F, D and a block
+count estimated from the output size (archsim.perf.blocks). The CPU-side launch cost is a separate
+figure, :func:`cpu_launch_seconds`, which the simulator charges to the launching thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from archsim.errors import ArchsimError
+from archsim.hw.schema import GpuConfig, HardwareConfig
+from archsim.perf.blocks import TILED_OP_CLASSES, element_bytes, estimate_launch_shape
+from archsim.perf.occupancy import blocks_per_sm
+
+IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
+MEASURED_KINDS = ("kernel", "memcpy", "memset")
+
+# Bytes each resident thread keeps in flight to DRAM: PyTorch's vectorized element-wise kernels load
+# 4 x fp32 = 16 B per thread per iteration (aten/src/ATen/native/cuda/MemoryAccess.cuh, vec size 4).
+BYTES_IN_FLIGHT_PER_THREAD = 16.0
+# A 128x128 threadblock tile (archsim.perf.blocks) re-reads A and B panels from L2 once per tile:
+# 2*128*128*k FLOPs per (128+128)*k elements, i.e. 128 / element_bytes FLOPs per L2 byte.
+GEMM_TILE_EDGE = 128.0
+
+# Threads an SM needs to keep its math pipes busy: 4 warp schedulers per SM (Volta, Ampere and Hopper
+# whitepapers), each issuing one warp per clock, and a dependent FMA takes 4 cycles on Volta (Jia et al.
+# 2018, "Dissecting Volta"), so 4 warps per scheduler hide it: 4 * 4 * 32 threads = 512.
+SATURATING_THREADS_PER_SM = 4 * 4 * 32
+
+HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.bfloat16"})
+# Kernel names of cuBLAS/cuDNN/CUTLASS tensor-core kernels (HMMA instruction shapes 884/1688/16816,
+# "tensorop", xmma, Hopper wgmma, TF32).
+TENSOR_CORE_NAME_PATTERN = r"hmma|884|1688|16816|tensorop|xmma|wgmma|tf32"
+
+_US = 1e-6
+
+
+def _require_gpu(hw: HardwareConfig) -> GpuConfig:
+    if hw.gpu is None:
+        raise ArchsimError(f"hardware config {hw.name}: has no GPU (gpu: null) to run kernels on")
+    return hw.gpu
+
+
+def _column(ops: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
+    if name not in ops.columns:
+        return np.full(len(ops), default, dtype=float)
+    return pd.to_numeric(ops[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+
+
+def _strings(ops: pd.DataFrame, name: str) -> pd.Series:
+    if name not in ops.columns:
+        return pd.Series([""] * len(ops), dtype="string")
+    return ops[name].astype("string").fillna("").reset_index(drop=True)
+
+
+def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
+    """FLOP/s of one SM for each op: tensor cores for fp16/bf16 GEMM/conv (or a tensor-core kernel
+    name) when the GPU has them, else the fp16 or fp32 vector pipes."""
+    dtype = _strings(ops, "dtype").str.lower()
+    half = dtype.isin(HALF_DTYPES).to_numpy(dtype=bool)
+    tiled = _strings(ops, "op_class").isin(TILED_OP_CLASSES).to_numpy(dtype=bool)
+    named_tensor = (
+        _strings(ops, "name").str.lower().str.contains(TENSOR_CORE_NAME_PATTERN, regex=True)
+    ).to_numpy(dtype=bool)
+    use_tensor = ((half & tiled) | named_tensor) & (gpu.tensor_flops_per_clk_per_sm > 0)
+    per_clk = np.where(
+        use_tensor,
+        gpu.tensor_flops_per_clk_per_sm,
+        np.where(half, gpu.fp16_flops_per_clk_per_sm, gpu.fp32_flops_per_clk_per_sm),
+    )
+    return per_clk * gpu.clock_mhz * 1e6
+
+
+def launch_shape(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(blocks, threads per block, registers per thread, shared bytes per block): from the CUDA trace
+    when it has a grid, else estimated (archsim.perf.blocks)."""
+    grid = (
+        np.maximum(_column(ops, "grid_x"), 1)
+        * np.maximum(_column(ops, "grid_y"), 1)
+        * np.maximum(_column(ops, "grid_z"), 1)
+    )
+    block = (
+        np.maximum(_column(ops, "block_x"), 1)
+        * np.maximum(_column(ops, "block_y"), 1)
+        * np.maximum(_column(ops, "block_z"), 1)
+    )
+    known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
+    est_blocks, est_threads, est_regs, est_smem = estimate_launch_shape(_shape_view(ops))
+    return (
+        np.where(known, grid, est_blocks),
+        np.where(known, block, est_threads),
+        np.where(known, _column(ops, "registers_per_thread", np.nan), est_regs),
+        np.where(known, _column(ops, "shared_memory_bytes", np.nan), est_smem),
+    )
+
+
+def _shape_view(ops: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "bytes_written": np.nan_to_num(_column(ops, "bytes_written"), nan=0.0),
+            "dtype": _strings(ops, "dtype"),
+            "op_class": _strings(ops, "op_class"),
+        }
+    )
+
+
+def kernel_terms(
+    ops: pd.DataFrame, gpu: GpuConfig, idealize: frozenset[str] = frozenset()
+) -> dict[str, np.ndarray]:
+    """The model's time terms in seconds for every op treated as a kernel (see module docstring)."""
+    flops = np.nan_to_num(_column(ops, "flops"), nan=0.0)
+    dram_bytes = np.nan_to_num(_column(ops, "bytes_read"), nan=0.0) + np.nan_to_num(
+        _column(ops, "bytes_written"), nan=0.0
+    )
+    blocks, threads, registers, shared = launch_shape(ops)
+    # Ops with neither FLOPs nor bytes known: one FLOP per thread, so that ratios between GPUs still
+    # follow waves and clock (the constant cancels in model(target) / model(source)).
+    unknown = (flops <= 0) & (dram_bytes <= 0)
+    flops = np.where(unknown, blocks * threads, flops)
+
+    n_sms = gpu.sms
+    resident_limit = blocks_per_sm(threads, registers, shared, gpu)
+    t_math = flops / (n_sms * math_rate_per_sm(ops, gpu))
+    if "sm_utilization" in idealize:
+        t_comp = t_math
+        threads_in_flight = np.full(len(ops), float(n_sms * gpu.max_threads_per_sm))
+    else:
+        # The busiest SM runs ceil(B/N) blocks (tail and underfill). Its resident blocks use a
+        # fraction u of its math rate: full once they hold SATURATING_THREADS_PER_SM threads.
+        blocks_on_busiest_sm = np.ceil(blocks / n_sms)
+        resident = np.minimum(resident_limit, blocks_on_busiest_sm)
+        usable = np.minimum(1.0, resident * threads / SATURATING_THREADS_PER_SM)
+        t_comp = t_math * n_sms * blocks_on_busiest_sm / blocks / usable
+        threads_in_flight = np.minimum(blocks, n_sms * resident_limit) * threads
+
+    bw = np.inf if "dram_bw" in idealize else gpu.dram_bw_gbs * 1e9
+    t_bw = dram_bytes / bw
+    if "dram_latency" in idealize:
+        t_lat = np.zeros(len(ops))
+    else:
+        latency_s = gpu.dram_latency_ns * 1e-9
+        in_flight = np.minimum(dram_bytes, threads_in_flight * BYTES_IN_FLIGHT_PER_THREAD)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            reachable = np.minimum(bw, in_flight / latency_s)
+            t_lat = np.where(dram_bytes > 0, dram_bytes / reachable, 0.0)
+
+    if "memory_system" in idealize:
+        t_mem = np.zeros(len(ops))
+    else:
+        tiled = _strings(ops, "op_class").isin(TILED_OP_CLASSES).to_numpy(dtype=bool)
+        tile_intensity = GEMM_TILE_EDGE / element_bytes(_strings(ops, "dtype"))  # FLOP per L2 byte
+        l2_bytes = np.where(tiled, np.maximum(dram_bytes, flops / tile_intensity), dram_bytes)
+        t_mem = l2_bytes / (gpu.l2_bw_gbs * 1e9)
+    return {"math": t_math, "comp": t_comp, "bw": t_bw, "lat": t_lat, "mem": t_mem}
+
+
+def _copy_seconds(
+    ops: pd.DataFrame, hw: HardwareConfig, gpu: GpuConfig, idealize: frozenset[str]
+) -> np.ndarray:
+    """memcpy over the host link (HtoD/DtoH/PtoP) or through DRAM (DtoD); memset writes DRAM."""
+    n_bytes = np.maximum(
+        np.nan_to_num(_column(ops, "bytes_read"), nan=0.0),
+        np.nan_to_num(_column(ops, "bytes_written"), nan=0.0),
+    )
+    name = _strings(ops, "name")
+    kind = _strings(ops, "kind")
+    on_device = (kind == "memset") | name.str.contains("DtoD", regex=False)
+    dram_traffic = np.where(kind == "memset", n_bytes, 2 * n_bytes)  # a copy reads and writes DRAM
+    bw = np.inf if "dram_bw" in idealize else gpu.dram_bw_gbs * 1e9
+    latency = 0.0 if "dram_latency" in idealize else gpu.dram_latency_ns * 1e-9
+    device_s = np.maximum(dram_traffic / bw, latency)
+    host_s = hw.host_link.latency_us * _US + n_bytes / (hw.host_link.bw_gbs * 1e9)
+    return np.where(on_device.to_numpy(dtype=bool), device_s, host_s)
+
+
+def efficiency_class(ops: pd.DataFrame) -> pd.Series:
+    """Class used for calibrated efficiencies: op_class, or the kind for memcpy/memset."""
+    kind = _strings(ops, "kind")
+    op_class = _strings(ops, "op_class").replace("", "other")
+    return op_class.where(~kind.isin(["memcpy", "memset"]), kind)
+
+
+def body_seconds(
+    ops: pd.DataFrame,
+    hw: HardwareConfig,
+    idealize: frozenset[str] = frozenset(),
+    efficiency: Mapping[str, float] | None = None,
+) -> np.ndarray:
+    """Model time of each op on ``hw`` without the GPU launch latency: max of the terms / efficiency."""
+    unknown = set(idealize) - set(IDEALIZATIONS)
+    if unknown:
+        raise ArchsimError(
+            f"idealize: unknown component(s) {sorted(unknown)}; expected {IDEALIZATIONS}"
+        )
+    gpu = _require_gpu(hw)
+    ops = ops.reset_index(drop=True)
+    terms = kernel_terms(ops, gpu, frozenset(idealize))
+    kernel_s = np.maximum.reduce([terms["comp"], terms["bw"], terms["lat"], terms["mem"]])
+    kind = _strings(ops, "kind")
+    is_copy = kind.isin(["memcpy", "memset"]).to_numpy(dtype=bool)
+    seconds = np.where(is_copy, _copy_seconds(ops, hw, gpu, frozenset(idealize)), kernel_s)
+    if efficiency:
+        default = efficiency.get("default", 1.0)
+        eff = efficiency_class(ops).map(lambda c: efficiency.get(c, default)).to_numpy(dtype=float)
+        seconds = seconds / np.clip(eff, 1e-6, None)
+    return seconds
+
+
+def _source_view(ops: pd.DataFrame) -> pd.DataFrame:
+    """The ops as measured (undoing scale_ops_to_batch), for the source side of the ratio."""
+    view = ops
+    for column in ("flops", "bytes_read", "bytes_written", "grid_x"):
+        original = f"measured_{column}"
+        if original in ops.columns:
+            if view is ops:
+                view = ops.copy()
+            view[column] = ops[original]
+    return view
+
+
+def predict_op_seconds(
+    ops: pd.DataFrame,
+    target: HardwareConfig,
+    source: HardwareConfig | None = None,
+    idealize: frozenset[str] = frozenset(),
+    efficiency: Mapping[str, float] | None = None,
+    include_launch: bool = True,
+) -> np.ndarray:
+    """Seconds per op on one GPU of ``target`` (GPU side; the CPU-side launch cost is separate).
+
+    With ``source`` (the GPU the trace was measured on), kernel/memcpy/memset ops with a measured
+    duration are scaled by model(target, idealize) / model(source). Other ops (CPU-captured, or no
+    source given) are predicted from FLOPs, bytes and blocks, divided by the calibrated efficiency of
+    their class. ``include_launch`` adds the target's GPU-side launch latency to every op.
+    """
+    ops = ops.reset_index(drop=True)
+    gpu = _require_gpu(target)
+    predicted = body_seconds(ops, target, idealize, efficiency)
+    if source is not None:
+        measured_us = _column(ops, "dur_us", np.nan)
+        kind = _strings(ops, "kind")
+        anchored = (
+            kind.isin(MEASURED_KINDS).to_numpy(dtype=bool)
+            & np.isfinite(measured_us)
+            & (measured_us > 0)
+        )
+        if anchored.any():
+            target_model = body_seconds(ops, target, idealize)
+            source_model = body_seconds(_source_view(ops), source)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(source_model > 0, target_model / source_model, 1.0)
+            predicted = np.where(anchored, measured_us * _US * ratio, predicted)
+    if include_launch:
+        predicted = predicted + gpu.launch_latency_us * _US
+    return predicted
+
+
+def cpu_launch_seconds(ops: pd.DataFrame, target: HardwareConfig) -> np.ndarray:
+    """CPU time the launching thread spends per op (cudaLaunchKernel/cudaMemcpyAsync), for the simulator."""
+    gpu = _require_gpu(target)
+    return np.full(len(ops), gpu.launch_overhead_us * _US)
+
+
+# Phases whose ops process one batch of samples: their work grows with the batch size. Optimizer,
+# target sync and parameter publication touch the parameters only, whose size does not depend on it.
+BATCH_PHASES = frozenset(
+    {
+        "preprocess",
+        "act",
+        "inference_batch",
+        "replay_sample",
+        "train_forward",
+        "train_backward",
+        "priority_update",
+        "other",
+    }
+)
+
+
+def scale_ops_to_batch(ops: pd.DataFrame, from_batch: int, to_batch: int) -> pd.DataFrame:
+    """The ops of one step re-sized from ``from_batch`` to ``to_batch`` samples.
+
+    FLOPs, bytes and grid_x of ops in batch-dependent phases (BATCH_PHASES) scale by to/from; the
+    measured values are kept in ``measured_*`` columns so that predict_op_seconds scales the measured
+    duration by model(scaled, target) / model(as measured, source). Approximate: weight bytes of GEMMs
+    are scaled too, which overstates their growth when the batch is small.
+    """
+    if from_batch < 1 or to_batch < 1:
+        raise ArchsimError(f"batch sizes must be >= 1 (got from {from_batch} to {to_batch})")
+    out = ops.reset_index(drop=True).copy()
+    factor = to_batch / from_batch
+    scales = _strings(out, "phase").isin(BATCH_PHASES).to_numpy(dtype=bool)
+    for column in ("flops", "bytes_read", "bytes_written", "grid_x"):
+        if column not in out.columns:
+            continue
+        original = f"measured_{column}"
+        if original not in out.columns:
+            out[original] = out[column]
+        base = pd.to_numeric(out[column], errors="coerce").to_numpy(dtype=float)
+        if column == "grid_x":
+            scaled = np.where(base > 0, np.maximum(np.ceil(base * factor), 1), base)
+            out[column] = np.where(scales, scaled, base).astype("int64")
+        else:
+            out[column] = np.where(scales, base * factor, base)
+    return out
+
+
+# Substrings of a trace's GPU name -> preset (first match wins).
+GPU_NAME_PRESETS = (
+    ("H100", "dgx-h100"),
+    ("A100", "dgx-a100"),
+    ("V100", "dgx1-v100"),
+    ("2080 Ti", "rtx2080ti"),
+    ("GM20B", "jetson-tx1"),
+    ("Tegra X1", "jetson-tx1"),
+)
+
+
+def source_hw_for_gpu_name(gpu_name: str, num_sms: int | None = None) -> HardwareConfig:
+    """The preset matching a GPU name (with its SM count overridden to the trace's, e.g. MIG)."""
+    from archsim.hw.presets import list_presets, load_hw
+
+    for needle, preset in GPU_NAME_PRESETS:
+        if needle.lower() in gpu_name.lower() and preset in list_presets():
+            hw = load_hw(preset)
+            if num_sms and hw.gpu is not None and int(num_sms) != hw.gpu.sms:
+                hw = load_hw(preset, [f"gpu.sms={int(num_sms)}"])
+            return hw
+    raise ArchsimError(
+        f"trace GPU {gpu_name!r}: no hardware preset matches it (known: "
+        f"{', '.join(sorted({p for _, p in GPU_NAME_PRESETS}))}); pass its config with --source-hw"
+    )
+
+
+def source_hw_for_trace(trace) -> HardwareConfig | None:  # trace: archsim.trace.format.Trace
+    """Preset matching the trace's GPU, or None for traces captured on a CPU."""
+    source = (trace.meta or {}).get("source") or {}
+    device = str(source.get("device", "")).lower()
+    gpu_name = source.get("gpu_name") or ""
+    if device == "cpu" or (not gpu_name and device != "cuda"):
+        kinds = set(trace.ops["kind"].astype(str)) if len(trace.ops) else set()
+        if not kinds & set(MEASURED_KINDS):
+            return None
+    if not gpu_name:
+        props = source.get("device_properties") or []
+        if isinstance(props, list) and props:
+            gpu_name = props[0].get("name", "")
+        elif isinstance(props, dict):
+            gpu_name = props.get("name", "")
+    if not gpu_name:
+        raise ArchsimError("trace meta.yaml: source.gpu_name is missing for a trace with GPU ops")
+    return source_hw_for_gpu_name(gpu_name, source.get("gpu_num_sms"))

@@ -1,0 +1,241 @@
+"""Kernel-time model: hand-worked golden values on the V100 preset, monotonic invariants (hypothesis),
+measured-op scaling, batch scaling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archsim.errors import ArchsimError
+from archsim.hw import load_hw
+from archsim.perf.kernel import (
+    IDEALIZATIONS,
+    cpu_launch_seconds,
+    kernel_terms,
+    predict_op_seconds,
+    scale_ops_to_batch,
+    source_hw_for_gpu_name,
+)
+from archsim.trace.schema import OPS_COLUMNS, conform
+
+V100 = load_hw("dgx1-v100")
+
+
+def make_ops(rows: list[dict]) -> pd.DataFrame:
+    return conform(pd.DataFrame(rows), OPS_COLUMNS)
+
+
+N = 2048
+GEMM = {  # C[2048x2048] = A[2048x2048] @ B[2048x2048], fp32, captured on a CPU (no grid)
+    "kind": "cpu",
+    "op_class": "gemm",
+    "dtype": "float32",
+    "flops": 2.0 * N**3,  # 17,179,869,184
+    "bytes_read": 2.0 * N * N * 4,  # 33,554,432
+    "bytes_written": 1.0 * N * N * 4,  # 16,777,216
+}
+ADD_N = 2**24
+ELEMENTWISE = {  # c = a + b over 2^24 fp32 elements
+    "kind": "cpu",
+    "op_class": "elementwise",
+    "dtype": "float32",
+    "flops": float(ADD_N),
+    "bytes_read": 2.0 * ADD_N * 4,  # 134,217,728
+    "bytes_written": 1.0 * ADD_N * 4,  # 67,108,864
+}
+
+
+def test_golden_gemm_on_v100() -> None:
+    # Blocks: 4,194,304 output elements / (128*128 tile) = 256 blocks of 256 threads, 128 regs, 32 KB.
+    # Occupancy: threads 2048/256 = 8; registers 65536 / (128*32 per warp * 8 warps) = 2;
+    #   shared 98304 / 32768 = 3  -> a = 2 blocks/SM, 160 resident slots.
+    # The busiest SM runs ceil(256/80) = 4 blocks, 2 at a time: 2*256 = 512 threads saturate it (u = 1).
+    # T_math = 17,179,869,184 / (80 * 128 * 1.53e9) = 1.096550e-3 s
+    # T_comp = T_math * 80 * 4 / 256 = 1.370687e-3 s
+    # T_bw = 50,331,648 / 900e9 = 5.592e-5 s; in flight 160*256*16 B = 655,360 B / 500 ns = 1.31 TB/s
+    #   > 900 GB/s, so T_lat = T_bw.  L2: max(D, F / (128/4)) = 536,870,912 B / 2155e9 = 2.491280e-4 s.
+    # T = 0.75 us launch + 1.370687e-3 s
+    ops = make_ops([GEMM])
+    terms = kernel_terms(ops, V100.gpu)
+    assert terms["math"][0] == pytest.approx(1.096550e-3, rel=1e-5)
+    assert terms["comp"][0] == pytest.approx(1.370687e-3, rel=1e-5)
+    assert terms["lat"][0] == pytest.approx(terms["bw"][0]) == pytest.approx(5.592405e-5, rel=1e-5)
+    assert terms["mem"][0] == pytest.approx(2.491280e-4, rel=1e-5)
+    assert predict_op_seconds(ops, V100)[0] == pytest.approx(1.370687e-3 + 0.75e-6, rel=1e-5)
+
+
+def test_golden_elementwise_on_v100() -> None:
+    # Blocks: 2^24 / 512 = 32,768 blocks of 128 threads, 22 regs -> 3*256 = 768 regs per warp.
+    # Occupancy: threads 2048/128 = 16, registers 65536/(768*4) = 21 -> a = 16; the busiest SM runs
+    #   ceil(32768/80) = 410 blocks, 16 at a time (2048 threads >= 512, u = 1).
+    # T_comp = 2^24 / 15.6672e12 * 80 * 410 / 32768 = 1.0719e-6 s
+    # T_bw = 201,326,592 B / 900e9 = 2.236962e-4 s dominates (T_mem = 9.342e-5 s).
+    ops = make_ops([ELEMENTWISE])
+    terms = kernel_terms(ops, V100.gpu)
+    assert terms["comp"][0] == pytest.approx(2**24 / 15.6672e12 * 80 * 410 / 32768, rel=1e-6)
+    assert terms["bw"][0] == pytest.approx(2.236962e-4, rel=1e-6)
+    assert terms["mem"][0] == pytest.approx(201_326_592 / 2155e9, rel=1e-6)
+    assert predict_op_seconds(ops, V100)[0] == pytest.approx(2.236962e-4 + 0.75e-6, rel=1e-6)
+
+
+def test_fp16_gemm_uses_tensor_cores_when_present() -> None:
+    half = make_ops([{**GEMM, "dtype": "float16", "bytes_read": GEMM["bytes_read"] / 2}])
+    t_v100 = kernel_terms(half, V100.gpu)["math"][0]
+    # 17.18e9 FLOP / (80 * 1024 * 1.53e9) = 1.3707e-4 s on tensor cores
+    assert t_v100 == pytest.approx(2.0 * N**3 / (80 * 1024 * 1.53e9), rel=1e-6)
+    tx1 = load_hw("jetson-tx1")  # no tensor cores: fp16 vector rate 2 * 512 * 998e6
+    assert kernel_terms(half, tx1.gpu)["math"][0] == pytest.approx(2.0 * N**3 / (2 * 512 * 998e6))
+
+
+def test_memcpy_uses_host_link_and_dtod_uses_dram() -> None:
+    n = 100e6
+    ops = make_ops(
+        [
+            {
+                "kind": "memcpy",
+                "name": "Memcpy HtoD (Pageable -> Device)",
+                "bytes_read": n,
+                "bytes_written": n,
+            },
+            {
+                "kind": "memcpy",
+                "name": "Memcpy DtoD (Device -> Device)",
+                "bytes_read": n,
+                "bytes_written": n,
+            },
+            {"kind": "memset", "name": "Memset (Device)", "bytes_written": n},
+        ]
+    )
+    seconds = predict_op_seconds(ops, V100, include_launch=False)
+    assert seconds[0] == pytest.approx(1e-6 + n / 11.5e9)  # host link latency + bytes / 11.5 GB/s
+    assert seconds[1] == pytest.approx(2 * n / 900e9)  # read + write through DRAM
+    assert seconds[2] == pytest.approx(n / 900e9)
+
+
+def test_measured_ops_on_their_own_gpu_keep_their_duration() -> None:
+    ops = make_ops([{**GEMM, "kind": "kernel", "dur_us": 2500.0, "grid_x": 256, "block_x": 256}])
+    own = predict_op_seconds(ops, V100, source=V100, include_launch=False)
+    assert own[0] == pytest.approx(2500e-6)
+    a100 = load_hw("dgx-a100")
+    ratio = predict_op_seconds(ops, a100, source=V100, include_launch=False)[0] / 2500e-6
+    model_ratio = (
+        predict_op_seconds(ops, a100, include_launch=False)[0]
+        / predict_op_seconds(ops, V100, include_launch=False)[0]
+    )
+    assert ratio == pytest.approx(model_ratio)
+    assert ratio < 1  # A100 is faster on an fp32 GEMM: more SMs, more L2 bandwidth
+
+
+def test_no_gpu_and_bad_idealization_are_errors() -> None:
+    ops = make_ops([GEMM])
+    with pytest.raises(ArchsimError, match="no GPU"):
+        predict_op_seconds(ops, load_hw("dgx1-v100", []).model_copy(update={"gpu": None}))
+    with pytest.raises(ArchsimError, match="unknown component"):
+        predict_op_seconds(ops, V100, idealize=frozenset({"network"}))
+
+
+def test_cpu_launch_cost_is_separate() -> None:
+    ops = make_ops([GEMM, ELEMENTWISE])
+    assert cpu_launch_seconds(ops, V100) == pytest.approx([5.2e-6, 5.2e-6])
+
+
+def test_scale_ops_to_batch() -> None:
+    ops = make_ops(
+        [
+            {
+                **ELEMENTWISE,
+                "phase": "train_forward",
+                "grid_x": 10000,
+                "block_x": 128,
+                "kind": "kernel",
+                "dur_us": 50.0,
+            },
+            {
+                **ELEMENTWISE,
+                "phase": "optimizer_step",
+                "grid_x": 10000,
+                "block_x": 128,
+                "kind": "kernel",
+                "dur_us": 50.0,
+            },
+        ]
+    )
+    scaled = scale_ops_to_batch(ops, 32, 64)
+    assert scaled["flops"].tolist() == [2 * ADD_N, ADD_N]
+    assert scaled["grid_x"].tolist() == [20000, 10000]
+    # the measured duration is rescaled by the model's own ratio on the source GPU: a bandwidth-bound
+    # op with twice the bytes takes about twice as long
+    seconds = predict_op_seconds(scaled, V100, source=V100, include_launch=False)
+    assert seconds[0] == pytest.approx(2 * 50e-6, rel=0.02)
+    assert seconds[1] == pytest.approx(50e-6)
+    assert scale_ops_to_batch(scaled, 64, 32)["flops"].tolist() == [ADD_N, ADD_N]
+
+
+def test_source_hw_for_gpu_name() -> None:
+    assert source_hw_for_gpu_name("Tesla V100-SXM2-32GB", 80).name == "dgx1-v100"
+    assert source_hw_for_gpu_name("NVIDIA A100-PG509-200", 108).gpu.sms == 108
+    with pytest.raises(ArchsimError, match="no hardware preset"):
+        source_hw_for_gpu_name("Voodoo2")
+
+
+# ---- property tests -------------------------------------------------------------------------------
+op_rows = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(["cpu", "kernel"]),
+        "op_class": st.sampled_from(["gemm", "conv", "elementwise", "reduction", "other"]),
+        "dtype": st.sampled_from(["float32", "float16", "bfloat16"]),
+        "flops": st.floats(0, 1e12),
+        "bytes_read": st.floats(0, 1e10),
+        "bytes_written": st.floats(0, 1e9),
+        "grid_x": st.integers(1, 100_000),
+        "block_x": st.sampled_from([32, 64, 128, 256, 512, 1024]),
+        "registers_per_thread": st.floats(8, 255),
+        "shared_memory_bytes": st.sampled_from([0.0, 4096.0, 49152.0]),
+    }
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(op_rows, min_size=1, max_size=8),
+    preset=st.sampled_from(["dgx1-v100", "dgx-a100", "dgx-h100", "jetson-tx1"]),
+    sm_factor=st.floats(1.0, 4.0),
+    bw_factor=st.floats(1.0, 4.0),
+    clock_factor=st.floats(1.0, 2.0),
+)
+def test_more_sms_bandwidth_or_clock_is_never_slower(
+    rows, preset, sm_factor, bw_factor, clock_factor
+):
+    ops = make_ops(rows)
+    base_hw = load_hw(preset)
+    base = predict_op_seconds(ops, base_hw)
+    gpu = base_hw.gpu
+    for override in (
+        f"gpu.sms={max(gpu.sms, int(gpu.sms * sm_factor))}",
+        f"gpu.dram_bw_gbs={gpu.dram_bw_gbs * bw_factor}",
+        f"gpu.clock_mhz={gpu.clock_mhz * clock_factor}",
+        f"gpu.l2_bw_gbs={gpu.l2_bw_gbs * bw_factor}",
+    ):
+        faster = predict_op_seconds(ops, load_hw(preset, [override]))
+        assert np.all(faster <= base * (1 + 1e-12)), override
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(op_rows, min_size=1, max_size=8),
+    preset=st.sampled_from(["dgx1-v100", "dgx-a100"]),
+)
+def test_each_idealization_never_adds_time(rows, preset):
+    ops = make_ops(rows)
+    hw = load_hw(preset)
+    previous = predict_op_seconds(ops, hw)
+    applied: set[str] = set()
+    for component in IDEALIZATIONS:
+        applied.add(component)
+        now = predict_op_seconds(ops, hw, idealize=frozenset(applied))
+        assert np.all(now <= previous * (1 + 1e-12)), component
+        assert np.all(now > 0)
+        previous = now
