@@ -1,0 +1,42 @@
+"""``archsim capture WORKLOAD ...``: run a bundled workload under the profiler and save a trace."""
+
+from __future__ import annotations
+
+import argparse
+
+from archsim.capture.workloads import (
+    add_schedule_arguments,
+    known_names,
+    workload_module,
+)
+from archsim.commands._common import add_out_argument
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "capture",
+        help="profile a bundled workload (e.g. dqn) into a trace",
+        description="Run a bundled RL workload under torch.profiler and save a normalized trace. "
+        "Options after WORKLOAD belong to it: archsim capture dqn --help.",
+        epilog=f"workloads: {', '.join(known_names())}",
+    )
+    parser.add_argument("workload", metavar="WORKLOAD", help=f"one of: {', '.join(known_names())}")
+    parser.add_argument("workload_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.set_defaults(func=run)
+
+
+def workload_parser(name: str) -> argparse.ArgumentParser:
+    """The option parser of one workload (its own options, the schedule, --out/--force)."""
+    module = workload_module(name)
+    parser = argparse.ArgumentParser(prog=f"archsim capture {name}", description=module.SUMMARY)
+    module.add_arguments(parser)
+    add_schedule_arguments(parser)
+    add_out_argument(parser)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    # The workload name is checked here (not by argparse choices) so an unknown name is a one-line
+    # error listing the known ones, like every other archsim input error.
+    workload_args = workload_parser(args.workload).parse_args(args.workload_args)
+    return workload_module(args.workload).run_capture(workload_args)

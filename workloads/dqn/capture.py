@@ -1,0 +1,44 @@
+"""Capture a DQN run: the schedule starts recording once training has begun (see default_schedule)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from archsim.capture.session import DEFAULT_SCHEDULE, CaptureSchedule, capture
+from workloads.dqn.run import run_dqn
+from workloads.dqn.settings import DqnConfig
+
+# Training steps that run before the first recorded window: the first updates pay one-off costs
+# (allocator growth, optimizer state creation) that a steady-state run does not.
+TRAIN_WARMUP_STEPS = 8
+
+
+def default_schedule(config: DqnConfig) -> CaptureSchedule:
+    """The default schedule, shifted past the replay fill so that windows hold training steps."""
+    skip = config.learn_start + TRAIN_WARMUP_STEPS * config.train_every
+    return CaptureSchedule(
+        skip_first=skip,
+        wait=DEFAULT_SCHEDULE.wait,
+        warmup=DEFAULT_SCHEDULE.warmup,
+        active=DEFAULT_SCHEDULE.active,
+        repeat=DEFAULT_SCHEDULE.repeat,
+    )
+
+
+def capture_dqn(
+    config: DqnConfig,
+    steps: int,
+    out_dir: Path,
+    *,
+    schedule: CaptureSchedule | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> Any:
+    """Run ``steps`` DQN steps under archsim.capture; returns the saved Trace."""
+    schedule = schedule or default_schedule(config)
+    meta = {"name": "dqn", "settings": {**config.as_dict(), "steps": steps}}
+    with capture(out_dir, meta, schedule=schedule, device=config.device, force=force) as cap:
+        stats = run_dqn(config, steps, on_step=cap.step, progress=progress)
+        meta["settings"]["learner_updates"] = stats.learner_updates
+    return cap.trace
