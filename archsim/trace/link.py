@@ -1,0 +1,157 @@
+"""Link GPU activity to the CPU code that caused it, and points in time to enclosing intervals.
+
+Rules (../shared/fixtures/README.md): a kernel/memcpy/memset joins its launching runtime call
+(``cudaLaunchKernel``, ``hipLaunchKernel``, ``cudaMemcpyAsync``...) by ``args.correlation``; the launch
+then belongs to the innermost ``cpu_op`` on the same pid/tid whose interval contains the launch's
+start. ``External id`` is NOT used: in 2023-era traces it equals the correlation on launches.
+
+Interval containment is vectorised: per thread, ops nest, so a stack sweep gives each interval its
+parent once; a query point then starts at the last interval that began at or before it
+(``searchsorted``) and climbs parents until one still covers it. The climb is vectorised over all
+queries, so its cost is (number of queries) x (nesting depth) numpy steps, not a Python loop per query.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def _parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Parent index of each interval (sorted by start asc, end desc) within one group; -1 for roots."""
+    parent = np.full(len(starts), -1, dtype=np.int64)
+    stack: list[int] = []
+    for i in range(len(starts)):
+        s = starts[i]
+        while stack and ends[stack[-1]] < s:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
+
+
+def _group_codes(keys_a: np.ndarray, keys_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Map two arrays of (possibly tuple-encoded) keys onto shared dense integer codes."""
+    both = np.concatenate([keys_a, keys_b])
+    _, codes = np.unique(both, return_inverse=True)
+    return codes[: len(keys_a)], codes[len(keys_a) :]
+
+
+def thread_key(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """One int64 per (pid, tid): pids and tids are < 2**31 on Linux, so pack them."""
+    return (np.asarray(pid, dtype=np.int64) << 32) ^ (np.asarray(tid, dtype=np.int64) & 0xFFFFFFFF)
+
+
+def innermost_containing(
+    query_key: np.ndarray,
+    query_t: np.ndarray,
+    iv_key: np.ndarray,
+    iv_start: np.ndarray,
+    iv_end: np.ndarray,
+) -> np.ndarray:
+    """Index (into the interval arrays) of the innermost interval with the same key containing each
+    query time, or -1. Intervals of one key must nest (true for ops and annotations on one thread).
+    """
+    n_iv = len(iv_start)
+    result = np.full(len(query_t), -1, dtype=np.int64)
+    if n_iv == 0 or len(query_t) == 0:
+        return result
+    q_code, iv_code = _group_codes(np.asarray(query_key), np.asarray(iv_key))
+    iv_start = np.asarray(iv_start, dtype=np.float64)
+    iv_end = np.asarray(iv_end, dtype=np.float64)
+    # Sort intervals by (key, start asc, end desc): the parent of an interval comes before it.
+    order = np.lexsort((-iv_end, iv_start, iv_code))
+    s_code, s_start, s_end = iv_code[order], iv_start[order], iv_end[order]
+    parent = np.full(n_iv, -1, dtype=np.int64)
+    bounds = np.flatnonzero(np.diff(s_code)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n_iv], strict=True):
+        local = _parents(s_start[lo:hi], s_end[lo:hi])
+        parent[lo:hi] = np.where(local >= 0, local + lo, -1)
+    # Last interval (in sorted order) with key == q_key and start <= t.
+    q_t = np.asarray(query_t, dtype=np.float64)
+    pos = np.empty(len(q_t), dtype=np.int64)
+    key_lo = np.searchsorted(s_code, q_code, side="left")
+    key_hi = np.searchsorted(s_code, q_code, side="right")
+    # Within each key block starts are sorted ascending, so search per key block.
+    for code in np.unique(q_code):
+        sel = q_code == code
+        lo, hi = key_lo[sel][0], key_hi[sel][0]
+        pos[sel] = lo + np.searchsorted(s_start[lo:hi], q_t[sel], side="right") - 1
+        pos[sel] = np.where(pos[sel] >= lo, pos[sel], -1)
+    cand = pos
+    active = cand >= 0
+    while True:
+        bad = active & (s_end[np.maximum(cand, 0)] < q_t)
+        if not bad.any():
+            break
+        cand = np.where(bad, parent[np.maximum(cand, 0)], cand)
+        active = cand >= 0
+    result = np.where(active, order[np.maximum(cand, 0)], -1)
+    return result
+
+
+def latest_containing(
+    query_key: np.ndarray,
+    query_t: np.ndarray,
+    iv_key: np.ndarray,
+    iv_start: np.ndarray,
+    iv_end: np.ndarray,
+    chunk: int = 2048,
+) -> np.ndarray:
+    """Index of the interval with the same key that contains each query time and started last, or -1.
+
+    For intervals that may overlap without nesting (annotations of several threads of one process).
+    Works in chunks of queries so the comparison matrix stays small.
+    """
+    result = np.full(len(query_t), -1, dtype=np.int64)
+    if len(iv_start) == 0 or len(query_t) == 0:
+        return result
+    query_key, query_t = np.asarray(query_key), np.asarray(query_t, dtype=np.float64)
+    iv_key = np.asarray(iv_key)
+    iv_start, iv_end = np.asarray(iv_start, np.float64), np.asarray(iv_end, np.float64)
+    for key in np.unique(query_key):
+        q_idx = np.flatnonzero(query_key == key)
+        iv_idx = np.flatnonzero(iv_key == key)
+        if len(iv_idx) == 0:
+            continue
+        st, en = iv_start[iv_idx], iv_end[iv_idx]
+        for lo in range(0, len(q_idx), chunk):
+            qi = q_idx[lo : lo + chunk]
+            t = query_t[qi][:, None]
+            inside = (st[None, :] <= t) & (t <= en[None, :])
+            score = np.where(inside, st[None, :], -np.inf)
+            best = score.argmax(axis=1)
+            found = inside[np.arange(len(qi)), best]
+            result[qi] = np.where(found, iv_idx[best], -1)
+    return result
+
+
+def link_to_runtime(gpu: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:
+    """Row position in ``runtime`` of each GPU event's launch (same correlation), or -1."""
+    rt = runtime[runtime["correlation"] >= 0]
+    rt_pos = pd.Series(np.arange(len(runtime)), index=runtime.index)[rt.index]
+    lookup = pd.Series(rt_pos.to_numpy(), index=rt["correlation"].to_numpy())
+    lookup = lookup[~lookup.index.duplicated(keep="first")]
+    corr = gpu["correlation"].to_numpy()
+    found = lookup.reindex(corr)
+    return np.where(corr >= 0, found.fillna(-1).to_numpy(), -1).astype(np.int64)
+
+
+def ancestors_table(ops: pd.DataFrame) -> np.ndarray:
+    """Parent row position of each cpu op (innermost op on the same thread containing its start and
+    starting before it, or -1). Used to climb from a launching op to the op that has a FLOP formula.
+    """
+    n = len(ops)
+    key = thread_key(ops["pid"].to_numpy(), ops["tid"].to_numpy())
+    start, end = ops["ts"].to_numpy(), ops["end"].to_numpy()
+    order = np.lexsort((-end, start, key))
+    parent_sorted = np.full(n, -1, dtype=np.int64)
+    s_key = key[order]
+    bounds = np.flatnonzero(np.diff(s_key)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n], strict=True):
+        local = _parents(start[order][lo:hi], end[order][lo:hi])
+        parent_sorted[lo:hi] = np.where(local >= 0, local + lo, -1)
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    return parent

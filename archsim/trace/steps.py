@@ -1,0 +1,195 @@
+"""Phase and step markers -> the steps table, and each op's phase / step / ProfilerStep.
+
+Markers (interfaces.md): ``archsim::<role>_step#k=v,...`` user annotations are steps;
+``archsim::<phase>`` annotations nested in a step (same pid, time containment) add their duration to
+the step's ``<phase>_us``. An op's phase is the innermost ``archsim::<phase>`` containing its anchor
+(the launching runtime call for GPU work, the op itself on a CPU-only trace): same thread first,
+otherwise the latest-starting one on the same process (autograd runs backward on its own thread).
+
+Foreign traces (no archsim markers around an op) fall back to what torch itself records, on the same
+thread: inside an ``Optimizer.step#...`` annotation -> ``optimizer_step``; inside an
+``autograd::engine::evaluate_function: ...`` op -> ``train_backward``. Everything else is "other".
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from archsim.errors import ArchsimError, where
+from archsim.trace.link import innermost_containing, latest_containing, thread_key
+from archsim.trace.schema import PHASES, STEP_ROLES, STEPS_COLUMNS, UNKNOWN_PHASE, conform
+
+MARKER_PREFIX = "archsim::"
+_STEP_MARKER = re.compile(rf"^archsim::({'|'.join(STEP_ROLES)})_step(?:#(.*))?$")
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+STEP_INT_ATTRS = ("actor", "batch_size")
+FOREIGN_OPTIMIZER_PREFIX = "Optimizer.step#"
+FOREIGN_BACKWARD_PREFIX = "autograd::engine::evaluate_function"
+
+
+def _parse_attrs(path: Path, name: str, text: str | None) -> dict[str, int]:
+    attrs: dict[str, int] = {}
+    if not text:
+        return attrs
+    for item in text.split(","):
+        key, _, value = item.partition("=")
+        key = key.strip()
+        try:
+            attrs[key] = int(value.strip())
+        except ValueError:
+            raise ArchsimError(
+                where(path, f"step marker '{name}': attribute '{item}' is not key=integer")
+            ) from None
+    return attrs
+
+
+def build_steps(path: Path, annotations: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """(steps table, phase intervals, number of unrecognised archsim:: markers).
+
+    ``annotations`` are host-side user_annotation events (columns name, pid, tid, ts, dur, end).
+    Phase intervals carry pid, tid, ts, end, phase and the step_id they fall in (-1 if none).
+    """
+    names = annotations["name"].astype(str)
+    marked = annotations[names.str.startswith(MARKER_PREFIX)]
+    step_rows, phase_rows, unknown = [], [], 0
+    for name, pid, tid, ts, dur, end in zip(
+        marked["name"],
+        marked["pid"],
+        marked["tid"],
+        marked["ts"],
+        marked["dur"],
+        marked["end"],
+        strict=True,
+    ):
+        step = _STEP_MARKER.match(name)
+        if step:
+            attrs = _parse_attrs(path, name, step.group(2))
+            step_rows.append(
+                {
+                    "role": step.group(1),
+                    "actor": attrs.get("actor", -1),
+                    "batch_size": attrs.get("batch_size", 1),
+                    "pid": pid,
+                    "tid": tid,
+                    "start_us": ts,
+                    "dur_us": dur,
+                    "end": end,
+                }
+            )
+            continue
+        phase = name[len(MARKER_PREFIX) :]
+        if phase in PHASES:
+            phase_rows.append({"phase": phase, "pid": pid, "tid": tid, "ts": ts, "end": end})
+        else:
+            unknown += 1
+    steps = pd.DataFrame(
+        step_rows,
+        columns=["role", "actor", "batch_size", "pid", "tid", "start_us", "dur_us", "end"],
+    )
+    steps = steps.sort_values(["start_us", "pid", "tid"], kind="stable").reset_index(drop=True)
+    steps["step_id"] = np.arange(len(steps), dtype=np.int64)
+    phases = pd.DataFrame(phase_rows, columns=["phase", "pid", "tid", "ts", "end"])
+    phases["dur"] = phases["end"] - phases["ts"]
+    phases["step_id"] = enclosing_step(steps, phases["pid"], phases["tid"], phases["ts"])
+    table = steps.drop(columns=["end"])
+    inside = phases[phases["step_id"] >= 0]
+    if len(inside):
+        sums = inside.pivot_table(index="step_id", columns="phase", values="dur", aggfunc="sum")
+        for phase in sums.columns:
+            table[f"{phase}_us"] = table["step_id"].map(sums[phase])
+    return conform(table, STEPS_COLUMNS), phases, unknown
+
+
+def _same_thread_then_process(
+    intervals: pd.DataFrame, pid: pd.Series, tid: pd.Series, t: pd.Series, start_col: str
+) -> np.ndarray:
+    """Row position in ``intervals`` containing each (pid, tid, t): same thread innermost first,
+    then the latest-starting one on the same pid; -1 if none."""
+    pid, tid, t = np.asarray(pid), np.asarray(tid), np.asarray(t, dtype=np.float64)
+    found = innermost_containing(
+        thread_key(pid, tid),
+        t,
+        thread_key(intervals["pid"].to_numpy(), intervals["tid"].to_numpy()),
+        intervals[start_col].to_numpy(),
+        intervals["end"].to_numpy(),
+    )
+    missing = np.flatnonzero(found < 0)
+    if len(missing):
+        found[missing] = latest_containing(
+            pid[missing],
+            t[missing],
+            intervals["pid"].to_numpy(),
+            intervals[start_col].to_numpy(),
+            intervals["end"].to_numpy(),
+        )
+    return found
+
+
+def enclosing_step(steps: pd.DataFrame, pid: pd.Series, tid: pd.Series, t: pd.Series) -> np.ndarray:
+    """step_id of the step containing each anchor (-1 outside every step)."""
+    if len(steps) == 0 or len(t) == 0:
+        return np.full(len(t), -1, dtype=np.int64)
+    intervals = steps[["pid", "tid", "start_us"]].assign(end=steps["start_us"] + steps["dur_us"])
+    pos = _same_thread_then_process(intervals, pid, tid, t, "start_us")
+    ids = steps["step_id"].to_numpy()
+    return np.where(pos >= 0, ids[np.maximum(pos, 0)], -1).astype(np.int64)
+
+
+def assign_phases(
+    phases: pd.DataFrame,
+    annotations: pd.DataFrame,
+    cpu_ops: pd.DataFrame,
+    pid: np.ndarray,
+    tid: np.ndarray,
+    t: np.ndarray,
+    valid: np.ndarray,
+) -> np.ndarray:
+    """Phase name for each anchor (pid, tid, t); anchors with ``valid`` False get "other"."""
+    out = np.full(len(t), UNKNOWN_PHASE, dtype=object)
+    idx = np.flatnonzero(valid)
+    if len(idx) == 0:
+        return out
+    if len(phases):
+        pos = _same_thread_then_process(phases, pid[idx], tid[idx], t[idx], "ts")
+        names = phases["phase"].to_numpy()
+        out[idx] = np.where(pos >= 0, names[np.maximum(pos, 0)], UNKNOWN_PHASE)
+    left = idx[out[idx] == UNKNOWN_PHASE]
+    if len(left) == 0:
+        return out
+    optimizer = annotations[annotations["name"].str.startswith(FOREIGN_OPTIMIZER_PREFIX)]
+    backward = cpu_ops[cpu_ops["name"].str.startswith(FOREIGN_BACKWARD_PREFIX)]
+    for intervals, phase in ((optimizer, "optimizer_step"), (backward, "train_backward")):
+        if len(intervals) == 0 or len(left) == 0:
+            continue
+        pos = innermost_containing(
+            thread_key(pid[left], tid[left]),
+            t[left],
+            thread_key(intervals["pid"].to_numpy(), intervals["tid"].to_numpy()),
+            intervals["ts"].to_numpy(),
+            intervals["end"].to_numpy(),
+        )
+        out[left[pos >= 0]] = phase
+        left = left[pos < 0]
+    return out
+
+
+def assign_profiler_steps(
+    annotations: pd.DataFrame, pid: np.ndarray, t: np.ndarray, valid: np.ndarray
+) -> np.ndarray:
+    """ProfilerStep#N number containing each anchor on the same process, -1 outside."""
+    out = np.full(len(t), -1, dtype=np.int64)
+    numbers = annotations["name"].str.extract(_PROFILER_STEP, expand=False)
+    marks = annotations[numbers.notna()]
+    idx = np.flatnonzero(valid)
+    if len(marks) == 0 or len(idx) == 0:
+        return out
+    pos = latest_containing(
+        pid[idx], t[idx], marks["pid"].to_numpy(), marks["ts"].to_numpy(), marks["end"].to_numpy()
+    )
+    nums = numbers[numbers.notna()].astype(np.int64).to_numpy()
+    out[idx] = np.where(pos >= 0, nums[np.maximum(pos, 0)], -1)
+    return out
