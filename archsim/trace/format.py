@@ -5,6 +5,7 @@ Kineto JSON.gz it came from. ``load(save(t)) == t``.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import shutil
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ def save(trace: Trace, out: Path, force: bool = False) -> Path:
         meta = dict(trace.meta)
         meta["format_version"] = FORMAT_VERSION
         if trace.raw_path is not None:
-            shutil.copyfile(trace.raw_path, tmp / RAW_FILE)
+            _copy_gzipped(Path(trace.raw_path), tmp / RAW_FILE)
             meta["raw_trace"] = RAW_FILE
         (tmp / META_FILE).write_text(yaml.safe_dump(meta, sort_keys=False))
         trace.ops.to_parquet(tmp / OPS_FILE, index=False)
@@ -61,6 +62,17 @@ def save(trace: Trace, out: Path, force: bool = False) -> Path:
     trace.meta = meta
     trace.raw_path = out / RAW_FILE if (out / RAW_FILE).exists() else None
     return out
+
+
+def _copy_gzipped(source: Path, target: Path) -> None:
+    """Copy the raw trace, gzip-compressing it when it is plain JSON (the file name says .gz)."""
+    with open(source, "rb") as handle:
+        is_gzip = handle.read(2) == b"\x1f\x8b"
+    if is_gzip:
+        shutil.copyfile(source, target)
+        return
+    with open(source, "rb") as src, gzip.open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst)
 
 
 def load(directory: Path) -> Trace:

@@ -1,0 +1,42 @@
+"""``archsim ingest TRACE.json[.gz] --out DIR``: normalize any torch.profiler (Kineto) trace."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from archsim.commands._common import add_out_argument
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "ingest",
+        help="normalize a torch.profiler (Kineto) trace into a trace directory",
+        description="Read a torch.profiler Chrome trace (CPU-only or CUDA/ROCm, current or "
+        "2021-era event names), link GPU work to the cpu ops that launched it, compute FLOPs and "
+        "bytes from recorded shapes, and save meta.yaml + ops.parquet + steps.parquet + the raw "
+        "trace to DIR.",
+    )
+    parser.add_argument("trace", type=Path, metavar="TRACE", help="Kineto JSON or JSON.gz file")
+    add_out_argument(parser)
+    parser.add_argument("--name", help="workload name recorded in meta (default: the file name)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from archsim.atomic import check_output_dir
+    from archsim.trace.format import save
+    from archsim.trace.ingest import ingest
+
+    check_output_dir(args.out, args.force)  # refuse before spending time on parsing
+    meta = {"workload": {"name": args.name}} if args.name else None
+    trace = ingest(args.trace, meta)
+    save(trace, args.out, force=args.force)
+    info = trace.meta["ingest"]
+    kinds = trace.ops["kind"].value_counts().to_dict()
+    print(
+        f"wrote {args.out}: {len(trace.ops)} ops "
+        f"({', '.join(f'{v} {k}' for k, v in kinds.items()) or 'none'}), {len(trace.steps)} steps, "
+        f"{info['ops_without_formula']} ops without a FLOP formula"
+    )
+    return 0

@@ -1,0 +1,164 @@
+"""Summary of a normalized trace: what ran, in which phase, how long steps took, on what hardware.
+
+``summarize(trace)`` returns plain data (for notebooks and tests); ``format_summary`` renders it as
+the text ``archsim trace info DIR`` prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from archsim.trace.format import Trace
+from archsim.trace.schema import ACTOR_PHASES, INFERENCE_PHASES, LEARNER_PHASES, PHASES
+
+_ROLE_PHASES = {"actor": ACTOR_PHASES, "learner": LEARNER_PHASES, "inference": INFERENCE_PHASES}
+
+
+def _percentiles(values: pd.Series) -> dict[str, float] | None:
+    values = values.dropna()
+    if values.empty:
+        return None
+    return {
+        "n": int(len(values)),
+        "p50_us": float(np.percentile(values, 50)),
+        "p95_us": float(np.percentile(values, 95)),
+    }
+
+
+def ops_by_phase(ops: pd.DataFrame) -> pd.DataFrame:
+    """Per phase: op count, summed measured time, FLOPs and bytes (read + written), in PHASES order."""
+    frame = ops.assign(bytes=ops["bytes_read"] + ops["bytes_written"])
+    table = frame.groupby("phase", observed=True).agg(
+        ops=("op_id", "size"),
+        time_us=("dur_us", "sum"),
+        flops=("flops", "sum"),
+        bytes=("bytes", "sum"),
+    )
+    order = [p for p in (*PHASES, "other") if p in table.index]
+    order += sorted(p for p in table.index if p not in order)
+    return table.loc[order]
+
+
+def step_times(steps: pd.DataFrame, role: str) -> dict[str, Any]:
+    """p50/p95 of the whole step and of each of the role's phases, over that role's steps."""
+    rows = steps[steps["role"] == role]
+    out: dict[str, Any] = {"steps": int(len(rows))}
+    if rows.empty:
+        return out
+    out["step"] = _percentiles(rows["dur_us"])
+    phases = {}
+    for phase in PHASES:
+        stats = _percentiles(rows[f"{phase}_us"])
+        if stats is not None:
+            phases[phase] = stats
+    out["phases"] = phases
+    return out
+
+
+def summarize(trace: Trace) -> dict[str, Any]:
+    """The facts `archsim trace info` shows, as plain data."""
+    ops, meta = trace.ops, trace.meta
+    source = meta.get("source", {}) or {}
+    by_phase = ops_by_phase(ops)
+    kinds = ops["kind"].value_counts().to_dict()
+    return {
+        "workload": (meta.get("workload") or {}).get("name"),
+        "format_version": meta.get("format_version"),
+        "source": {
+            k: source.get(k)
+            for k in (
+                "device",
+                "gpu_name",
+                "gpu_num_sms",
+                "gpu_count",
+                "cpu_model",
+                "cpu_cores",
+                "cpu_threads",
+            )
+        },
+        "ops": {
+            "total": int(len(ops)),
+            "by_kind": {str(k): int(v) for k, v in kinds.items()},
+            "time_us": float(ops["dur_us"].sum()),
+            "flops": float(ops["flops"].sum()),
+            "without_formula": int((~ops["has_formula"]).sum()),
+        },
+        "ops_by_phase": {
+            str(phase): {
+                "ops": int(row.ops),
+                "time_us": float(row.time_us),
+                "flops": float(row.flops),
+                "bytes": float(row.bytes),
+            }
+            for phase, row in by_phase.iterrows()
+        },
+        "steps": {role: step_times(trace.steps, role) for role in _ROLE_PHASES},
+        "ingest": dict(meta.get("ingest", {}) or {}),
+    }
+
+
+def _si(value: float, unit: str = "") -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {prefix}{unit}"
+    return f"{value:.0f} {unit}".rstrip()
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.3f} ms"
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """Human-readable text of ``summarize``'s result."""
+    src = summary["source"]
+    lines = [f"workload: {summary['workload']}  (format_version {summary['format_version']})"]
+    hw = [f"device {src['device']}"]
+    if src.get("gpu_name"):
+        hw.append(
+            f"GPU {src['gpu_name']} ({src.get('gpu_num_sms')} SMs, {src.get('gpu_count')} GPUs)"
+        )
+    if src.get("cpu_model"):
+        hw.append(
+            f"CPU {src['cpu_model']} ({src.get('cpu_cores')} cores, {src.get('cpu_threads')} threads)"
+        )
+    lines.append("source hardware: " + "; ".join(hw))
+    ops = summary["ops"]
+    kinds = ", ".join(f"{v} {k}" for k, v in ops["by_kind"].items())
+    lines.append(
+        f"ops: {ops['total']} ({kinds}); {_ms(ops['time_us'])} measured, {_si(ops['flops'], 'FLOP')}; "
+        f"{ops['without_formula']} without a FLOP formula"
+    )
+    ing = summary["ingest"]
+    if "kernels_linked_fraction" in ing:
+        lines.append(
+            f"kernels linked to a cpu op: {ing['kernels_linked_fraction']:.2%}; "
+            f"unlinked launches: {ing.get('unlinked_kernels', 0)}; shapes recorded: "
+            f"{ing.get('shapes_recorded')}"
+        )
+    lines.append("")
+    lines.append(f"{'phase':<18}{'ops':>8}{'time':>14}{'FLOPs':>14}{'bytes':>12}")
+    for phase, row in summary["ops_by_phase"].items():
+        lines.append(
+            f"{phase:<18}{row['ops']:>8}{_ms(row['time_us']):>14}{_si(row['flops']):>14}"
+            f"{_si(row['bytes'], 'B'):>12}"
+        )
+    for role, info in summary["steps"].items():
+        if not info.get("steps"):
+            continue
+        lines.append("")
+        step = info["step"]
+        lines.append(
+            f"{role} steps: {info['steps']}; step p50 {_ms(step['p50_us'])}, p95 {_ms(step['p95_us'])}"
+        )
+        for phase, stats in info["phases"].items():
+            lines.append(
+                f"  {phase:<16} p50 {_ms(stats['p50_us']):>12}  p95 {_ms(stats['p95_us']):>12}"
+                f"  (in {stats['n']} steps)"
+            )
+    if not any(info.get("steps") for info in summary["steps"].values()):
+        lines.append("")
+        lines.append("steps: none (the trace has no archsim::<role>_step markers)")
+    return "\n".join(lines)
