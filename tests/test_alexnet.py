@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workloads.alexnet.model import build_alexnet, random_images
-from workloads.alexnet.run import capture_dtype_for, cpu_runs_dtype
+from workloads.alexnet.run import capture_dtype_for, cpu_flags, cpu_runs_dtype
 
 # Parameters per layer (weights + biases), torchvision's AlexNet:
 #   conv1  64 x 3 x 11 x 11   + 64   =     23,232 +    64 =     23,296
@@ -57,7 +57,22 @@ def test_eval_mode_makes_inference_deterministic() -> None:
         assert torch.equal(model(images), model(images))
 
 
-def test_fp16_capture_dtype_falls_back_only_when_the_cpu_cannot_run_it() -> None:
-    expected = torch.float16 if cpu_runs_dtype(torch.float16) else torch.float32
-    assert capture_dtype_for(torch.float16) == expected
-    assert capture_dtype_for(torch.float32) == torch.float32
+def test_fp16_capture_dtype_needs_a_cpu_that_runs_fp16_natively() -> None:
+    runs = cpu_runs_dtype(torch.float16)
+    native = frozenset({"avx512_fp16"})
+    emulated = frozenset({"avx512f", "avx512_bf16"})
+    fp16_if_runs = torch.float16 if runs else torch.float32
+    assert capture_dtype_for(torch.float16, flags=native)[0] == fp16_if_runs
+    assert capture_dtype_for(torch.float16, flags=emulated)[0] == torch.float32
+    assert capture_dtype_for(torch.float16, mode="target", flags=emulated)[0] == fp16_if_runs
+    assert capture_dtype_for(torch.float16, mode="fp32", flags=native)[0] == torch.float32
+    assert capture_dtype_for(torch.float32, mode="target")[0] == torch.float32
+    assert capture_dtype_for(torch.float16, device="cuda")[0] == torch.float16
+
+
+def test_cpu_flags_read_x86_and_arm_cpuinfo() -> None:
+    x86 = "processor\t: 0\nflags\t\t: fpu avx2 avx512_fp16\n\nprocessor\t: 1\nflags\t: fpu avx2\n"
+    arm = "processor\t: 0\nFeatures\t: fp asimd asimdhp\n"
+    assert {"avx512_fp16", "avx2", "fpu"} <= cpu_flags(x86)
+    assert "asimdhp" in cpu_flags(arm)
+    assert cpu_flags("") == frozenset()
