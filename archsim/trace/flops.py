@@ -422,6 +422,18 @@ def _pointwise_loss(ops_per_element: float, reduction_idx: int) -> Formula:
     return formula
 
 
+def _pointwise_loss_backward(ops_per_element: float) -> Formula:
+    """mse/l1/smooth_l1/huber/bce _backward(grad_output, self, target, ...): a full-size grad_input."""
+
+    def formula(args: OpArgs) -> tuple[float, float, float] | None:
+        x = args.tensor(1)
+        if x is None:
+            return None
+        return ops_per_element * x.numel, args.read_bytes(), float(x.nbytes)
+
+    return formula
+
+
 def _nll_loss(args: OpArgs) -> tuple[float, float, float] | None:
     """nll_loss(input[N,C], target[N], ...): gathers one log-prob per sample and sums them."""
     x, target = args.tensor(0), args.tensor(1)
@@ -700,11 +712,13 @@ _LOSS_OPS: dict[str, tuple[float, int]] = {
     "huber_loss": (5.0, 2),
     "binary_cross_entropy": (5.0, 3),
     "binary_cross_entropy_with_logits": (7.0, 4),
-    "mse_loss_backward": (3.0, 3),
-    "l1_loss_backward": (3.0, 3),
-    "smooth_l1_loss_backward": (4.0, 3),
-    "huber_loss_backward": (4.0, 3),
-    "binary_cross_entropy_backward": (4.0, 4),
+}
+_LOSS_BACKWARD_OPS: dict[str, float] = {
+    "mse_loss_backward": 3.0,
+    "l1_loss_backward": 3.0,
+    "smooth_l1_loss_backward": 4.0,
+    "huber_loss_backward": 4.0,
+    "binary_cross_entropy_backward": 4.0,
 }
 _COPY_OPS: dict[str, Formula] = {
     "copy": _copy_into_self,
@@ -784,6 +798,7 @@ _FORMULAS: dict[str, tuple[str, Formula]] = {
     **{name: ("reduction", _per_input_element(k)) for name, k in _NORM_OPS.items()},
     **{name: ("softmax", _per_input_element(k)) for name, k in _SOFTMAX_OPS.items()},
     **{name: ("loss", _pointwise_loss(k, r)) for name, (k, r) in _LOSS_OPS.items()},
+    **{name: ("loss", _pointwise_loss_backward(k)) for name, k in _LOSS_BACKWARD_OPS.items()},
     "nll_loss": ("loss", _nll_loss),
     "nll_loss_nd": ("loss", _nll_loss),
     "nll_loss_forward": ("loss", _nll_loss),
@@ -930,27 +945,37 @@ def op_cost(name: str, dims: Any, types: Any = None, concrete: Any = None) -> Op
     return OpCost(klass, float(flops), float(read), float(written), True, args.dtype)
 
 
+# Checked in order: normalisation and softmax kernels often also contain "cudnn" or "reduce".
 _KERNEL_NAME_CLASSES: tuple[tuple[str, str], ...] = (
+    ("softmax", "softmax"),
+    ("batch_norm", "reduction"),
+    ("bn_", "reduction"),
+    ("layer_norm", "reduction"),
+    ("reduce", "reduction"),
     ("gemm", "gemm"),
     ("gemv", "gemm"),
     ("cutlass", "gemm"),
     ("cublas", "gemm"),
+    ("cijk_", "gemm"),  # AMD Tensile / hipBLASLt GEMM kernels
     ("conv", "conv"),
+    ("scudnn", "conv"),
     ("wgrad", "conv"),
     ("dgrad", "conv"),
-    ("softmax", "softmax"),
-    ("reduce", "reduction"),
-    ("batch_norm", "reduction"),
-    ("bn_", "reduction"),
     ("elementwise", "elementwise"),
     ("copy", "copy"),
     ("lstm", "rnn"),
     ("gru", "rnn"),
 )
+# Kernels that do the work of an op of a class; other kernels an op launches (bias copies, layout
+# transforms) are helpers and get no share of its FLOPs.
+MAIN_KERNEL_CLASSES: dict[str, frozenset[str]] = {
+    "gemm": frozenset({"gemm"}),
+    "conv": frozenset({"conv", "gemm"}),
+}
 
 
 def kernel_class(kernel_name: str) -> str:
-    """Fallback op class from a kernel's name when its launching op says nothing ("other")."""
+    """Op class guessed from a kernel's name ("other" when nothing matches)."""
     lowered = kernel_name.lower()
     for needle, klass in _KERNEL_NAME_CLASSES:
         if needle in lowered:

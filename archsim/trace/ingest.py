@@ -203,9 +203,22 @@ def _gpu_costs(
     has = np.zeros(n, dtype=bool)
     dtype = np.full(n, "", dtype=object)
     klass = np.full(n, "other", dtype=object)
-    # Share each formula op's cost among its kernels by measured duration.
+    # Share each formula op's cost among its kernels by measured duration. For GEMM/conv ops only the
+    # kernels that do the math share it (flops.MAIN_KERNEL_CLASSES); helper kernels get none.
     dur = ops["dur_us"].to_numpy()
-    with_formula = np.flatnonzero(formula_pos >= 0)
+    names = ops["name"].to_numpy(dtype=object)
+    name_class = np.array([flops_mod.kernel_class(n) for n in names], dtype=object)
+    sharing = formula_pos >= 0
+    op_class_of = {p: cache[p].op_class for p in set(formula_pos[sharing].tolist())}
+    main = np.zeros(n, dtype=bool)
+    for i in np.flatnonzero(sharing):
+        allowed = flops_mod.MAIN_KERNEL_CLASSES.get(op_class_of[int(formula_pos[i])])
+        main[i] = allowed is None or name_class[i] in allowed
+    groups_with_main = set(formula_pos[main].tolist())
+    for i in np.flatnonzero(sharing & ~main):
+        if int(formula_pos[i]) in groups_with_main:
+            sharing[i] = False  # a helper kernel of an op whose main kernel is present
+    with_formula = np.flatnonzero(sharing)
     if len(with_formula):
         groups = pd.Series(dur[with_formula]).groupby(formula_pos[with_formula])
         total = groups.transform("sum").to_numpy()
@@ -219,10 +232,14 @@ def _gpu_costs(
             has[i] = True
             dtype[i] = cost.dtype
             klass[i] = cost.op_class
-    names = ops["name"].to_numpy(dtype=object)
+    for i in np.flatnonzero((formula_pos >= 0) & ~sharing):
+        klass[i] = (
+            name_class[i] if name_class[i] != "other" else cache[int(formula_pos[i])].op_class
+        )
+        dtype[i] = cache[int(formula_pos[i])].dtype
     for i in np.flatnonzero((kind == "kernel") & (formula_pos < 0)):
         k = flops_mod.op_class(cpu_names[op_pos[i]]) if op_pos[i] >= 0 else "other"
-        klass[i] = k if k != "other" else flops_mod.kernel_class(names[i])
+        klass[i] = k if k != "other" else name_class[i]
     # Memcpy / memset: measured bytes (CUDA "bytes"; ROCm: the runtime call's "size").
     rt_args = runtime["args"].to_numpy()
     for i in np.flatnonzero(kind != "kernel"):
