@@ -69,3 +69,33 @@ def estimate_launch_shape(
     registers = np.where(tiled, GEMM_REGISTERS_PER_THREAD, ELEMENTWISE_REGISTERS_PER_THREAD)
     shared = np.where(tiled, GEMM_SHARED_MEMORY_BYTES, 0.0)
     return np.maximum(blocks, 1.0), threads, registers, shared
+
+
+# ---- work from the launch shape ------------------------------------------------------------------
+# Real GPU traces carry no FLOPs or bytes (fixtures/README.md), and when the launching op's Input Dims
+# were not recorded (none of the NVIDIA fixtures has them) the work of a kernel can only be inferred
+# from its grid. These estimates fix the *relative* size of kernels of one class; the absolute scale per
+# class is what calibration (archsim.perf.calibrate) fits, so the constants below cancel after it.
+TILE_PATTERN = (
+    r"(\d{2,3})x(\d{2,3})"  # cuBLAS/cuDNN names carry the block tile: volta_sgemm_128x64_nn
+)
+ASSUMED_TILE_K = 512  # reduction depth per tile: unknown from a trace; absorbed by calibration
+ELEMENTS_PER_THREAD = 4  # PyTorch vectorized_elementwise_kernel<4, ...>: 4 elements per thread
+OPERANDS_PER_ELEMENT = 3  # two inputs and one output, each of element size
+
+
+def estimate_work_from_launch(
+    ops: pd.DataFrame, blocks: np.ndarray, threads: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(FLOPs, DRAM bytes) per op inferred from its launch shape and kernel name (see above)."""
+    size = element_bytes(ops["dtype"])
+    tiled = ops["op_class"].astype("string").isin(TILED_OP_CLASSES).to_numpy(dtype=bool)
+    tiles = ops["name"].astype("string").fillna("").str.extract(TILE_PATTERN)
+    tile_m = pd.to_numeric(tiles[0], errors="coerce").fillna(128).to_numpy(dtype=float)
+    tile_n = pd.to_numeric(tiles[1], errors="coerce").fillna(128).to_numpy(dtype=float)
+    tile_flops = 2.0 * tile_m * tile_n * ASSUMED_TILE_K
+    tile_bytes = ((tile_m + tile_n) * ASSUMED_TILE_K + tile_m * tile_n) * size
+    elements = blocks * threads * ELEMENTS_PER_THREAD
+    flops = np.where(tiled, blocks * tile_flops, elements)
+    dram_bytes = np.where(tiled, blocks * tile_bytes, elements * OPERANDS_PER_ELEMENT * size)
+    return flops, dram_bytes

@@ -27,7 +27,12 @@ import pandas as pd
 
 from archsim.errors import ArchsimError
 from archsim.hw.schema import GpuConfig, HardwareConfig
-from archsim.perf.blocks import TILED_OP_CLASSES, element_bytes, estimate_launch_shape
+from archsim.perf.blocks import (
+    TILED_OP_CLASSES,
+    element_bytes,
+    estimate_launch_shape,
+    estimate_work_from_launch,
+)
 from archsim.perf.occupancy import blocks_per_sm
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
@@ -112,6 +117,16 @@ def launch_shape(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     )
 
 
+def _name_view(ops: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "name": _strings(ops, "name"),
+            "dtype": _strings(ops, "dtype"),
+            "op_class": _strings(ops, "op_class"),
+        }
+    )
+
+
 def _shape_view(ops: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -131,10 +146,11 @@ def kernel_terms(
         _column(ops, "bytes_written"), nan=0.0
     )
     blocks, threads, registers, shared = launch_shape(ops)
-    # Ops with neither FLOPs nor bytes known: one FLOP per thread, so that ratios between GPUs still
-    # follow waves and clock (the constant cancels in model(target) / model(source)).
-    unknown = (flops <= 0) & (dram_bytes <= 0)
-    flops = np.where(unknown, blocks * threads, flops)
+    # Kernels from a real GPU trace without the launching op's shapes carry no FLOPs/bytes: infer the
+    # missing one(s) from the launch shape (archsim.perf.blocks.estimate_work_from_launch).
+    est_flops, est_bytes = estimate_work_from_launch(_name_view(ops), blocks, threads)
+    flops = np.where(flops > 0, flops, est_flops)
+    dram_bytes = np.where(dram_bytes > 0, dram_bytes, est_bytes)
 
     n_sms = gpu.sms
     resident_limit = blocks_per_sm(threads, registers, shared, gpu)

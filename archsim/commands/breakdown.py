@@ -1,0 +1,65 @@
+"""``archsim breakdown TRACE --hw NAME [--phase all|inference|train] --out DIR``: sequential
+idealization of the trace's GPU op sequence (CSV, Parquet, stacked bars), optionally GPU time versus SM
+count (``--sms 2,4,...,80``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from archsim.commands._common import add_out_argument
+from archsim.hw.args import add_hw_arguments
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "breakdown", help="where GPU time goes: sequential idealization of the op sequence"
+    )
+    parser.add_argument("trace", type=Path, help="trace directory, or a Kineto .json/.json.gz")
+    add_hw_arguments(parser)
+    parser.add_argument("--phase", default="all", choices=("all", "inference", "train"))
+    parser.add_argument(
+        "--calibration", type=Path, help="efficiency overlay from `archsim calibrate` (YAML)"
+    )
+    parser.add_argument(
+        "--source-hw",
+        help="preset of the GPU the trace was measured on (default: matched from the trace's GPU name)",
+    )
+    parser.add_argument("--sms", help="also sweep SM counts, e.g. 2,4,...,80")
+    add_out_argument(parser)
+    parser.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from archsim.analysis.breakdown import breakdown, parse_sm_counts, sm_curve
+    from archsim.atomic import atomic_output_dir, check_output_dir
+    from archsim.commands._trace_input import load_trace_input
+    from archsim.hw.args import hw_from_args
+    from archsim.hw.presets import load_hw
+    from archsim.perf.calibrate import load_efficiency
+    from archsim.perf.kernel import source_hw_for_trace
+    from archsim.report.breakdown_chart import draw_breakdown, draw_sm_curve
+
+    check_output_dir(args.out, args.force)
+    hw = hw_from_args(args)
+    sm_counts = parse_sm_counts(args.sms) if args.sms else None
+    efficiency = load_efficiency(args.calibration) if args.calibration else None
+    trace = load_trace_input(args.trace)
+    source = load_hw(args.source_hw) if args.source_hw else source_hw_for_trace(trace)
+    table = breakdown(trace.ops, hw, args.phase, source, efficiency)
+    curve = sm_curve(trace.ops, hw, sm_counts, source, efficiency) if sm_counts else None
+    title = f"{args.trace.name} on {hw.name}" + (" (calibrated)" if efficiency else "")
+    with atomic_output_dir(args.out, force=args.force) as tmp:
+        table.to_csv(tmp / "breakdown.csv", index=False)
+        table.to_parquet(tmp / "breakdown.parquet", index=False)
+        draw_breakdown(table, tmp / "breakdown", title)
+        if curve is not None:
+            curve.to_csv(tmp / "sm_curve.csv", index=False)
+            curve.to_parquet(tmp / "sm_curve.parquet", index=False)
+            draw_sm_curve(curve, tmp / "sm_curve", title)
+    for bar in dict.fromkeys(table["phase"]):
+        rows = table[table.phase == bar]
+        parts = ", ".join(f"{r.component} {100 * r.share:.1f}%" for r in rows.itertuples())
+        print(f"{bar}: {1e3 * rows.seconds.sum():.3f} ms GPU time: {parts}")
+    print(f"wrote {args.out}")
+    return 0

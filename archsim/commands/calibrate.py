@@ -1,0 +1,41 @@
+"""``archsim calibrate TRACE --hw NAME --out FILE.yaml``: fit per-op-class efficiencies of the kernel
+model from a real GPU trace (``--hw`` is the hardware it was measured on) and write them as an overlay
+for ``archsim breakdown --calibration FILE``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from archsim.hw.args import add_hw_arguments
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "calibrate", help="fit kernel-model efficiencies per op class from a real GPU trace"
+    )
+    parser.add_argument("trace", type=Path, help="trace directory, or a Kineto .json/.json.gz")
+    add_hw_arguments(parser)
+    parser.add_argument(
+        "--out", type=Path, required=True, help="calibration overlay to write (YAML)"
+    )
+    parser.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from archsim.commands._trace_input import load_trace_input
+    from archsim.hw.args import hw_from_args
+    from archsim.perf.calibrate import calibration_document, fit_table, write_calibration
+
+    hw = hw_from_args(args)
+    trace = load_trace_input(args.trace)
+    table = fit_table(trace.ops, hw)
+    write_calibration(args.out, calibration_document(table, str(args.trace), hw, args.hw_set))
+    print(f"{'class':14s} {'ops':>6s} {'measured ms':>12s} {'model ms':>10s} {'efficiency':>10s}")
+    for name, row in table.iterrows():
+        print(
+            f"{name:14s} {int(row.ops):6d} {1e3 * row.measured_s:12.3f} "
+            f"{1e3 * row.bound_s:10.3f} {row.efficiency:10.3f}"
+        )
+    print(f"wrote {args.out}")
+    return 0

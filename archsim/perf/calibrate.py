@@ -1,0 +1,163 @@
+"""Fit per-op-class efficiencies (achieved fraction of the kernel model's bound) from a real GPU trace.
+
+For each class c (op_class; memcpy and memset by kind), efficiency_c = sum(model bound) / sum(measured)
+over the measured ops of that class: the time-weighted fraction, i.e. the factor that makes the model
+reproduce the class's total measured time on the fitting GPU. (A median of per-op ratios is reported
+too; totals are what the simulator adds up, so the time-weighted fit is the one used.) An efficiency
+above 1 means the model's bound is pessimistic for that class. ``default`` is the fit over all ops, used
+for classes the fitting trace lacked.
+
+The overlay is YAML: ``efficiency: {gemm: 0.62, ...}`` plus ``provenance`` (trace, hw, date, ops per
+class). ``predict_op_seconds(..., efficiency=...)`` and ``archsim breakdown --calibration`` use it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from archsim.atomic import atomic_output_file
+from archsim.errors import ArchsimError
+from archsim.hw.schema import HardwareConfig
+from archsim.perf.kernel import MEASURED_KINDS, body_seconds, efficiency_class
+
+DEFAULT_CLASS = "default"
+
+
+def measured_ops(ops: pd.DataFrame) -> pd.DataFrame:
+    """Ops with a measured device duration (kernel, memcpy, memset with dur_us > 0)."""
+    kind = ops["kind"].astype("string")
+    dur = pd.to_numeric(ops["dur_us"], errors="coerce")
+    return ops[kind.isin(MEASURED_KINDS) & (dur > 0)].reset_index(drop=True)
+
+
+def fit_table(ops: pd.DataFrame, hw: HardwareConfig) -> pd.DataFrame:
+    """Per class: ops, measured and model-bound seconds, time-weighted and median efficiency."""
+    ops = measured_ops(ops)
+    if ops.empty:
+        raise ArchsimError("trace has no measured GPU ops (kernel/memcpy/memset) to calibrate on")
+    frame = pd.DataFrame(
+        {
+            "op_class": efficiency_class(ops).to_numpy(),
+            "measured_s": ops["dur_us"].to_numpy(dtype=float) * 1e-6,
+            "bound_s": body_seconds(ops, hw),
+        }
+    )
+    frame["ratio"] = frame["bound_s"] / frame["measured_s"]
+    table = frame.groupby("op_class").agg(
+        ops=("ratio", "size"),
+        measured_s=("measured_s", "sum"),
+        bound_s=("bound_s", "sum"),
+        median_efficiency=("ratio", "median"),
+    )
+    table["efficiency"] = table["bound_s"] / table["measured_s"]
+    overall = pd.DataFrame(
+        {
+            "ops": [len(frame)],
+            "measured_s": [frame["measured_s"].sum()],
+            "bound_s": [frame["bound_s"].sum()],
+            "median_efficiency": [frame["ratio"].median()],
+        },
+        index=[DEFAULT_CLASS],
+    )
+    overall["efficiency"] = overall["bound_s"] / overall["measured_s"]
+    return pd.concat([table, overall]).rename_axis("op_class")
+
+
+def fit_efficiency(ops: pd.DataFrame, hw: HardwareConfig) -> dict[str, float]:
+    table = fit_table(ops, hw)
+    return {str(c): float(e) for c, e in table["efficiency"].items()}
+
+
+def calibration_document(
+    table: pd.DataFrame, trace: str, hw: HardwareConfig, overrides: list[str] | None = None
+) -> dict[str, Any]:
+    return {
+        "efficiency": {str(c): round(float(e), 6) for c, e in table["efficiency"].items()},
+        "provenance": {
+            "trace": trace,
+            "hw": hw.name,
+            "hw_overrides": list(overrides or []),
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "method": "per class: sum(model bound) / sum(measured), time-weighted",
+            "ops_per_class": {str(c): int(n) for c, n in table["ops"].items()},
+            "median_efficiency": {
+                str(c): round(float(m), 6) for c, m in table["median_efficiency"].items()
+            },
+        },
+    }
+
+
+def write_calibration(path: Path, document: Mapping[str, Any]) -> Path:
+    with atomic_output_file(Path(path)) as handle:
+        handle.write(yaml.safe_dump(dict(document), sort_keys=False))
+    return Path(path)
+
+
+def load_efficiency(path: Path) -> dict[str, float]:
+    """The ``efficiency`` mapping of a calibration overlay, checked (positive finite numbers)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ArchsimError(f"{path}: cannot read calibration ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ArchsimError(f"{path}: not valid YAML ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("efficiency"), dict):
+        raise ArchsimError(f"{path}: expected a mapping with key efficiency: {{class: fraction}}")
+    out = {}
+    for name, value in data["efficiency"].items():
+        if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise ArchsimError(
+                f"{path}: efficiency.{name} must be a positive number (got {value!r})"
+            )
+        out[str(name)] = float(value)
+    return out
+
+
+def class_errors(
+    ops: pd.DataFrame, hw: HardwareConfig, efficiency: Mapping[str, float] | None
+) -> pd.DataFrame:
+    """Per class: measured and predicted kernel seconds and the signed relative error of the total."""
+    ops = measured_ops(ops)
+    frame = pd.DataFrame(
+        {
+            "op_class": efficiency_class(ops).to_numpy(),
+            "measured_s": ops["dur_us"].to_numpy(dtype=float) * 1e-6,
+            "predicted_s": body_seconds(ops, hw, efficiency=efficiency),
+        }
+    )
+    table = frame.groupby("op_class").agg(
+        ops=("measured_s", "size"),
+        measured_s=("measured_s", "sum"),
+        predicted_s=("predicted_s", "sum"),
+    )
+    table.loc["total"] = [len(frame), frame["measured_s"].sum(), frame["predicted_s"].sum()]
+    table["error"] = table["predicted_s"] / table["measured_s"] - 1.0
+    table["ops"] = table["ops"].astype(int)
+    return table
+
+
+def total_error(
+    ops: pd.DataFrame, hw: HardwareConfig, efficiency: Mapping[str, float] | None
+) -> float:
+    """Signed relative error of the predicted total kernel time."""
+    return float(class_errors(ops, hw, efficiency).loc["total", "error"])
+
+
+__all__ = [
+    "calibration_document",
+    "class_errors",
+    "fit_efficiency",
+    "fit_table",
+    "load_efficiency",
+    "measured_ops",
+    "total_error",
+    "write_calibration",
+]
