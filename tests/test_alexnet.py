@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
+from archsim.cli import main
+from archsim.trace import load
 from workloads.alexnet.model import build_alexnet, random_images
 from workloads.alexnet.run import capture_dtype_for, cpu_flags, cpu_runs_dtype
 
@@ -76,3 +80,77 @@ def test_cpu_flags_read_x86_and_arm_cpuinfo() -> None:
     assert {"avx512_fp16", "avx2", "fpu"} <= cpu_flags(x86)
     assert "asimdhp" in cpu_flags(arm)
     assert cpu_flags("") == frozenset()
+
+
+# Bias adds: one per output element of every conv/fc layer, per image:
+#   conv 55*55*64 + 27*27*192 + 13*13*384 + 13*13*256 + 13*13*256
+#      = 193,600 + 139,968 + 64,896 + 43,264 + 43,264 = 484,992;  fc 4,096 + 4,096 + 1,000 = 9,192
+# They are 494,184 / 1,428,376,960 = 0.035% of the MAC FLOPs; the FLOP formulas may or may not count them.
+BIAS_ADDS_PER_IMAGE = 484_992 + 9_192
+
+
+@pytest.fixture(scope="module")
+def tiny_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`archsim capture alexnet` at batch 1: one warm-up pass and two recorded passes."""
+    out = tmp_path_factory.mktemp("alexnet") / "b1"
+    argv = [
+        "capture",
+        "alexnet",
+        "--batch",
+        "1",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    return out
+
+
+def test_cli_capture_writes_an_inference_trace(tiny_capture: Path) -> None:
+    trace = load(tiny_capture)
+    assert trace.meta["workload"]["name"] == "alexnet"
+    assert trace.meta["workload"]["settings"]["batch_size"] == 1
+    assert trace.meta["target_dtype"] == "float32"
+    steps = trace.steps[trace.steps["role"] == "inference"]
+    assert len(steps) == 2 and set(steps["batch_size"]) == {1}
+    assert (steps["inference_batch_us"] > 0).all()
+    in_steps = trace.ops[trace.ops["step_id"].isin(steps["step_id"])]
+    assert set(in_steps["phase"]) == {"inference_batch"}
+
+
+def test_conv_and_fc_flops_in_the_trace_match_the_hand_count(tiny_capture: Path) -> None:
+    ops = load(tiny_capture).ops
+    step_ops = ops[ops["step_id"] == ops.loc[ops["step_id"] >= 0, "step_id"].min()]
+    gemm_like = step_ops[step_ops["op_class"].isin(["conv", "gemm"])]
+    assert len(gemm_like) == 8  # five convs, three fully connected layers
+    assert GEMM_FLOPS_PER_IMAGE == 1_428_376_960  # 2 x 714,188,480 MACs
+    total = gemm_like["flops"].sum()
+    assert GEMM_FLOPS_PER_IMAGE <= total <= GEMM_FLOPS_PER_IMAGE + BIAS_ADDS_PER_IMAGE
+    conv_total = gemm_like.loc[gemm_like["op_class"] == "conv", "flops"].sum()
+    assert conv_total == pytest.approx(2 * CONV_MACS, rel=1e-3)
+
+
+def test_fp16_capture_records_the_target_dtype(tmp_path: Path) -> None:
+    out = tmp_path / "fp16"
+    argv = ["capture", "alexnet", "--batch", "1", "--dtype", "fp16", "--warmup", "1"]
+    assert main([*argv, "--active", "1", "--out", str(out)]) == 0
+    trace = load(out)
+    settings = trace.meta["workload"]["settings"]
+    assert trace.meta["target_dtype"] == "float16"
+    assert settings["dtype"] == "fp16"
+    captured = capture_dtype_for(torch.float16)[0]
+    assert settings["capture_dtype"] == str(captured).removeprefix("torch.")
+    conv_dtypes = set(trace.ops.loc[trace.ops["op_class"] == "conv", "dtype"])
+    assert conv_dtypes == {settings["capture_dtype"]}
+
+
+def test_capture_refuses_a_non_empty_output_and_leaves_it_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    assert main(["capture", "alexnet", "--batch", "1", "--out", str(tmp_path)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]

@@ -1,0 +1,199 @@
+"""Predict the time of one inference batch (or one learner step) of a trace on a target GPU.
+
+The GPU time of a step is the sum of the kernel model's per-op seconds over the step's ops: ops run one
+after another on one stream, as PyTorch issues them for a single forward pass (no overlap between ops,
+the same assumption as Habitat and ASTRA-sim; REFERENCE.md "Simulator and predictor anchors").
+
+The CPU-side launch cost is reported on its own. PyTorch launches kernels asynchronously, so the host
+thread runs ahead of the GPU and a step finishes after whichever is longer: the GPU busy time or the
+host's launch time (launches x ``gpu.launch_overhead_us``). ``seconds_per_batch`` is therefore
+``max(gpu_seconds, launch_overhead_seconds)``; ``launch_bound`` says which side decided it. (The host's
+Python and framework time between launches is not modelled here; the system simulator does that.)
+
+Steps: ops are grouped by ``step_id`` (one ``archsim::inference_step`` / ``learner_step`` each); the
+per-step sums are combined with the median, which ignores a stray first step without changing a
+steady run (every AlexNet step issues the same ops, so median == mean there). A trace without step
+markers counts as one step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from archsim.errors import ArchsimError
+from archsim.hw.schema import HardwareConfig
+from archsim.trace.format import Trace
+from archsim.trace.schema import PHASE_GROUPS, PHASES, UNKNOWN_PHASE
+
+# Bytes per element of the floating dtypes a target may run in (IEEE 754 sizes).
+FLOAT_ITEMSIZE_BYTES: dict[str, int] = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+# Spellings seen in traces and meta ("Input type" strings are c10 scalar type names).
+_DTYPE_ALIASES: dict[str, str] = {
+    "float": "float32",
+    "fp32": "float32",
+    "half": "float16",
+    "fp16": "float16",
+    "double": "float64",
+    "c10::half": "float16",
+    "c10::bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+}
+# Which step role's batch size applies to each phase group.
+_GROUP_ROLES: dict[str, tuple[str, ...]] = {
+    "inference": ("inference", "actor"),
+    "train": ("learner",),
+}
+
+
+def normalize_dtype(name: str) -> str:
+    """Canonical dtype name (float32, float16, ...) for the spellings traces and users use."""
+    key = str(name).strip().lower().removeprefix("torch.")
+    return _DTYPE_ALIASES.get(key, key)
+
+
+def phase_names(phase: str) -> tuple[str, ...]:
+    """The op phases a ``--phase`` value selects: a group (inference, train) or one phase name."""
+    if phase in PHASE_GROUPS:
+        return PHASE_GROUPS[phase]
+    if phase in PHASES or phase == UNKNOWN_PHASE:
+        return (phase,)
+    choices = ", ".join([*PHASE_GROUPS, *PHASES, UNKNOWN_PHASE])
+    raise ArchsimError(f"--phase {phase}: unknown phase (expected one of: {choices})")
+
+
+def _trace_label(trace: Trace) -> str:
+    if trace.raw_path is not None:
+        return str(trace.raw_path.parent)
+    return str(trace.meta.get("workload", {}).get("name", "trace"))
+
+
+def select_phase_ops(trace: Trace, phase: str, label: str | None = None) -> pd.DataFrame:
+    """The trace's ops in ``phase``; an ArchsimError naming the phases present when there are none."""
+    names = phase_names(phase)
+    ops = trace.ops[trace.ops["phase"].isin(names)]
+    if ops.empty:
+        present = sorted(set(trace.ops["phase"].astype(str))) or ["none: the trace has no ops"]
+        raise ArchsimError(
+            f"{label or _trace_label(trace)}: no ops in phase {phase!r} (phases present: {', '.join(present)})"
+        )
+    return ops.reset_index(drop=True)
+
+
+def retarget_dtype(ops: pd.DataFrame, target_dtype: str) -> pd.DataFrame:
+    """A copy of ``ops`` as if the floating-point ops had run in ``target_dtype``.
+
+    A CPU may capture fp32 on behalf of an fp16 target (meta ``target_dtype``). The kernel model picks
+    its peak from the ``dtype`` column, and the bytes an op moves scale with the element size, so
+    both are rewritten for float ops; integer/bool ops (indices, masks) are left alone.
+    """
+    target = normalize_dtype(target_dtype)
+    if target not in FLOAT_ITEMSIZE_BYTES:
+        raise ArchsimError(
+            f"target_dtype {target_dtype!r}: expected one of {', '.join(FLOAT_ITEMSIZE_BYTES)}"
+        )
+    out = ops.copy()
+    captured = out["dtype"].astype(str).map(normalize_dtype)
+    is_float = captured.isin(list(FLOAT_ITEMSIZE_BYTES))
+    size_ratio = captured.map(FLOAT_ITEMSIZE_BYTES).fillna(1.0).rdiv(FLOAT_ITEMSIZE_BYTES[target])
+    for column in ("bytes_read", "bytes_written"):
+        out[column] = np.where(is_float, out[column] * size_ratio, out[column])
+    out["dtype"] = out["dtype"].where(~is_float, target).astype("string")
+    return out
+
+
+def _dominant_dtype(ops: pd.DataFrame) -> str:
+    """The dtype that carries most FLOPs (the one that sets the speed), else the most common one."""
+    dtypes = ops["dtype"].astype(str).map(normalize_dtype)
+    if ops["flops"].sum() > 0:
+        return str(ops.groupby(dtypes)["flops"].sum().idxmax())
+    counts = dtypes[dtypes != ""].value_counts()
+    return str(counts.index[0]) if len(counts) else "unknown"
+
+
+def _launches_per_op(ops: pd.DataFrame) -> np.ndarray:
+    """Host launches each op costs on the target: one per GPU kernel/memcpy/memset; a CPU-captured
+    leaf op becomes (at least) one kernel launch on a GPU."""
+    return np.ones(len(ops))
+
+
+def _step_batch_size(trace: Trace, step_ids: np.ndarray, phase: str) -> int:
+    """Batch size of the steps the ops ran in (median over them), else the workload's setting, else 1."""
+    steps = trace.steps[trace.steps["step_id"].isin(step_ids)]
+    roles = _GROUP_ROLES.get(phase)
+    if roles is not None and not steps.empty and steps["role"].isin(roles).any():
+        steps = steps[steps["role"].isin(roles)]
+    if not steps.empty:
+        return int(np.median(steps["batch_size"].to_numpy()))
+    settings = trace.meta.get("workload", {}).get("settings", {}) or {}
+    for key in ("batch_size", "batch"):
+        if isinstance(settings.get(key), int):
+            return int(settings[key])
+    return 1
+
+
+def predict_phase(
+    trace: Trace,
+    hw: HardwareConfig,
+    phase: str = "inference",
+    hw_name: str | None = None,
+    label: str | None = None,
+) -> dict[str, Any]:
+    """Predicted seconds per step of ``phase`` on one GPU of ``hw`` (see the module docstring).
+
+    Returns batch, dtype, seconds_per_batch, items_per_s, gpu_seconds, launch_overhead_seconds,
+    launch_bound, launches, hw, n_ops (ops per step), n_steps, phase.
+    """
+    from archsim.perf.kernel import predict_op_seconds, source_hw_for_trace
+
+    if hw.gpu is None:
+        raise ArchsimError(f"--hw {hw.name}: has no GPU section; predict needs a GPU target")
+    ops = select_phase_ops(trace, phase, label)
+    target_dtype = trace.meta.get("target_dtype")
+    if target_dtype:
+        ops = retarget_dtype(ops, str(target_dtype))
+    seconds = np.asarray(predict_op_seconds(ops, hw, source_hw_for_trace(trace)), dtype=float)
+    launches = _launches_per_op(ops)
+
+    per_step = (
+        pd.DataFrame({"step_id": ops["step_id"].to_numpy(), "gpu_s": seconds, "launches": launches})
+        .groupby("step_id", sort=True)[["gpu_s", "launches"]]
+        .sum()
+    )
+    if (per_step.index >= 0).any():  # ops outside any step (step_id -1) are not part of a batch
+        per_step = per_step[per_step.index >= 0]
+    gpu_seconds = float(np.median(per_step["gpu_s"]))
+    n_launches = float(np.median(per_step["launches"]))
+    launch_overhead_seconds = n_launches * hw.gpu.launch_overhead_us * 1e-6
+    seconds_per_batch = max(gpu_seconds, launch_overhead_seconds)
+    batch = _step_batch_size(trace, per_step.index.to_numpy(), phase)
+    return {
+        "phase": phase,
+        "batch": batch,
+        "dtype": normalize_dtype(target_dtype) if target_dtype else _dominant_dtype(ops),
+        "seconds_per_batch": seconds_per_batch,
+        "items_per_s": batch / seconds_per_batch,
+        "gpu_seconds": gpu_seconds,
+        "launch_overhead_seconds": launch_overhead_seconds,
+        "launch_bound": launch_overhead_seconds > gpu_seconds,
+        "launches": int(round(n_launches)),
+        "hw": hw_name or hw.name,
+        "gpu": hw.gpu.name,
+        "n_ops": int(round(len(ops) / len(per_step))),
+        "n_steps": int(len(per_step)),
+    }
+
+
+def predict_inference(
+    trace: Trace,
+    hw: HardwareConfig,
+    phase: str = "inference",
+    hw_name: str | None = None,
+    label: str | None = None,
+) -> dict[str, Any]:
+    """Inference prediction: :func:`predict_phase` plus ``images_per_s`` (= batch / seconds_per_batch)."""
+    result = predict_phase(trace, hw, phase, hw_name, label)
+    result["images_per_s"] = result["items_per_s"]
+    return result

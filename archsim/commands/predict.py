@@ -1,0 +1,77 @@
+"""``archsim predict TRACE --hw NAME``: predicted time per batch (and images/s) on a target GPU."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "predict",
+        help="predict time per inference batch / learner step of a trace on a target GPU",
+        description=(
+            "Predict the GPU time of one step of TRACE's phase on one GPU of the hardware config "
+            "(the sum of per-op kernel-model times), the CPU-side launch overhead, and their "
+            "maximum as the time per batch."
+        ),
+    )
+    parser.add_argument("trace", type=Path, metavar="TRACE", help="trace directory")
+    from archsim.hw.args import add_hw_arguments
+
+    add_hw_arguments(parser)
+    parser.add_argument(
+        "--phase",
+        default="inference",
+        help="phase group (inference, train) or one phase name (default inference)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=handle)
+
+
+def _format_seconds(seconds: float) -> str:
+    if seconds >= 1.0:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def format_report(trace_path: Path, result: dict[str, Any]) -> str:
+    """The human-readable lines of a prediction."""
+    per = "batch" if result["phase"] != "train" else "learner step"
+    rate_name = "images/s" if "images_per_s" in result else "samples/s"
+    bound = "launch-bound (CPU)" if result["launch_bound"] else "GPU-bound"
+    return "\n".join(
+        [
+            f"trace: {trace_path}  phase: {result['phase']}  batch: {result['batch']}  "
+            f"dtype: {result['dtype']}",
+            f"hardware: {result['hw']} ({result['gpu']})",
+            f"ops per step: {result['n_ops']} (median over {result['n_steps']} steps)",
+            f"GPU time per {per}: {_format_seconds(result['gpu_seconds'])}",
+            f"CPU launch overhead per {per}: {_format_seconds(result['launch_overhead_seconds'])} "
+            f"({result['launches']} launches)",
+            f"predicted time per {per}: {_format_seconds(result['seconds_per_batch'])} ({bound})",
+            f"{rate_name}: {result['items_per_s']:,.1f}",
+        ]
+    )
+
+
+def handle(args: argparse.Namespace) -> int:
+    from archsim.analysis.predict import predict_inference, predict_phase
+    from archsim.hw.args import hw_from_args
+    from archsim.trace.format import load
+
+    hw = hw_from_args(args)
+    trace = load(args.trace)
+    if args.phase == "train":
+        result = predict_phase(trace, hw, args.phase, hw_name=args.hw, label=str(args.trace))
+    else:
+        result = predict_inference(trace, hw, args.phase, hw_name=args.hw, label=str(args.trace))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(format_report(args.trace, result))
+    return 0

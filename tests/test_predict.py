@@ -1,0 +1,172 @@
+"""archsim predict: per-batch predictions from real AlexNet captures, invariants across hardware,
+the dtype retargeting worked by hand, and the bad-input errors of the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from archsim.analysis.predict import predict_inference, predict_phase, retarget_dtype
+from archsim.capture.session import CaptureSchedule
+from archsim.cli import main
+from archsim.hw import load_hw
+from archsim.trace import load
+from tests.conftest import kineto_fixture
+
+# One warm-up and two recorded forward passes: enough for per-step grouping, fast on 2 cores.
+TINY_SCHEDULE = CaptureSchedule(skip_first=0, wait=0, warmup=1, active=2, repeat=1)
+JSON_KEYS = {"batch", "dtype", "seconds_per_batch", "images_per_s"}
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real AlexNet captures on this CPU: batch 1 and 32 in fp32, and batch 32 for an fp16 target."""
+    from workloads.alexnet.run import capture_alexnet
+
+    root = tmp_path_factory.mktemp("alexnet-traces")
+    out = {}
+    for key, batch, dtype in (("b1", 1, "fp32"), ("b32", 32, "fp32"), ("b32_fp16", 32, "fp16")):
+        out[key] = root / key
+        capture_alexnet(out[key], batch, dtype, schedule=TINY_SCHEDULE)
+    return out
+
+
+def _predict_cli(trace: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict:
+    assert main(["predict", str(trace), "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_has_the_documented_keys_and_images_per_s_is_batch_over_time(
+    traces: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = _predict_cli(traces["b32"], capsys, "--hw", "dgx1-v100")
+    assert set(result) >= JSON_KEYS
+    assert result["batch"] == 32
+    assert result["dtype"] == "float32"
+    assert result["images_per_s"] == pytest.approx(result["batch"] / result["seconds_per_batch"])
+    assert result["seconds_per_batch"] == pytest.approx(
+        max(result["gpu_seconds"], result["launch_overhead_seconds"])
+    )
+    assert result["n_steps"] == TINY_SCHEDULE.active
+
+
+def test_launch_overhead_is_launches_times_the_presets_cost(traces: dict[str, Path]) -> None:
+    hw = load_hw("dgx1-v100")
+    result = predict_inference(load(traces["b1"]), hw)
+    assert result["launches"] == result["n_ops"]  # one launch per op of a step
+    assert result["launch_overhead_seconds"] == pytest.approx(
+        result["launches"] * hw.gpu.launch_overhead_us * 1e-6
+    )
+
+
+def test_text_output_names_hardware_and_rate(
+    traces: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["predict", str(traces["b1"]), "--hw", "dgx-a100"]) == 0
+    text = capsys.readouterr().out
+    assert "dgx-a100" in text and "images/s" in text and "predicted time per batch" in text
+
+
+def test_batch_32_has_higher_throughput_than_batch_1_on_v100(traces: dict[str, Path]) -> None:
+    hw = load_hw("dgx1-v100")
+    b1 = predict_inference(load(traces["b1"]), hw)
+    b32 = predict_inference(load(traces["b32"]), hw)
+    assert b32["images_per_s"] > b1["images_per_s"]
+
+
+@pytest.mark.parametrize("preset", ["dgx1-v100", "dgx-a100"])
+def test_fp16_target_is_faster_than_fp32_on_tensor_core_gpus(
+    traces: dict[str, Path], preset: str
+) -> None:
+    fp16_trace = load(traces["b32_fp16"])
+    assert fp16_trace.meta["target_dtype"] == "float16"
+    hw = load_hw(preset)
+    fp32 = predict_inference(load(traces["b32"]), hw)
+    fp16 = predict_inference(fp16_trace, hw)
+    assert fp16["dtype"] == "float16"
+    assert fp16["images_per_s"] > fp32["images_per_s"]
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(fewer=st.integers(min_value=1, max_value=200), extra=st.integers(min_value=1, max_value=200))
+def test_more_sms_are_never_slower(traces: dict[str, Path], fewer: int, extra: int) -> None:
+    trace = load(traces["b32"])
+    small = predict_inference(trace, load_hw("dgx1-v100", [f"gpu.sms={fewer}"]))
+    large = predict_inference(trace, load_hw("dgx1-v100", [f"gpu.sms={fewer + extra}"]))
+    assert large["gpu_seconds"] <= small["gpu_seconds"] * (1 + 1e-12)
+
+
+def test_no_ops_in_phase_is_a_one_line_error_exit_2(
+    traces: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["predict", str(traces["b1"]), "--hw", "dgx1-v100", "--phase", "train"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert (
+        "no ops in phase 'train'" in err and "inference_batch" in err and str(traces["b1"]) in err
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--hw", "dgx-z900"], "unknown hardware preset"),
+        (["--hw", "dgx1-v100", "--set", "gpu.warp_drive=1"], "gpu.warp_drive"),
+        (["--hw", "dgx1-v100", "--phase", "lunch"], "unknown phase"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    traces: dict[str, Path], capsys: pytest.CaptureFixture[str], args: list[str], expected: str
+) -> None:
+    assert main(["predict", str(traces["b1"]), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("archsim: error:") and expected in err and "\n" not in err
+
+
+def test_a_folder_that_is_not_a_trace_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["predict", str(tmp_path), "--hw", "dgx1-v100"]) == 2
+    assert "not a trace directory" in capsys.readouterr().err
+
+
+def test_retarget_dtype_halves_float_bytes_and_keeps_integer_ops() -> None:
+    ops = pd.DataFrame(
+        {
+            "dtype": ["float32", "int64", "float16"],
+            "bytes_read": [4000.0, 800.0, 200.0],
+            "bytes_written": [400.0, 8.0, 20.0],
+            "flops": [1e6, 0.0, 1e3],
+        }
+    )
+    out = retarget_dtype(ops, "float16")
+    # float32 -> float16: 2/4 of the bytes (4000 -> 2000, 400 -> 200); int64 unchanged; fp16 stays.
+    assert out["dtype"].tolist() == ["float16", "int64", "float16"]
+    assert out["bytes_read"].tolist() == [2000.0, 800.0, 200.0]
+    assert out["bytes_written"].tolist() == [200.0, 8.0, 20.0]
+    assert out["flops"].tolist() == ops["flops"].tolist()  # the work itself does not change
+    assert ops["dtype"].tolist()[0] == "float32"  # a copy: the trace's table is left alone
+
+
+def test_measured_gpu_trace_predicted_on_its_own_gpu_is_its_measured_time() -> None:
+    """The A100 AlexNet fixture predicted on the A100 preset: every kernel anchors to its measured
+    duration (model ratio 1), so the GPU time is the sum of durations plus one launch latency each."""
+    from archsim.trace.ingest import ingest
+
+    trace = ingest(kineto_fixture("a100_alexnet_forward.json.gz"))
+    hw = load_hw("dgx-a100", [f"gpu.sms={trace.meta['source'].get('gpu_num_sms') or 108}"])
+    phase = str(trace.ops["phase"].mode()[0])
+    result = predict_phase(trace, hw, phase)
+    ops = trace.ops[trace.ops["phase"] == phase]
+    expected = ops["dur_us"].sum() * 1e-6 + len(ops) * hw.gpu.launch_latency_us * 1e-6
+    assert result["n_steps"] == 1  # no archsim step markers: the whole trace is one step
+    assert result["gpu_seconds"] == pytest.approx(expected, rel=1e-9)
+    assert np.isfinite(result["items_per_s"])
