@@ -110,7 +110,7 @@ def test_memcpy_uses_host_link_and_dtod_uses_dram() -> None:
         ]
     )
     seconds = predict_op_seconds(ops, V100, include_launch=False)
-    assert seconds[0] == pytest.approx(1e-6 + n / 11.5e9)  # host link latency + bytes / 11.5 GB/s
+    assert seconds[0] == pytest.approx(1e-6 + n / 6.4e9)  # link latency + bytes / 6.4 GB/s pageable
     assert seconds[1] == pytest.approx(2 * n / 900e9)  # read + write through DRAM
     assert seconds[2] == pytest.approx(n / 900e9)
 

@@ -74,8 +74,11 @@ class GpuConfig(_Strict):
 
 class HostLinkConfig(_Strict):
     kind: str
-    bw_gbs: float = Field(gt=0)
+    bw_gbs: float = Field(gt=0)  # pinned (page-locked) host memory
     latency_us: float = Field(ge=0)
+    # Copies from/to pageable host memory go through the driver's pinned staging buffer and are
+    # slower; None = same as bw_gbs.
+    pageable_bw_gbs: float | None = Field(default=None, gt=0)
 
 
 class NetworkConfig(_Strict):

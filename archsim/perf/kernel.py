@@ -203,7 +203,10 @@ def _copy_seconds(
     bw = np.inf if "dram_bw" in idealize else gpu.dram_bw_gbs * 1e9
     latency = 0.0 if "dram_latency" in idealize else gpu.dram_latency_ns * 1e-9
     device_s = np.maximum(dram_traffic / bw, latency)
-    host_s = hw.host_link.latency_us * _US + n_bytes / (hw.host_link.bw_gbs * 1e9)
+    link = hw.host_link
+    pageable = name.str.contains("Pageable", regex=False).to_numpy(dtype=bool)
+    link_gbs = np.where(pageable, link.pageable_bw_gbs or link.bw_gbs, link.bw_gbs)
+    host_s = link.latency_us * _US + n_bytes / (link_gbs * 1e9)
     return np.where(on_device.to_numpy(dtype=bool), device_s, host_s)
 
 
