@@ -109,7 +109,10 @@ class OpArgs:
 
     def value(self, i: int, default: Any = None) -> Any:
         v = self.values[i] if i < len(self.values) else None
-        return default if v is None or isinstance(v, Tensor | list) and not _is_ints(v) else v
+        is_tensors = isinstance(v, Tensor) or (
+            isinstance(v, list) and any(isinstance(t, Tensor) for t in v)
+        )
+        return default if v is None or is_tensors else v
 
     def read_bytes(self) -> float:
         return float(sum(t.nbytes for t in self.tensors()))

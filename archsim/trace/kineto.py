@@ -23,11 +23,11 @@ import pandas as pd
 from archsim.errors import ArchsimError, where
 
 # Kineto category (lower-cased) -> normalised category. Legacy names from PyTorch 1.8-1.10 traces.
+# Other categories (gpu_user_annotation mirrors, python_function, cuda_sync, ac2g flows) are skipped.
 CATEGORY_ALIASES: dict[str, str] = {
     "cpu_op": "cpu_op",
     "operator": "cpu_op",
     "user_annotation": "user_annotation",
-    "gpu_user_annotation": "gpu_user_annotation",
     "cuda_runtime": "cuda_runtime",
     "runtime": "cuda_runtime",
     "cuda_driver": "cuda_runtime",  # cuLaunchKernel (Triton etc.) correlates like cudaLaunchKernel
