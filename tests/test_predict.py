@@ -170,3 +170,27 @@ def test_measured_gpu_trace_predicted_on_its_own_gpu_is_its_measured_time() -> N
     assert result["n_steps"] == 1  # no archsim step markers: the whole trace is one step
     assert result["gpu_seconds"] == pytest.approx(expected, rel=1e-9)
     assert np.isfinite(result["items_per_s"])
+
+
+def test_train_phase_of_a_foreign_gpu_trace_is_per_profiler_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The V100 DDP training fixture has no archsim markers: its backward/optimizer ops (found from
+    torch's own annotations) are grouped by ProfilerStep; on its own GPU each op is its measured time."""
+    out = tmp_path / "v100"
+    assert (
+        main(["ingest", str(kineto_fixture("v100_cnn_ddp_train.json.gz")), "--out", str(out)]) == 0
+    )
+    capsys.readouterr()
+    result = _predict_cli(out, capsys, "--hw", "dgx1-v100", "--phase", "train")
+    trace = load(out)
+    ops = trace.ops[trace.ops["phase"].isin(["train_backward", "optimizer_step"])]
+    ops = ops[ops["profiler_step"] >= 0]
+    hw = load_hw("dgx1-v100")
+    per_step_s = ops.groupby("profiler_step")["dur_us"].sum() * 1e-6 + (
+        ops.groupby("profiler_step").size() * hw.gpu.launch_latency_us * 1e-6
+    )
+    assert result["steps_from"] == "profiler_step"
+    assert result["n_steps"] == ops["profiler_step"].nunique()
+    assert result["batch_known"] is False
+    assert result["gpu_seconds"] == pytest.approx(float(np.median(per_step_s)), rel=1e-9)

@@ -10,10 +10,11 @@ host's launch time (launches x ``gpu.launch_overhead_us``). ``seconds_per_batch`
 ``max(gpu_seconds, launch_overhead_seconds)``; ``launch_bound`` says which side decided it. (The host's
 Python and framework time between launches is not modelled here; the system simulator does that.)
 
-Steps: ops are grouped by ``step_id`` (one ``archsim::inference_step`` / ``learner_step`` each); the
-per-step sums are combined with the median, which ignores a stray first step without changing a
-steady run (every AlexNet step issues the same ops, so median == mean there). A trace without step
-markers counts as one step.
+Steps: ops are grouped by ``step_id`` (one ``archsim::inference_step`` / ``learner_step`` each); a
+foreign trace without archsim step markers is grouped by its ``ProfilerStep#`` number instead, and a
+trace with neither counts as one step. Ops outside every step (id -1) are left out when some ops are
+inside one. The per-step sums are combined with the median, which ignores a stray first step without
+changing a steady run (every AlexNet step issues the same ops, so median == mean there).
 """
 
 from __future__ import annotations
@@ -119,19 +120,29 @@ def _launches_per_op(ops: pd.DataFrame) -> np.ndarray:
     return np.ones(len(ops))
 
 
-def _step_batch_size(trace: Trace, step_ids: np.ndarray, phase: str) -> int:
-    """Batch size of the steps the ops ran in (median over them), else the workload's setting, else 1."""
+def _step_key(ops: pd.DataFrame) -> str:
+    """Column that says which step an op belongs to: archsim steps, else ProfilerStep numbers."""
+    if (ops["step_id"] >= 0).any():
+        return "step_id"
+    if (ops["profiler_step"] >= 0).any():
+        return "profiler_step"
+    return "step_id"
+
+
+def _step_batch_size(trace: Trace, step_ids: np.ndarray, phase: str) -> int | None:
+    """Batch size of the steps the ops ran in (median over them), else the workload's setting, else
+    None (a foreign trace that does not say)."""
     steps = trace.steps[trace.steps["step_id"].isin(step_ids)]
     roles = _GROUP_ROLES.get(phase)
     if roles is not None and not steps.empty and steps["role"].isin(roles).any():
         steps = steps[steps["role"].isin(roles)]
     if not steps.empty:
         return int(np.median(steps["batch_size"].to_numpy()))
-    settings = trace.meta.get("workload", {}).get("settings", {}) or {}
+    settings = (trace.meta.get("workload") or {}).get("settings") or {}
     for key in ("batch_size", "batch"):
         if isinstance(settings.get(key), int):
             return int(settings[key])
-    return 1
+    return None
 
 
 def predict_phase(
@@ -143,8 +154,8 @@ def predict_phase(
 ) -> dict[str, Any]:
     """Predicted seconds per step of ``phase`` on one GPU of ``hw`` (see the module docstring).
 
-    Returns batch, dtype, seconds_per_batch, items_per_s, gpu_seconds, launch_overhead_seconds,
-    launch_bound, launches, hw, n_ops (ops per step), n_steps, phase.
+    Returns batch (1 with ``batch_known`` False when the trace does not record it), dtype, seconds_per_batch, items_per_s, gpu_seconds, launch_overhead_seconds,
+    launch_bound, launches, hw, gpu, n_ops (ops per step), n_steps, steps_from, phase.
     """
     from archsim.perf.kernel import predict_op_seconds, source_hw_for_trace
 
@@ -157,21 +168,26 @@ def predict_phase(
     seconds = np.asarray(predict_op_seconds(ops, hw, source_hw_for_trace(trace)), dtype=float)
     launches = _launches_per_op(ops)
 
+    step_key = _step_key(ops)
     per_step = (
-        pd.DataFrame({"step_id": ops["step_id"].to_numpy(), "gpu_s": seconds, "launches": launches})
-        .groupby("step_id", sort=True)[["gpu_s", "launches"]]
+        pd.DataFrame({"step": ops[step_key].to_numpy(), "gpu_s": seconds, "launches": launches})
+        .groupby("step", sort=True)[["gpu_s", "launches"]]
         .sum()
     )
-    if (per_step.index >= 0).any():  # ops outside any step (step_id -1) are not part of a batch
+    if (per_step.index >= 0).any():  # ops outside any step (id -1) are not part of a batch
         per_step = per_step[per_step.index >= 0]
+    in_steps = ops[ops[step_key].isin(per_step.index)]
     gpu_seconds = float(np.median(per_step["gpu_s"]))
     n_launches = float(np.median(per_step["launches"]))
     launch_overhead_seconds = n_launches * hw.gpu.launch_overhead_us * 1e-6
     seconds_per_batch = max(gpu_seconds, launch_overhead_seconds)
-    batch = _step_batch_size(trace, per_step.index.to_numpy(), phase)
+    step_ids = per_step.index.to_numpy() if step_key == "step_id" else np.array([], dtype=int)
+    known_batch = _step_batch_size(trace, step_ids, phase)
+    batch = known_batch if known_batch is not None else 1
     return {
         "phase": phase,
         "batch": batch,
+        "batch_known": known_batch is not None,
         "dtype": normalize_dtype(target_dtype) if target_dtype else _dominant_dtype(ops),
         "seconds_per_batch": seconds_per_batch,
         "items_per_s": batch / seconds_per_batch,
@@ -181,8 +197,9 @@ def predict_phase(
         "launches": int(round(n_launches)),
         "hw": hw_name or hw.name,
         "gpu": hw.gpu.name,
-        "n_ops": int(round(len(ops) / len(per_step))),
+        "n_ops": int(round(len(in_steps) / len(per_step))),
         "n_steps": int(len(per_step)),
+        "steps_from": step_key,
     }
 
 

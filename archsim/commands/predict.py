@@ -44,9 +44,10 @@ def format_report(trace_path: Path, result: dict[str, Any]) -> str:
     per = "batch" if result["phase"] != "train" else "learner step"
     rate_name = "images/s" if "images_per_s" in result else "samples/s"
     bound = "launch-bound (CPU)" if result["launch_bound"] else "GPU-bound"
+    batch = result["batch"] if result["batch_known"] else "not recorded (rates are per step)"
     return "\n".join(
         [
-            f"trace: {trace_path}  phase: {result['phase']}  batch: {result['batch']}  "
+            f"trace: {trace_path}  phase: {result['phase']}  batch: {batch}  "
             f"dtype: {result['dtype']}",
             f"hardware: {result['hw']} ({result['gpu']})",
             f"ops per step: {result['n_ops']} (median over {result['n_steps']} steps)",
