@@ -5,6 +5,7 @@ sampling, new sequence priorities, and a target-network copy every ``target_upda
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 
@@ -76,6 +77,8 @@ class Learner:
             self.online.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps
         )
         self.updates = 0
+        # The SEED learner process sets a lock here so inference never reads half-updated weights.
+        self.params_lock: contextlib.AbstractContextManager = contextlib.nullcontext()
 
     def train_step(self, batch: dict[str, np.ndarray], weights: np.ndarray) -> TrainResult:
         with phase("train_forward"):
@@ -87,7 +90,7 @@ class Learner:
         with phase("train_backward"):
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-        with phase("optimizer_step"):
+        with phase("optimizer_step"), self.params_lock:
             self.optimizer.step()
         with phase("priority_update"):
             priorities = sequence_priority(td.detach().abs(), mask, self.cfg.priority_eta).numpy()

@@ -1,24 +1,31 @@
-"""Phase and step markers for the R2D2 workload.
+"""Phase and step markers for the R2D2 workload, with the names agreed in interfaces.md
+(``record_function("archsim::<phase>")``, ``record_function("archsim::<role>_step#k=v,...")``).
 
-Uses archsim.phase / archsim.step (the capture API) when present; the fallback below implements the
-same agreed contract (interfaces.md: ``record_function("archsim::<name>")`` and
-``record_function("archsim::<role>_step#k=v,...")``) so the workload also runs from a checkout where
-the capture package is not installed.
+Why not ``archsim.phase``/``archsim.step`` directly: those skip the annotation when
+``torch._C._autograd._profiler_enabled()`` is False, and that check is per thread. The SEED learner
+trains on its own thread (profiled with ``profile_all_threads``), where it reads False, so its
+markers would vanish. ``record_function`` itself is recorded from every thread.
 """
 
 from __future__ import annotations
 
-try:  # the capture helper's API, when it is present
-    from archsim import phase, step  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the checkout
-    from torch.profiler import record_function
+from torch.profiler import record_function
 
-    def phase(name: str) -> record_function:
-        return record_function(f"archsim::{name}")
+from archsim.trace.schema import PHASES, STEP_ROLES
 
-    def step(role: str, **attrs: int) -> record_function:
-        suffix = ",".join(f"{k}={int(v)}" for k, v in attrs.items())
-        return record_function(f"archsim::{role}_step" + (f"#{suffix}" if suffix else ""))
+PREFIX = "archsim::"
 
 
-__all__ = ["phase", "step"]
+def phase(name: str) -> record_function:
+    if name not in PHASES:
+        raise ValueError(f"unknown phase {name!r}")
+    return record_function(PREFIX + name)
+
+
+def step(role: str, **attrs: int) -> record_function:
+    if role not in STEP_ROLES:
+        raise ValueError(f"unknown step role {role!r}")
+    label = f"{PREFIX}{role}_step"
+    if attrs:
+        label += "#" + ",".join(f"{k}={int(v)}" for k, v in attrs.items())
+    return record_function(label)

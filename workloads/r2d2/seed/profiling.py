@@ -1,0 +1,72 @@
+"""Each process of a run records its own torch.profiler trace and a small sidecar describing it.
+
+The sidecar (``<role>-<index>.json``) names the process (role, index, pid), says whether the process
+finished normally, and holds one clock-sync sample: ``time.time_ns()`` and ``time.perf_counter_ns()``
+taken right before an ``archsim_clock_sync`` annotation. The merge uses it to check (and if needed
+correct) that every process's Kineto timestamps share one clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from pathlib import Path
+from types import TracebackType
+
+CLOCK_SYNC_NAME = "archsim_clock_sync"
+
+
+def part_paths(raw_dir: Path, role: str, index: int) -> tuple[Path, Path]:
+    """(Kineto JSON, sidecar JSON) of one process."""
+    stem = f"{role}-{index}"
+    return Path(raw_dir) / f"{stem}.trace.json", Path(raw_dir) / f"{stem}.json"
+
+
+class ProcessProfiler:
+    """Profile this process from ``__enter__`` to ``__exit__``; always export what was recorded."""
+
+    def __init__(self, raw_dir: Path, role: str, index: int, record_shapes: bool = True):
+        self.trace_path, self.sidecar_path = part_paths(raw_dir, role, index)
+        self.role = role
+        self.index = index
+        self.record_shapes = record_shapes
+        self._profiler = None
+        self.sidecar: dict = {"role": role, "index": index, "pid": os.getpid()}
+
+    def __enter__(self) -> ProcessProfiler:
+        import torch
+        from torch._C._profiler import _ExperimentalConfig
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        # profile_all_threads: the learner's training thread is not the one that starts the profiler
+        self._profiler = profile(
+            activities=[ProfilerActivity.CPU],
+            record_shapes=self.record_shapes,
+            experimental_config=_ExperimentalConfig(profile_all_threads=True),
+        )
+        self._profiler.__enter__()
+        wall_ns, perf_ns = time.time_ns(), time.perf_counter_ns()
+        with record_function(CLOCK_SYNC_NAME):
+            torch.zeros(1)
+        self.sidecar["clock_sync"] = {"time_ns": wall_ns, "perf_counter_ns": perf_ns}
+        self.sidecar["started_time_ns"] = wall_ns
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._profiler is not None
+        self._profiler.__exit__(None, None, None)
+        self._profiler.export_chrome_trace(str(self.trace_path))
+        self.sidecar["finished_time_ns"] = time.time_ns()
+        self.sidecar["complete"] = exc_type is None
+        if exc is not None:
+            self.sidecar["error"] = "".join(traceback.format_exception_only(exc)).strip()
+        tmp = self.sidecar_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.sidecar))
+        os.replace(tmp, self.sidecar_path)

@@ -1,0 +1,83 @@
+"""Wire format between actors and the learner: length-prefixed binary messages over a TCP socket.
+
+hello   actor -> learner: actor index, number of envs
+request actor -> learner: for each env the newest 84x84 uint8 frame, the reward and episode-end flag
+        of its previous step (SEED sends observations, not stacks: the learner keeps the stacks)
+reply   learner -> actor: one int32 action per env
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import numpy as np
+
+FRAME_SHAPE = (84, 84)  # REFERENCE.md: 84x84 uint8 grayscale = 7,056 B per frame
+FRAME_BYTES = FRAME_SHAPE[0] * FRAME_SHAPE[1]
+_LENGTH = struct.Struct("!I")
+_HELLO = struct.Struct("!4sII")
+MAGIC = b"R2D2"
+
+
+class ConnectionClosed(Exception):
+    """The peer closed the socket."""
+
+
+def send_message(sock: socket.socket, payload: bytes) -> None:
+    sock.sendall(_LENGTH.pack(len(payload)) + payload)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise ConnectionClosed()
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv_message(sock: socket.socket) -> bytes:
+    (length,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size))
+    return _recv_exact(sock, length)
+
+
+def encode_hello(actor: int, n_envs: int) -> bytes:
+    return _HELLO.pack(MAGIC, actor, n_envs)
+
+
+def decode_hello(payload: bytes) -> tuple[int, int]:
+    magic, actor, n_envs = _HELLO.unpack(payload)
+    if magic != MAGIC:
+        raise ValueError(f"bad hello magic {magic!r}")
+    return actor, n_envs
+
+
+def encode_request(frames: np.ndarray, rewards: np.ndarray, dones: np.ndarray) -> bytes:
+    """frames [K, 84, 84] uint8, rewards [K] float, dones [K] bool."""
+    return (
+        np.ascontiguousarray(frames, dtype=np.uint8).tobytes()
+        + np.asarray(rewards, dtype=np.float32).tobytes()
+        + np.asarray(dones, dtype=np.uint8).tobytes()
+    )
+
+
+def decode_request(payload: bytes, n_envs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    frames_end = n_envs * FRAME_BYTES
+    rewards_end = frames_end + 4 * n_envs
+    if len(payload) != rewards_end + n_envs:
+        raise ValueError(f"request of {len(payload)} B, expected {rewards_end + n_envs}")
+    frames = np.frombuffer(payload, np.uint8, frames_end).reshape(n_envs, *FRAME_SHAPE)
+    rewards = np.frombuffer(payload, np.float32, n_envs, frames_end)
+    dones = np.frombuffer(payload, np.uint8, n_envs, rewards_end).astype(bool)
+    return frames, rewards, dones
+
+
+def encode_reply(actions: np.ndarray) -> bytes:
+    return np.asarray(actions, dtype=np.int32).tobytes()
+
+
+def decode_reply(payload: bytes) -> np.ndarray:
+    return np.frombuffer(payload, np.int32).astype(np.int64)
