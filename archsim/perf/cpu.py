@@ -1,0 +1,84 @@
+"""CPU model (DESIGN.md "CPU"): pure functions that place software threads on hardware threads and say
+how fast each hardware thread runs.
+
+Why pinning: the simulator assigns every software thread to one hardware thread, as thread-affinity
+actor pools (Sample Factory, EnvPool) do: the learner's threads (training loop, inference server) get
+the first hardware threads, and the actors are spread round-robin over the rest (over all of them
+when nothing is left). So the learner side takes threads away from the actors, which is one of the
+two things that place the knee of an actor sweep (DESIGN.md). A hardware thread serves its software
+threads first-come first-served, which is a FIFO queue (Lindley recursion). Linux numbers the first hardware thread of every core before any second sibling, so
+thread ``t`` lives on core ``t % cores``: the first ``cores`` software threads get a core each and
+SMT only starts when more are placed.
+
+SMT is static: a hardware thread whose core sibling also hosts a software thread runs at the
+hardware's ``smt_yield`` for the whole run. This is exact when both siblings are always busy (the
+EnvPool measurement ``smt_yield`` comes from) and pessimistic when they often wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ThreadLayout:
+    """Hardware threads in use and where each software thread runs."""
+
+    hw_threads: int  # hardware threads in use
+    cores: int  # cores that hold them
+    sockets: int
+    cores_per_socket: int
+    speed: np.ndarray  # per hardware thread, relative to the capture machine's thread
+    placement: np.ndarray  # software thread index -> hardware thread
+
+    def core_of(self, thread: int) -> int:
+        return thread % self.cores
+
+    def socket_of_thread(self) -> np.ndarray:
+        """Socket of every hardware thread (cores are numbered socket by socket)."""
+        cores = np.arange(self.hw_threads) % self.cores
+        return np.minimum(cores // self.cores_per_socket, self.sockets - 1)
+
+
+def place_threads(
+    n_reserved: int,
+    n_actors: int,
+    hw_threads: int,
+    cores: int,
+    sockets: int,
+    cores_per_socket: int,
+    thread_speed_rel: float,
+    smt_yield: float,
+) -> ThreadLayout:
+    """Pin ``n_reserved`` learner threads, then ``n_actors`` actors (placement lists the learner's
+    threads first), onto ``hw_threads``, and derive each hardware thread's speed."""
+    if hw_threads < 1:
+        raise ValueError("hw_threads must be >= 1")
+    cores = min(cores, hw_threads)
+    reserved = np.arange(n_reserved) % hw_threads
+    free = hw_threads - n_reserved
+    actors = (
+        n_reserved + np.arange(n_actors) % free if free > 0 else np.arange(n_actors) % hw_threads
+    )
+    placement = np.concatenate([reserved, actors]).astype(int)
+    occupied = np.zeros(hw_threads, dtype=bool)
+    occupied[placement] = True
+    core = np.arange(hw_threads) % cores
+    busy_threads_per_core = np.bincount(core[occupied], minlength=cores)
+    shared = busy_threads_per_core[core] >= 2
+    speed = np.where(shared, thread_speed_rel * smt_yield, thread_speed_rel)
+    return ThreadLayout(
+        hw_threads=hw_threads,
+        cores=cores,
+        sockets=sockets,
+        cores_per_socket=cores_per_socket,
+        speed=speed.astype(float),
+        placement=placement,
+    )
+
+
+def scale_cpu_seconds(capture_seconds: np.ndarray | float, thread_speed: float) -> np.ndarray:
+    """Time of CPU work measured on the capture machine when run on a thread of relative speed."""
+    return np.asarray(capture_seconds, dtype=float) / thread_speed

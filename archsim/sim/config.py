@@ -1,0 +1,106 @@
+"""Knobs of one simulated run (desmod style: configuration apart from the model). Every knob is
+validated here so the model never sees an impossible value; errors name the knob (the CLI flag).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from archsim.errors import ArchsimError
+
+INFERENCE_MODES = ("central", "local")
+ENGINES = ("auto", "fast", "simpy")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One point of the design space. ``None`` means "derive from the trace / hardware"."""
+
+    actors: int = 256  # SEED RL R2D2 runs 256 actors (REFERENCE.md "RL workloads")
+    envs_per_actor: int = 1
+    inference: str = "central"  # SEED RL (central, GPU) or Ape-X/R2D2 (local, actor's CPU)
+    # SEED RL's dynamic batcher: batch up to this many observations or until the timeout.
+    inference_batch: int = 64
+    inference_timeout_us: float = 1000.0
+    learner_batch: int | None = None  # None: the trace's learner batch
+    # Samples drawn per inserted transition; None: no rate limiter (SEED RL, R2D2 run free).
+    replay_ratio: float | None = None
+    # Rate limiter slack, in learner batches: how far either side may run ahead (Reverb's error buffer).
+    replay_slack_batches: float = 4.0
+    sim_seconds: float = 2.0
+    seed: int = 0
+    cpu_threads: int | None = None  # None: all hardware threads of the config
+    # Threads of the learner process: the training loop, plus the inference server in central mode.
+    learner_cpu_threads: int | None = None
+    gpus: int = 1  # GPUs in use (power and the per-GPU CPU/GPU ratio)
+    publish_every: int = 1  # learner steps between parameter publications (local inference)
+    engine: str = "auto"  # fast path where it is exact, else the plain simpy model
+
+    def __post_init__(self) -> None:
+        positive_ints = ("actors", "envs_per_actor", "inference_batch", "gpus", "publish_every")
+        for name in positive_ints:
+            _check_int(name, getattr(self, name), minimum=1)
+        for name in ("learner_batch", "cpu_threads", "learner_cpu_threads"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_int(name, value, minimum=1)
+        if self.inference not in INFERENCE_MODES:
+            raise ArchsimError(
+                f"--inference: {self.inference!r} is not one of {', '.join(INFERENCE_MODES)}"
+            )
+        if self.engine not in ENGINES:
+            raise ArchsimError(f"--engine: {self.engine!r} is not one of {', '.join(ENGINES)}")
+        if not self.sim_seconds > 0:
+            raise ArchsimError(
+                f"--sim-seconds: expected a positive duration, got {self.sim_seconds}"
+            )
+        if not self.inference_timeout_us >= 0:
+            raise ArchsimError(
+                f"--inference-timeout-us: expected >= 0, got {self.inference_timeout_us}"
+            )
+        if self.replay_ratio is not None and not self.replay_ratio > 0:
+            raise ArchsimError(f"--replay-ratio: expected > 0, got {self.replay_ratio}")
+        if not self.replay_slack_batches > 0:
+            raise ArchsimError(
+                f"--replay-slack-batches: expected > 0, got {self.replay_slack_batches}"
+            )
+        if self.inference == "central":
+            envs = self.actors * self.envs_per_actor
+            if self.inference_batch > envs:
+                raise ArchsimError(
+                    f"--inference-batch: {self.inference_batch} is larger than actors x "
+                    f"envs-per-actor = {envs}, so a batch could never fill"
+                )
+            if self.inference_batch < self.envs_per_actor:
+                raise ArchsimError(
+                    f"--inference-batch: {self.inference_batch} is smaller than one actor's "
+                    f"request of --envs-per-actor {self.envs_per_actor} observations"
+                )
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ArchsimError(f"--seed: expected a non-negative integer, got {self.seed!r}")
+
+    @property
+    def learner_threads(self) -> int:
+        """Threads the learner process occupies (train loop; plus the inference server if central)."""
+        if self.learner_cpu_threads is not None:
+            return self.learner_cpu_threads
+        return 2 if self.inference == "central" else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> SimConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    flag = "--" + name.replace("_", "-")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ArchsimError(f"{flag}: expected an integer, got {value!r}")
+    if value < minimum:
+        raise ArchsimError(f"{flag}: expected an integer >= {minimum}, got {value}")
+
+
+KNOB_NAMES = tuple(f.name for f in dataclasses.fields(SimConfig))

@@ -1,0 +1,75 @@
+"""Hardware threads of the simulated CPU: FIFO servers with a fixed speed (archsim.perf.cpu).
+
+Two interchangeable executors with one signature, ``execute(thread, work_s, label)`` (a simpy
+generator): ``SimpyThreads`` models each hardware thread as a simpy Resource (the plain path);
+``LindleyThreads`` computes the same FIFO with the Lindley recursion
+``finish = max(arrive, previous finish) + service`` and one timeout (the fast path). Both give the
+same times as long as work arrives in time order, which a discrete-event run guarantees.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from archsim.perf.cpu import ThreadLayout
+from archsim.sim.metrics import Recorder
+
+TIMELINE_LIMIT = 200_000  # events kept for the Perfetto timeline (keeps the JSON openable)
+
+
+class SimpyThreads:
+    """Plain path: one capacity-1 simpy Resource per hardware thread."""
+
+    def __init__(self, env: simpy.Environment, layout: ThreadLayout, rec: Recorder) -> None:
+        self.env = env
+        self.speed = layout.speed
+        self.rec = rec
+        self.queue = rec.queue("cpu_run")
+        self.threads = [simpy.Resource(env, capacity=1) for _ in range(layout.hw_threads)]
+
+    def execute(self, thread: int, work_s: float, label: str = ""):
+        env = self.env
+        arrive = env.now
+        duration = work_s / self.speed[thread]
+        self.queue.enter(arrive)
+        with self.threads[thread].request() as req:
+            yield req
+            start = env.now
+            self.queue.leave(start, arrive)
+            self.rec.cpu_busy(thread, start, start + duration)
+            record(self.rec, label, f"cpu{thread}", start, duration)
+            yield env.timeout(duration)
+
+
+class LindleyThreads:
+    """Fast path: per-thread time of the next free moment; no simpy resource events."""
+
+    def __init__(self, env: simpy.Environment, layout: ThreadLayout, rec: Recorder) -> None:
+        self.env = env
+        self.speed = layout.speed
+        self.rec = rec
+        self.queue = rec.queue("cpu_run")
+        self.free_at = [0.0] * layout.hw_threads
+
+    def finish_time(self, thread: int, work_s: float, arrive: float, label: str = "") -> float:
+        """Run ``work_s`` arriving at ``arrive`` (>= every earlier arrival) on ``thread``."""
+        free = self.free_at[thread]
+        start = arrive if arrive > free else free
+        finish = start + work_s / self.speed[thread]
+        self.free_at[thread] = finish
+        self.queue.add_wait(arrive, start)
+        self.rec.cpu_busy(thread, start, finish)
+        record(self.rec, label, f"cpu{thread}", start, finish - start)
+        return finish
+
+    def execute(self, thread: int, work_s: float, label: str = ""):
+        env = self.env
+        finish = self.finish_time(thread, work_s, env.now, label)
+        yield env.timeout(finish - env.now)
+
+
+def record(rec: Recorder, label: str, track: str, start: float, duration: float) -> None:
+    """Keep one slice for the timeline when one is being recorded."""
+    timeline = rec.timeline
+    if timeline is not None and start < rec.end and len(timeline) < TIMELINE_LIMIT:
+        timeline.append((label, track, start, duration))

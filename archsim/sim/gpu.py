@@ -1,0 +1,98 @@
+"""One GPU shared by two FIFO streams, inference and learner (DESIGN.md "System simulator").
+
+Kernels from the two streams share the SMs: a job whose kernels fill every SM (``sm_fraction`` 1)
+gets the GPU alone, and smaller ones run side by side until the SMs are full. When both streams have
+a job running, each progresses at rate ``1 / max(1, f_inference + f_learner)``: processor sharing of
+the SMs. Rates change only when a job starts or ends, so the GPU recomputes its next completion at
+those moments (an old timer is recognised by its version and ignored).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import simpy
+
+from archsim.sim.cpu import record
+from archsim.sim.metrics import Recorder
+
+STREAMS = ("inference", "learner")
+INFERENCE, LEARNER = 0, 1
+# Work left below this (seconds) is float residue of processor sharing: the job has finished.
+DONE_EPS_S = 1e-12
+
+
+class SharedGpu:
+    def __init__(self, env: simpy.Environment, rec: Recorder) -> None:
+        self.env = env
+        self.rec = rec
+        self.waiting: list[deque] = [deque(), deque()]
+        # running job per stream: [work left s, sm fraction, done event, label, start, arrived]
+        self.running: list[list | None] = [None, None]
+        self.queues = [rec.queue(f"gpu_{name}") for name in STREAMS]
+        self.last_t = 0.0
+        self.version = 0
+
+    def submit(self, stream: int, work_s: float, sm_fraction: float, label: str) -> simpy.Event:
+        """Queue a job of ``work_s`` GPU seconds (when alone) on ``stream``; returns its done event."""
+        done = self.env.event()
+        self._advance()
+        self.waiting[stream].append((work_s, sm_fraction, done, label, self.env.now))
+        self.queues[stream].enter(self.env.now)
+        if self.running[stream] is None:
+            self._start_next(stream)
+        self._schedule()
+        return done
+
+    def _rate(self) -> float:
+        a, b = self.running
+        if a is not None and b is not None:
+            return 1.0 / max(1.0, a[1] + b[1])
+        return 1.0
+
+    def _advance(self) -> None:
+        now = self.env.now
+        dt = now - self.last_t
+        if dt > 0:
+            rate = self._rate()
+            occupied = 0.0
+            for job in self.running:
+                if job is not None:
+                    job[0] -= dt * rate
+                    occupied += job[1]
+            if occupied > 0:
+                self.rec.gpu_busy(self.last_t, now, min(1.0, occupied))
+        self.last_t = now
+
+    def _start_next(self, stream: int) -> None:
+        if self.waiting[stream]:
+            work, frac, done, label, arrived = self.waiting[stream].popleft()
+            now = self.env.now
+            self.queues[stream].leave(now, arrived)
+            self.running[stream] = [work, frac, done, label, now]
+        else:
+            self.running[stream] = None
+
+    def _schedule(self) -> None:
+        self.version += 1
+        rate = self._rate()
+        left = [job[0] for job in self.running if job is not None]
+        if not left:
+            return
+        delay = max(0.0, min(left) / rate)
+        timer = self.env.timeout(delay)
+        version = self.version
+        timer.callbacks.append(lambda _event: self._on_timer(version))
+
+    def _on_timer(self, version: int) -> None:
+        if version != self.version:
+            return
+        self._advance()
+        now = self.env.now
+        for stream in (INFERENCE, LEARNER):
+            job = self.running[stream]
+            if job is not None and job[0] <= DONE_EPS_S:
+                record(self.rec, job[3], f"gpu_{STREAMS[stream]}", job[4], now - job[4])
+                job[2].succeed()
+                self._start_next(stream)
+        self._schedule()

@@ -1,0 +1,167 @@
+"""Central inference (SEED RL): a dynamic batcher on the learner and the batch's trip through the
+inference server thread, the replay insert, the GPU and back to the actors.
+
+A batch opens with its first request and closes when it holds ``inference_batch`` observations or
+``inference_timeout_us`` after its first request arrived, whichever is first; a request arriving at
+the closing instant still rides. Closed batches queue FIFO on the GPU's inference stream while the
+next batch fills. Two batchers implement the same rule: ``PlainBatcher`` keeps requests in a simpy
+Store (one event per request); ``FleetBatcher`` keeps the known future arrival times of the actors'
+next requests in a sorted list and wakes only when a batch can close (a few events per batch).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+
+import simpy
+from simpy.events import Event
+
+from archsim.sim.gpu import INFERENCE
+from archsim.sim.system import System
+
+# simpy runs events at equal times by priority (URGENT 0, NORMAL 1); a batch's closing timer runs
+# after every ordinary event of its instant, so requests arriving at that instant are included.
+LATE = 2
+
+
+class LateTimeout(Event):
+    """A timeout that fires after all URGENT and NORMAL events of its instant."""
+
+    def __init__(self, env: simpy.Environment, delay: float) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        env.schedule(self, LATE, delay)
+
+
+def serve_batch(system: System, members: list[int], deliver: Callable[[list[int]], None]):
+    """One closed batch: server CPU (receive and insert), replay insert, GPU, actions back."""
+    env, times, rec = system.env, system.times, system.rec
+    n_obs = len(members) * system.config.envs_per_actor
+    if env.now < rec.end:
+        rec.inference_batches += 1
+        rec.inference_obs += n_obs
+    cpu_s = times.server_cpu_s_per_obs * n_obs
+    yield from system.threads.execute(system.server_thread, cpu_s, "inference_server")
+    yield from system.replay.insert(n_obs)
+    done = system.gpu.submit(
+        INFERENCE,
+        float(times.inference_gpu_s[n_obs]),
+        float(times.inference_sm_fraction[n_obs]),
+        f"inference_batch b={n_obs}",
+    )
+    yield done
+    if times.response_down_s > 0:
+        yield env.timeout(times.response_down_s)
+    deliver(members)
+
+
+class PlainBatcher:
+    """Requests are (arrival time, actor, response event) items in a simpy Store."""
+
+    def __init__(self, system: System) -> None:
+        self.system = system
+        self.store = simpy.Store(system.env)
+        self.queue = system.rec.queue("inference")
+        self.capacity = system.config.inference_batch // system.config.envs_per_actor
+        self.timeout_s = system.config.inference_timeout_us * 1e-6
+
+    def request(self, actor: int) -> Event:
+        """Called by an actor when its request arrives; returns the event of its actions."""
+        response = self.system.env.event()
+        self.queue.enter(self.system.env.now)
+        self.store.put((self.system.env.now, actor, response))
+        return response
+
+    def run(self):
+        env = self.system.env
+        store = self.store
+        while True:
+            first = yield store.get()
+            batch = [first]
+            deadline = first[0] + self.timeout_s
+            while len(batch) < self.capacity:
+                if store.items:
+                    if store.items[0][0] > deadline:
+                        break
+                    batch.append((yield store.get()))
+                    continue
+                if env.now > deadline:
+                    break
+                get = store.get()
+                timer = LateTimeout(env, deadline - env.now)
+                yield get | timer
+                if get.triggered:
+                    batch.append(get.value)
+                else:
+                    get.cancel()
+                    break
+            for arrived, _, _ in batch:
+                self.queue.leave(env.now, arrived)
+            responses = {actor: response for _, actor, response in batch}
+            members = [actor for _, actor, _ in batch]
+            env.process(serve_batch(self.system, members, _succeed_all(responses)))
+
+
+def _succeed_all(responses: dict[int, Event]) -> Callable[[list[int]], None]:
+    def deliver(members: list[int]) -> None:
+        for actor in members:
+            responses[actor].succeed()
+
+    return deliver
+
+
+class FleetBatcher:
+    """Arrivals are known ahead (the fleet computes them); one wake-up per closing decision."""
+
+    def __init__(self, system: System) -> None:
+        self.system = system
+        self.pending: list[tuple[float, int, int]] = []  # (arrival time, sequence, actor)
+        self.seq = 0
+        self.queue = system.rec.queue("inference")
+        self.capacity = system.config.inference_batch // system.config.envs_per_actor
+        self.timeout_s = system.config.inference_timeout_us * 1e-6
+        self.wake = system.env.event()
+        self.deliver: Callable[[list[int]], None] = lambda members: None
+
+    def add(self, arrival: float, actor: int) -> None:
+        """Register an actor's next request (its arrival time is >= now)."""
+        bisect.insort(self.pending, (arrival, self.seq, actor))
+        self.seq += 1
+
+    def notify(self) -> None:
+        """New arrivals may close the open batch earlier: recompute."""
+        if not self.wake.triggered:
+            self.wake.succeed()
+
+    def run(self):
+        env = self.system.env
+        pending = self.pending
+        cap = self.capacity
+        late_at = -1.0  # the instant at which a LateTimeout last woke us
+        while True:
+            if not pending:
+                self.wake = env.event()
+                yield self.wake
+                continue
+            close = pending[0][0] + self.timeout_s
+            if len(pending) >= cap and pending[cap - 1][0] < close:
+                close = pending[cap - 1][0]
+            now = env.now
+            if close > now or (close == now and late_at != now):
+                self.wake = env.event()
+                timer = LateTimeout(env, close - now)
+                yield self.wake | timer
+                if timer.processed:
+                    late_at = env.now
+                continue
+            n = 0
+            while n < len(pending) and n < cap and pending[n][0] <= close:
+                n += 1
+            batch = pending[:n]
+            del pending[:n]
+            for arrived, _, _ in batch:
+                self.queue.add_wait(arrived, now)
+            members = [actor for _, _, actor in batch]
+            env.process(serve_batch(self.system, members, self.deliver))

@@ -1,0 +1,26 @@
+"""The learner: sample a batch from replay, launch the training step (the CPU launch cost overlaps
+the GPU work, as asynchronous CUDA launches do), wait for it, and publish parameters."""
+
+from __future__ import annotations
+
+from archsim.sim.gpu import LEARNER
+from archsim.sim.system import System
+
+
+def learner_process(system: System):
+    env, cfg, times = system.env, system.config, system.times
+    threads, rec, replay, gpu = system.threads, system.rec, system.replay, system.gpu
+    thread = system.learner_thread
+    batch = system.learner_batch
+    updates = 0
+    while True:
+        yield from replay.sample(batch)
+        yield from threads.execute(thread, times.learner_sample_cpu_s, "replay_sample")
+        done = gpu.submit(LEARNER, times.learner_gpu_s, times.learner_sm_fraction, "learner_step")
+        yield from threads.execute(thread, times.learner_launch_cpu_s, "kernel_launches")
+        yield done
+        updates += 1
+        if env.now < rec.end:
+            rec.learner_updates += 1
+        if cfg.inference == "local" and updates % cfg.publish_every == 0:
+            yield from threads.execute(thread, times.publish_cpu_s, "param_publish")

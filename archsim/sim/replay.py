@@ -1,0 +1,58 @@
+"""Replay buffer on the learner with a rate limiter (Reverb's SampleToInsertRatio).
+
+With ``ratio`` samples per inserted transition, inserts wait while the samplers are more than
+``slack`` samples behind, and samples wait while they are more than ``slack`` ahead: either side is
+throttled, as real systems do. ``ratio=None`` runs both sides free (SEED RL, R2D2). The slack is at
+least one insert and one sample wide, so the two sides can never both wait.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from archsim.sim.metrics import Recorder
+
+
+class RateLimitedReplay:
+    def __init__(
+        self, env: simpy.Environment, ratio: float | None, slack_samples: float, rec: Recorder
+    ) -> None:
+        self.env = env
+        self.ratio = ratio
+        self.slack = slack_samples
+        self.inserted = 0
+        self.sampled = 0
+        self.changed = env.event()
+        self.insert_queue = rec.queue("replay_insert")
+        self.sample_queue = rec.queue("replay_sample")
+
+    def can_insert(self, n: int) -> bool:
+        return self.ratio is None or (self.inserted + n) * self.ratio - self.sampled <= self.slack
+
+    def can_sample(self, n: int) -> bool:
+        return self.ratio is None or self.sampled + n - self.inserted * self.ratio <= self.slack
+
+    def insert(self, n: int):
+        """Generator: insert ``n`` transitions, waiting for the rate limiter if needed."""
+        yield from self._wait(self.can_insert, n, self.insert_queue)
+        self.inserted += n
+        self._notify()
+
+    def sample(self, n: int):
+        yield from self._wait(self.can_sample, n, self.sample_queue)
+        self.sampled += n
+        self._notify()
+
+    def _wait(self, allowed, n: int, queue):
+        if allowed(n):
+            return
+        arrived = self.env.now
+        queue.enter(arrived)
+        while not allowed(n):
+            yield self.changed
+        queue.leave(self.env.now, arrived)
+
+    def _notify(self) -> None:
+        if self.changed.callbacks:
+            event, self.changed = self.changed, self.env.event()
+            event.succeed()

@@ -1,0 +1,166 @@
+"""Run the system simulator: ``simulate(trace, hw, config) -> SimResult`` (the entry for notebooks
+and the CLI) and ``simulate_system`` on already-resolved service times (the entry for tests).
+
+Which path runs: ``engine="simpy"`` is the plain model (a simpy Resource per hardware thread, a
+process per actor, a Store of requests). ``engine="fast"`` (and ``"auto"``) computes the same model
+with closed forms: hardware threads as Lindley recursions, central-inference actors advanced a batch
+at a time, and local-inference actors that own their thread and are never throttled as one cumsum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import simpy
+
+from archsim.perf.cpu import place_threads
+from archsim.sim.actors import (
+    ActorFleet,
+    closed_form_local,
+    plain_central_actor,
+    plain_local_actor,
+)
+from archsim.sim.config import SimConfig
+from archsim.sim.cpu import LindleyThreads, SimpyThreads
+from archsim.sim.gpu import SharedGpu
+from archsim.sim.inference import FleetBatcher, PlainBatcher
+from archsim.sim.learner import learner_process
+from archsim.sim.metrics import Recorder, power_series, summarize
+from archsim.sim.replay import RateLimitedReplay
+from archsim.sim.system import ActorStreams, Machine, ServiceTimes, System
+
+
+@dataclass
+class SimResult:
+    """Metrics of one run (named as the sweep CSV columns) plus what produced them."""
+
+    metrics: dict[str, float]
+    config: SimConfig
+    engine: str  # the path that ran: "simpy", "fast" or "closed_form"
+    events: int  # simpy events processed
+    timeline: list | None = None  # (label, track, start s, duration s) slices
+    power_series: tuple[np.ndarray, np.ndarray] | None = None  # (bin start s, power W)
+
+    def record(self) -> dict[str, Any]:
+        """Resolved config, seed and metrics in one flat mapping (what metrics.json holds)."""
+        return {**{k: v for k, v in self.config.to_dict().items()}, **self.metrics}
+
+
+def simulate_system(
+    times: ServiceTimes,
+    machine: Machine,
+    config: SimConfig,
+    learner_batch: int,
+    timeline: bool = False,
+    series_bins: int = 0,
+) -> SimResult:
+    """Simulate ``config.sim_seconds`` of the system and summarise it."""
+    times.check(config)
+    hw_threads = machine.hw_threads
+    if config.cpu_threads is not None:
+        hw_threads = min(config.cpu_threads, machine.hw_threads)
+    n_learner = config.learner_threads
+    layout = place_threads(
+        n_reserved=n_learner,
+        n_actors=config.actors,
+        hw_threads=hw_threads,
+        cores=machine.cores,
+        sockets=machine.sockets,
+        cores_per_socket=machine.cores_per_socket,
+        thread_speed_rel=machine.thread_speed_rel,
+        smt_yield=machine.smt_yield,
+    )
+    env = simpy.Environment()
+    rec = Recorder(end=config.sim_seconds, hw_threads=hw_threads, series_bins=series_bins)
+    if timeline:
+        rec.timeline = []
+    plain = config.engine == "simpy"
+    threads = SimpyThreads(env, layout, rec) if plain else LindleyThreads(env, layout, rec)
+    slack = config.replay_slack_batches * max(
+        learner_batch,
+        (config.replay_ratio or 0.0)
+        * (config.inference_batch if config.inference == "central" else config.envs_per_actor),
+    )
+    system = System(
+        env=env,
+        config=config,
+        times=times,
+        layout=layout,
+        rec=rec,
+        threads=threads,
+        gpu=SharedGpu(env, rec),
+        replay=RateLimitedReplay(env, config.replay_ratio, slack, rec),
+        streams=ActorStreams(
+            times.actor_step_cpu_s, config.actors, config.envs_per_actor, config.seed
+        ),
+        learner_batch=learner_batch,
+        learner_thread=int(layout.placement[0]),
+        server_thread=int(layout.placement[min(1, n_learner - 1)]),
+        actor_threads=layout.placement[n_learner:],
+    )
+    engine = _start_processes(system, plain, timeline)
+    env.process(learner_process(system))
+    env.run(until=config.sim_seconds)
+    socket_of_thread = layout.socket_of_thread()
+    threads_per_socket = np.bincount(socket_of_thread, minlength=machine.sockets)
+    metrics = summarize(rec, machine.power, socket_of_thread, threads_per_socket)
+    series = None
+    if series_bins:
+        series = power_series(rec, machine.power, socket_of_thread, threads_per_socket)
+    return SimResult(
+        metrics=metrics,
+        config=config,
+        engine=engine,
+        events=_events_processed(env),
+        timeline=rec.timeline,
+        power_series=series,
+    )
+
+
+def _start_processes(system: System, plain: bool, timeline: bool) -> str:
+    env, config = system.env, system.config
+    if config.inference == "central":
+        if plain:
+            batcher = PlainBatcher(system)
+            env.process(batcher.run())
+            for actor in range(config.actors):
+                env.process(plain_central_actor(system, actor, batcher))
+            return "simpy"
+        fleet_batcher = FleetBatcher(system)
+        fleet = ActorFleet(system, fleet_batcher)
+        env.process(fleet_batcher.run())
+        fleet.start()
+        return "fast"
+    if not plain and not timeline and _actors_own_threads(system) and config.replay_ratio is None:
+        closed_form_local(system)
+        return "closed_form"
+    for actor in range(config.actors):
+        env.process(plain_local_actor(system, actor))
+    return "simpy" if plain else "fast"
+
+
+def _actors_own_threads(system: System) -> bool:
+    """True when no hardware thread hosts an actor together with any other software thread."""
+    counts = np.bincount(system.layout.placement, minlength=system.layout.hw_threads)
+    return bool(np.all(counts[system.actor_threads] == 1))
+
+
+def _events_processed(env: simpy.Environment) -> int:
+    """Events simpy scheduled (it numbers each one with an itertools.count)."""
+    return int(env._eid.__reduce__()[1][0])
+
+
+def simulate(
+    trace, hw, config: SimConfig, timeline: bool = False, series_bins: int = 0
+) -> SimResult:
+    """Simulate ``trace``'s workload on ``hw`` (a HardwareConfig) with the knobs of ``config``."""
+    from archsim.sim.workload import derive_machine, derive_service_times, trace_learner_batch
+
+    learner_batch = config.learner_batch or trace_learner_batch(trace)
+    if config.learner_batch is None:
+        config = config.replace(learner_batch=learner_batch)
+    machine = derive_machine(hw, config)
+    times = derive_service_times(trace, hw, config, learner_batch)
+    return simulate_system(times, machine, config, learner_batch, timeline, series_bins)

@@ -1,0 +1,113 @@
+"""What every simulated component needs: the resolved service times and machine, and the shared
+simulation objects. Kept apart from the components so each of them stays one small file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from archsim.errors import ArchsimError
+from archsim.perf.cpu import ThreadLayout
+from archsim.sim.config import SimConfig
+from archsim.sim.metrics import PowerModel, Recorder
+
+SAMPLE_CHUNK = (
+    1024  # draws per refill of an actor's random stream (any value gives the same stream)
+)
+
+
+@dataclass(frozen=True)
+class ServiceTimes:
+    """Per-step work of the simulated system. CPU work is in seconds of one thread of the capture
+    machine (the simulator divides by the target thread's speed); GPU work is in seconds on one target
+    GPU when it runs alone; link times are one-way seconds on the target."""
+
+    actor_step_cpu_s: np.ndarray  # samples: CPU work of one env step on the actor thread
+    request_up_s: float  # one inference request (envs_per_actor observations), actor -> learner
+    response_down_s: float  # actions back, learner -> actor
+    server_cpu_s_per_obs: float  # learner-side CPU per observation: receive, replay insert
+    inference_gpu_s: np.ndarray  # index = batch size in observations; host-to-device copy included
+    inference_sm_fraction: np.ndarray  # index = batch size; time-weighted share of SMs in use
+    learner_sample_cpu_s: float  # replay sampling and batch assembly before the step's launches
+    learner_launch_cpu_s: float  # CPU launch overhead of the step's kernels (overlaps the GPU)
+    learner_gpu_s: float  # one learner step on the GPU, batch copy included
+    learner_sm_fraction: float
+    publish_cpu_s: float  # learner CPU to publish parameters to the actors (local inference)
+
+    def check(self, config: SimConfig) -> None:
+        if len(self.actor_step_cpu_s) == 0:
+            raise ArchsimError("trace: no actor steps to draw environment-step times from")
+        if np.any(~np.isfinite(self.actor_step_cpu_s)) or np.any(self.actor_step_cpu_s < 0):
+            raise ArchsimError("trace: actor step durations must be finite and >= 0")
+        if config.inference == "central" and len(self.inference_gpu_s) <= config.inference_batch:
+            raise ArchsimError(
+                f"--inference-batch: no inference time for a batch of {config.inference_batch}"
+            )
+        learner_step_s = self.learner_sample_cpu_s + self.learner_launch_cpu_s + self.learner_gpu_s
+        if config.replay_ratio is None and learner_step_s <= 0:
+            raise ArchsimError(
+                "trace: a learner step takes no time and no --replay-ratio limits it; the learner "
+                "would run infinitely fast"
+            )
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The parts of a HardwareConfig the engine uses, after knobs such as --cpu-threads."""
+
+    hw_threads: int
+    cores: int
+    sockets: int
+    cores_per_socket: int
+    thread_speed_rel: float
+    smt_yield: float
+    power: PowerModel
+
+
+class ActorStreams:
+    """Per-actor random streams of env-step CPU work: draw ``k`` of actor ``a`` is the same whatever
+    order the simulation asks in, so the fast and the plain path see identical work."""
+
+    def __init__(self, samples: np.ndarray, actors: int, envs_per_actor: int, seed: int) -> None:
+        self.samples = np.asarray(samples, dtype=float)
+        self.envs = envs_per_actor
+        seeds = np.random.SeedSequence(seed).spawn(actors)
+        self.rngs = [np.random.Generator(np.random.PCG64(s)) for s in seeds]
+        self.buffers: list[list[float]] = [[] for _ in range(actors)]
+        self.pos = [0] * actors
+
+    def chunk(self, actor: int) -> np.ndarray:
+        """The next SAMPLE_CHUNK step works (each the sum of envs_per_actor env steps) of ``actor``."""
+        idx = self.rngs[actor].integers(0, len(self.samples), size=SAMPLE_CHUNK * self.envs)
+        return self.samples[idx].reshape(SAMPLE_CHUNK, self.envs).sum(axis=1)
+
+    def next(self, actor: int) -> float:
+        pos = self.pos[actor]
+        buf = self.buffers[actor]
+        if pos == len(buf):
+            buf = self.buffers[actor] = self.chunk(actor).tolist()
+            pos = 0
+        self.pos[actor] = pos + 1
+        return buf[pos]
+
+
+@dataclass
+class System:
+    """The assembled run: shared by the actor, inference and learner processes."""
+
+    env: simpy.Environment
+    config: SimConfig
+    times: ServiceTimes
+    layout: ThreadLayout
+    rec: Recorder
+    threads: object  # SimpyThreads | LindleyThreads
+    gpu: object  # SharedGpu
+    replay: object  # RateLimitedReplay
+    streams: ActorStreams
+    learner_batch: int
+    learner_thread: int
+    server_thread: int
+    actor_threads: np.ndarray

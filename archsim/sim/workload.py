@@ -1,0 +1,234 @@
+"""Service times of the simulated system, derived once per (trace, hardware, knobs) in vectorized
+passes: the engine then only draws and adds numbers.
+
+- Actor CPU work per env step: the trace's actor steps (env_step + preprocess, plus act and
+  replay_insert for local inference, plus the per-message stack cost of sending), as an empirical
+  distribution the engine draws from; divided by the target thread's speed in the engine.
+- Inference GPU time for every batch size 1..inference_batch: the act/inference ops of a few
+  representative steps, resized with ``scale_ops_to_batch`` and predicted with ``predict_op_seconds``
+  in ONE call on the concatenated table; plus the host-to-device copy of the observations
+  (84x84x4 uint8 each) unless the trace already holds its memcpys.
+- Learner step: the train ops at ``learner_batch``; CPU launch overhead = kernels x
+  ``gpu.launch_overhead_us`` on the learner thread; replay sampling from the learner steps.
+- SM share of a job: blocks / (SMs x resident blocks per SM), capped at 1, time-weighted over its ops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from archsim.errors import ArchsimError
+from archsim.perf.network import (
+    ACTION_BYTES,
+    OBS_BYTES,
+    host_copy_seconds,
+    message_seconds,
+    stack_seconds_per_message,
+)
+from archsim.sim.config import SimConfig
+from archsim.sim.metrics import PowerModel
+from archsim.sim.system import Machine, ServiceTimes
+from archsim.trace.schema import PHASE_GROUPS
+
+# Steps whose ops represent "one step" for GPU time: a handful of typical ones (the modal op count)
+# is plenty and keeps the one vectorized prediction over (steps x batch sizes) small.
+REPRESENTATIVE_STEPS = 8
+# Nature DQN parameters, 1.69 M (REFERENCE.md "RL workloads"), as fp32: the parameter publication size
+# when the trace does not say.
+DEFAULT_PARAM_BYTES = 1.69e6 * 4
+COPY_KINDS = ("memcpy",)
+# Ape-X actors copy the learner's parameters every 400 frames (Horgan et al. 2018, "Distributed
+# Prioritized Experience Replay"); 4 frames per env step (REFERENCE.md).
+PARAM_FETCH_EVERY_ENV_STEPS = 400 / 4
+
+
+def derive_machine(hw, config: SimConfig) -> Machine:
+    """The CPU and power figures of ``hw`` (a HardwareConfig) that the engine uses."""
+    if hw.gpu is None:
+        raise ArchsimError(
+            f"hardware config {hw.name}: has no GPU (gpu: null); the simulated learner runs on a "
+            "GPU, pick a config with one"
+        )
+    if config.gpus > hw.gpu.count:
+        raise ArchsimError(f"--gpus: {config.gpus} is more than the {hw.gpu.count} of {hw.name}")
+    cpu = hw.cpu
+    return Machine(
+        hw_threads=cpu.hw_threads,
+        cores=cpu.cores,
+        sockets=cpu.sockets,
+        cores_per_socket=cpu.cores_per_socket,
+        thread_speed_rel=cpu.thread_speed_rel,
+        smt_yield=cpu.smt_yield,
+        power=PowerModel(
+            gpus=config.gpus,
+            gpu_idle_w=hw.gpu.idle_power_w,
+            gpu_max_w=hw.gpu.max_power_w,
+            sockets=cpu.sockets,
+            cpu_idle_w=cpu.idle_power_w,
+            cpu_max_w=cpu.max_power_w,
+        ),
+    )
+
+
+def trace_learner_batch(trace) -> int:
+    """Batch size of the trace's learner steps (the default of --learner-batch)."""
+    learner = trace.steps[trace.steps["role"] == "learner"]
+    if learner.empty:
+        raise ArchsimError(
+            "trace: no learner steps (steps.parquet has no role == 'learner' rows); the simulator "
+            "takes the learner's work from them"
+        )
+    return max(1, int(learner["batch_size"].median()))
+
+
+def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> ServiceTimes:
+    """Per-step work of every component for ``trace`` on ``hw`` under ``config``."""
+    from archsim.perf.kernel import predict_op_seconds, source_hw_for_trace
+
+    source = source_hw_for_trace(trace)
+    steps = trace.steps
+    speed_rel = hw.cpu.thread_speed_rel
+    envs = config.envs_per_actor
+    stack_capture_s = stack_seconds_per_message(hw.network) * speed_rel  # as capture-thread seconds
+
+    actor = steps[steps["role"] == "actor"]
+    if actor.empty or actor["env_step_us"].isna().all():
+        raise ArchsimError(
+            "trace: no actor steps with an env_step phase (steps.parquet role == 'actor'); "
+            f"--inference {config.inference} needs them for environment-step times"
+        )
+    per_env = np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0)
+    phases = ["env_step_us", "preprocess_us"]
+    if config.inference == "local":
+        phases += ["act_us", "replay_insert_us"]
+    work_us = actor[phases].fillna(0.0).sum(axis=1).to_numpy(dtype=float) / per_env
+    actor_cpu_s = work_us * 1e-6 + stack_capture_s / envs  # one message per actor step
+    settings = ((trace.meta or {}).get("workload") or {}).get("settings") or {}
+    param_bytes = float(settings.get("param_bytes", DEFAULT_PARAM_BYTES))
+    # Receiving and copying one parameter set: a message, then param_bytes through host memory.
+    param_copy_capture_s = (
+        stack_seconds_per_message(hw.network) + param_bytes / (hw.memory.host_dram_bw_gbs * 1e9)
+    ) * speed_rel
+    if config.inference == "local":
+        actor_cpu_s = actor_cpu_s + param_copy_capture_s / PARAM_FETCH_EVERY_ENV_STEPS
+    actor_cpu_s = actor_cpu_s[np.isfinite(actor_cpu_s)]
+
+    insert_us = float(np.nan_to_num(actor["replay_insert_us"].median(), nan=0.0))
+    server_cpu_s_per_obs = insert_us / float(np.median(per_env)) * 1e-6 + stack_capture_s / envs
+
+    max_batch = config.inference_batch if config.inference == "central" else 1
+    inf_ops, inf_steps, inf_from = _representative_ops(trace, PHASE_GROUPS["inference"], "actor")
+    inference_gpu_s = np.zeros(max_batch + 1)
+    inference_frac = np.zeros(max_batch + 1)
+    if config.inference == "central":
+        if inf_ops.empty:
+            raise ArchsimError(
+                "trace: no act/inference_batch ops; --inference central needs the policy's ops"
+            )
+        sizes = np.arange(1, max_batch + 1)
+        seconds, frac = _job_times(
+            inf_ops, inf_steps, inf_from, sizes, hw, source, predict_op_seconds
+        )
+        has_copies = inf_ops["kind"].isin(COPY_KINDS).any()
+        copies = np.array(
+            [0.0 if has_copies else host_copy_seconds(b * OBS_BYTES, hw.host_link) for b in sizes]
+        )
+        inference_gpu_s[1:] = seconds + copies
+        inference_frac[1:] = frac * seconds / np.maximum(seconds + copies, 1e-30)
+
+    train_ops, train_steps, train_from = _representative_ops(
+        trace, PHASE_GROUPS["train"], "learner"
+    )
+    if train_ops.empty:
+        raise ArchsimError("trace: no training ops (train_forward/backward/optimizer phases)")
+    seconds, frac = _job_times(
+        train_ops,
+        train_steps,
+        train_from,
+        np.array([learner_batch]),
+        hw,
+        source,
+        predict_op_seconds,
+    )
+    has_copies = train_ops["kind"].isin(COPY_KINDS).any()
+    # A DQN batch carries two observations per transition (s and s'), REFERENCE.md "RL workloads".
+    copy_s = 0.0 if has_copies else host_copy_seconds(learner_batch * 2 * OBS_BYTES, hw.host_link)
+    learner_gpu_s = float(seconds[0]) + copy_s
+    learner_frac = float(frac[0]) * float(seconds[0]) / max(learner_gpu_s, 1e-30)
+    kernels_per_step = len(train_ops) / train_steps
+    launch_capture_s = kernels_per_step * hw.gpu.launch_overhead_us * 1e-6 * speed_rel
+
+    learner = steps[steps["role"] == "learner"]
+    sample_us = float(np.nan_to_num(learner["replay_sample_us"].median(), nan=0.0))
+    trace_batch = max(1.0, float(learner["batch_size"].median()))
+    sample_capture_s = sample_us * 1e-6 * learner_batch / trace_batch
+
+    return ServiceTimes(
+        actor_step_cpu_s=actor_cpu_s,
+        request_up_s=message_seconds(envs * OBS_BYTES, hw.network),
+        response_down_s=message_seconds(envs * ACTION_BYTES, hw.network),
+        server_cpu_s_per_obs=server_cpu_s_per_obs,
+        inference_gpu_s=inference_gpu_s,
+        inference_sm_fraction=np.clip(inference_frac, 0.0, 1.0),
+        learner_sample_cpu_s=sample_capture_s,
+        learner_launch_cpu_s=launch_capture_s,
+        learner_gpu_s=learner_gpu_s,
+        learner_sm_fraction=float(np.clip(learner_frac, 0.0, 1.0)),
+        publish_cpu_s=param_copy_capture_s,  # serialize once per publication; actors fetch it
+    )
+
+
+def _representative_ops(
+    trace, phases: tuple[str, ...], role: str
+) -> tuple[pd.DataFrame, int, np.ndarray]:
+    """(ops of up to REPRESENTATIVE_STEPS typical steps, number of those steps, batch of each op's
+    step). Ops not tied to a step are spread evenly over the trace's steps of ``role``."""
+    ops = trace.ops[trace.ops["phase"].isin(phases)]
+    if ops.empty:
+        return ops, 1, np.ones(0)
+    steps = trace.steps.set_index("step_id")
+    linked = ops[ops["step_id"].isin(steps.index)]
+    if linked.empty:
+        n_steps = max(1, int((trace.steps["role"] == role).sum()))
+        return ops.reset_index(drop=True), n_steps, np.ones(len(ops))
+    counts = linked.groupby("step_id").size()
+    modal = counts[counts == counts.mode().iloc[0]].index.to_numpy()
+    pick = modal[np.linspace(0, len(modal) - 1, min(REPRESENTATIVE_STEPS, len(modal))).astype(int)]
+    chosen = linked[linked["step_id"].isin(pick)].reset_index(drop=True)
+    batch = steps.loc[chosen["step_id"], "batch_size"].to_numpy(dtype=float)
+    return chosen, len(np.unique(pick)), np.maximum(batch, 1.0)
+
+
+def _job_times(
+    ops: pd.DataFrame,
+    n_steps: int,
+    from_batch: np.ndarray,
+    sizes: np.ndarray,
+    hw,
+    source,
+    predict_op_seconds,
+) -> tuple[np.ndarray, np.ndarray]:
+    """GPU seconds of one step and its SM share, for every batch size in ``sizes``, in one pass."""
+    from archsim.perf.kernel import launch_shape, scale_ops_to_batch
+    from archsim.perf.occupancy import blocks_per_sm
+
+    tables = []
+    for size in sizes:
+        parts = [
+            scale_ops_to_batch(group, int(b), int(size))
+            for b, group in ops.groupby(from_batch, sort=True)
+        ]
+        table = pd.concat(parts, ignore_index=True)
+        table["_size"] = int(size)
+        tables.append(table)
+    big = pd.concat(tables, ignore_index=True)
+    seconds = predict_op_seconds(big.drop(columns="_size"), hw, source)
+    blocks, threads, regs, smem = launch_shape(big)
+    resident = blocks_per_sm(threads, regs, smem, hw.gpu)
+    frac = np.minimum(1.0, blocks / (hw.gpu.sms * np.maximum(resident, 1.0)))
+    frame = pd.DataFrame({"size": big["_size"], "t": seconds, "tf": seconds * frac})
+    sums = frame.groupby("size").sum().reindex(sizes)
+    total = sums["t"].to_numpy() / n_steps
+    weighted = sums["tf"].to_numpy() / np.maximum(sums["t"].to_numpy(), 1e-30)
+    return total, weighted
