@@ -28,10 +28,8 @@ def nested(draw):
         stack: list[float] = []
         opened = 0
         for point, want_open in zip(points, opens, strict=True):
-            remaining = (
-                2 * n - opened - (opened - len(stack))
-            )  # points left after this one, roughly
-            if opened < n and (want_open or not stack) and remaining > len(stack):
+            # Opening at most n and closing only what is open balances the 2n points exactly.
+            if opened < n and (want_open or not stack):
                 stack.append(point)
                 opened += 1
             else:
