@@ -79,9 +79,15 @@ def estimate_launch_shape(
 TILE_PATTERN = (
     r"(\d{2,3})x(\d{2,3})"  # cuBLAS/cuDNN names carry the block tile: volta_sgemm_128x64_nn
 )
+TILED_KERNEL_PATTERN = r"gemm|\d+x\d+|dgrad|wgrad|fprop|implicit|winograd|cutlass|xmma|hmma|conv"
 ASSUMED_TILE_K = 512  # reduction depth per tile: unknown from a trace; absorbed by calibration
 ELEMENTS_PER_THREAD = 4  # PyTorch vectorized_elementwise_kernel<4, ...>: 4 elements per thread
 OPERANDS_PER_ELEMENT = 3  # two inputs and one output, each of element size
+# PyTorch element-wise kernel names carry the operand count (at::detail::Array<char*, N>: outputs +
+# inputs) and the elements per thread (vectorized_elementwise_kernel<4, ...>,
+# elementwise_kernel<128, 4, ...>: block size, then elements per thread).
+OPERANDS_PATTERN = r"Array<char\*, (\d+)>"
+PER_THREAD_PATTERN = r"(?:vectorized_elementwise_kernel<|elementwise_kernel<\d+, )(\d+)"
 
 
 def estimate_work_from_launch(
@@ -89,13 +95,23 @@ def estimate_work_from_launch(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(FLOPs, DRAM bytes) per op inferred from its launch shape and kernel name (see above)."""
     size = element_bytes(ops["dtype"])
-    tiled = ops["op_class"].astype("string").isin(TILED_OP_CLASSES).to_numpy(dtype=bool)
-    tiles = ops["name"].astype("string").fillna("").str.extract(TILE_PATTERN)
+    names = ops["name"].astype("string").fillna("")
+    # GEMM-like work only for kernels whose name says they are tiled GEMM/conv engines; cuDNN's
+    # batch-norm kernels (bn_fw_*, bn_bw_*) and layout transforms under a conv op stream like
+    # element-wise kernels.
+    tiled = (
+        ops["op_class"].astype("string").isin(TILED_OP_CLASSES)
+        & names.str.lower().str.contains(TILED_KERNEL_PATTERN, regex=True)
+    ).to_numpy(dtype=bool)
+    tiles = names.str.extract(TILE_PATTERN)
     tile_m = pd.to_numeric(tiles[0], errors="coerce").fillna(128).to_numpy(dtype=float)
     tile_n = pd.to_numeric(tiles[1], errors="coerce").fillna(128).to_numpy(dtype=float)
     tile_flops = 2.0 * tile_m * tile_n * ASSUMED_TILE_K
     tile_bytes = ((tile_m + tile_n) * ASSUMED_TILE_K + tile_m * tile_n) * size
-    elements = blocks * threads * ELEMENTS_PER_THREAD
+    per_thread = pd.to_numeric(names.str.extract(PER_THREAD_PATTERN)[0], errors="coerce")
+    operands = pd.to_numeric(names.str.extract(OPERANDS_PATTERN)[0], errors="coerce")
+    elements = blocks * threads * per_thread.fillna(ELEMENTS_PER_THREAD).to_numpy(dtype=float)
+    operand_bytes = operands.fillna(OPERANDS_PER_ELEMENT).to_numpy(dtype=float) * size
     flops = np.where(tiled, blocks * tile_flops, elements)
-    dram_bytes = np.where(tiled, blocks * tile_bytes, elements * OPERANDS_PER_ELEMENT * size)
+    dram_bytes = np.where(tiled, blocks * tile_bytes, elements * operand_bytes)
     return flops, dram_bytes

@@ -4,8 +4,8 @@ For each class c (op_class; memcpy and memset by kind), efficiency_c = sum(model
 over the measured ops of that class: the time-weighted fraction, i.e. the factor that makes the model
 reproduce the class's total measured time on the fitting GPU. (A median of per-op ratios is reported
 too; totals are what the simulator adds up, so the time-weighted fit is the one used.) An efficiency
-above 1 means the model's bound is pessimistic for that class. ``default`` is the fit over all ops, used
-for classes the fitting trace lacked.
+above 1 means the model's bound is pessimistic for that class. Classes the fitting trace lacked keep
+efficiency 1 when predicting; the fit over all ops (``all``) is reported in the provenance only.
 
 The overlay is YAML: ``efficiency: {gemm: 0.62, ...}`` plus ``provenance`` (trace, hw, date, ops per
 class). ``predict_op_seconds(..., efficiency=...)`` and ``archsim breakdown --calibration`` use it.
@@ -27,7 +27,7 @@ from archsim.errors import ArchsimError
 from archsim.hw.schema import HardwareConfig
 from archsim.perf.kernel import MEASURED_KINDS, body_seconds, efficiency_class
 
-DEFAULT_CLASS = "default"
+ALL_CLASSES = "all"
 
 
 def measured_ops(ops: pd.DataFrame) -> pd.DataFrame:
@@ -64,28 +64,30 @@ def fit_table(ops: pd.DataFrame, hw: HardwareConfig) -> pd.DataFrame:
             "bound_s": [frame["bound_s"].sum()],
             "median_efficiency": [frame["ratio"].median()],
         },
-        index=[DEFAULT_CLASS],
+        index=[ALL_CLASSES],
     )
     overall["efficiency"] = overall["bound_s"] / overall["measured_s"]
     return pd.concat([table, overall]).rename_axis("op_class")
 
 
 def fit_efficiency(ops: pd.DataFrame, hw: HardwareConfig) -> dict[str, float]:
-    table = fit_table(ops, hw)
+    table = fit_table(ops, hw).drop(index=ALL_CLASSES)
     return {str(c): float(e) for c, e in table["efficiency"].items()}
 
 
 def calibration_document(
     table: pd.DataFrame, trace: str, hw: HardwareConfig, overrides: list[str] | None = None
 ) -> dict[str, Any]:
+    per_class = table.drop(index=ALL_CLASSES)
     return {
-        "efficiency": {str(c): round(float(e), 6) for c, e in table["efficiency"].items()},
+        "efficiency": {str(c): round(float(e), 6) for c, e in per_class["efficiency"].items()},
         "provenance": {
             "trace": trace,
             "hw": hw.name,
             "hw_overrides": list(overrides or []),
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "method": "per class: sum(model bound) / sum(measured), time-weighted",
+            "all_classes_efficiency": round(float(table.loc[ALL_CLASSES, "efficiency"]), 6),
             "ops_per_class": {str(c): int(n) for c, n in table["ops"].items()},
             "median_efficiency": {
                 str(c): round(float(m), 6) for c, m in table["median_efficiency"].items()

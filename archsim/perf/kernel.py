@@ -211,10 +211,15 @@ def _copy_seconds(
 
 
 def efficiency_class(ops: pd.DataFrame) -> pd.Series:
-    """Class used for calibrated efficiencies: op_class, or the kind for memcpy/memset."""
+    """Class used for calibrated efficiencies: op_class; memset; memcpy by direction (memcpy_htod,
+    memcpy_dtoh, memcpy_dtod, memcpy_other), since each direction is limited by a different link."""
     kind = _strings(ops, "kind")
     op_class = _strings(ops, "op_class").replace("", "other")
-    return op_class.where(~kind.isin(["memcpy", "memset"]), kind)
+    direction = (
+        _strings(ops, "name").str.extract(r"(HtoD|DtoH|DtoD)")[0].str.lower().fillna("other")
+    )
+    out = op_class.where(kind != "memset", "memset")
+    return out.where(kind != "memcpy", "memcpy_" + direction)
 
 
 def body_seconds(
@@ -237,8 +242,8 @@ def body_seconds(
     is_copy = kind.isin(["memcpy", "memset"]).to_numpy(dtype=bool)
     seconds = np.where(is_copy, _copy_seconds(ops, hw, gpu, frozenset(idealize)), kernel_s)
     if efficiency:
-        default = efficiency.get("default", 1.0)
-        eff = efficiency_class(ops).map(lambda c: efficiency.get(c, default)).to_numpy(dtype=float)
+        # classes the calibration did not see keep the model's own bound (efficiency 1)
+        eff = efficiency_class(ops).map(lambda c: efficiency.get(c, 1.0)).to_numpy(dtype=float)
         seconds = seconds / np.clip(eff, 1e-6, None)
     return seconds
 
