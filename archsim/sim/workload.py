@@ -130,6 +130,13 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         seconds, frac = _job_times(
             inf_ops, inf_steps, inf_from, sizes, hw, source, predict_op_seconds
         )
+        # A batch may be padded to any larger size, so b observations never need longer than
+        # the fastest size >= b: the suffix minimum (the kernel model's wave quantisation can make
+        # a bigger batch faster than a smaller one).
+        order = np.minimum.accumulate(seconds[::-1])[::-1]
+        frac = np.where(order < seconds, np.nan, frac)
+        frac = pd.Series(frac).bfill().to_numpy()
+        seconds = order
         has_copies = inf_ops["kind"].isin(COPY_KINDS).any()
         copies = np.array(
             [0.0 if has_copies else host_copy_seconds(b * OBS_BYTES, hw.host_link) for b in sizes]

@@ -1,0 +1,122 @@
+"""The simulator's knobs as command-line flags, shared by ``archsim simulate`` (one value each) and
+``archsim sweep`` (comma lists whose product is swept). A knob is a SimConfig field or a hardware
+field (``--sms`` sets gpu.sms); sweep CSV columns are named after the knob (``actors``, ``sms``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from archsim.errors import ArchsimError
+from archsim.sim.config import ENGINES, INFERENCE_MODES
+
+
+def _int(text: str) -> int:
+    return int(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if value != value:  # NaN
+        raise ValueError(text)
+    return value
+
+
+def _optional_float(text: str) -> float | None:
+    return None if text.lower() in ("none", "off") else _float(text)
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in options:
+            raise ValueError(text)
+        return text
+
+    parse.__name__ = "one of " + "|".join(options)
+    return parse
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str  # SimConfig field, or the sweep column of a hardware knob
+    parse: Callable[[str], Any]
+    kind: str  # human name of the expected value, for errors
+    help: str
+    hw_field: str | None = None  # hardware knobs: the --set key they override
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+KNOBS: tuple[Knob, ...] = (
+    Knob("actors", _int, "integer", "actor threads (default 256, SEED RL's R2D2)"),
+    Knob("envs_per_actor", _int, "integer", "environments each actor steps (default 1)"),
+    Knob("inference", _choice(INFERENCE_MODES), "central|local", "central (SEED) or local"),
+    Knob("inference_batch", _int, "integer", "max observations per inference batch (64)"),
+    Knob("inference_timeout_us", _float, "number", "batching timeout in us (default 1000)"),
+    Knob("learner_batch", _int, "integer", "learner batch (default: the trace's)"),
+    Knob("replay_ratio", _optional_float, "number or none", "samples per insert (default none)"),
+    Knob("replay_slack_batches", _float, "number", "rate-limiter slack in batches (default 4)"),
+    Knob("cpu_threads", _int, "integer", "hardware threads to use (default: all of --hw)"),
+    Knob("learner_cpu_threads", _int, "integer", "threads for the learner (default 2/1)"),
+    Knob("gpus", _int, "integer", "GPUs in use, for power (default 1)"),
+    Knob("publish_every", _int, "integer", "learner steps per parameter publication (1)"),
+    Knob("sim_seconds", _float, "number", "simulated seconds (default 2)"),
+    Knob("seed", _int, "integer", "random seed (default 0)"),
+    Knob("engine", _choice(ENGINES), "auto|fast|simpy", "simulation path (default auto)"),
+    Knob("sms", _int, "integer", "SMs of the GPU (sets gpu.sms)", hw_field="gpu.sms"),
+)
+KNOB_BY_NAME = {knob.name: knob for knob in KNOBS}
+
+
+def add_knob_arguments(parser: argparse.ArgumentParser, lists: bool) -> None:
+    group = parser.add_argument_group("simulation knobs" + (" (comma lists)" if lists else ""))
+    for knob in KNOBS:
+        group.add_argument(
+            knob.flag,
+            dest=f"knob_{knob.name}",
+            default=None,
+            metavar="LIST" if lists else knob.kind.upper().split()[0],
+            help=knob.help,
+        )
+
+
+def parse_knob(knob: Knob, text: str) -> Any:
+    try:
+        return knob.parse(text.strip())
+    except ValueError:
+        raise ArchsimError(f"{knob.flag}: {text.strip()!r} is not a valid {knob.kind}") from None
+
+
+def knobs_from_args(args: argparse.Namespace, lists: bool) -> dict[str, list[Any]]:
+    """{knob name: values} for the knobs given on the command line (one value unless ``lists``)."""
+    out: dict[str, list[Any]] = {}
+    for knob in KNOBS:
+        text = getattr(args, f"knob_{knob.name}", None)
+        if text is None:
+            continue
+        parts = text.split(",") if lists else [text]
+        if any(not p.strip() for p in parts):
+            raise ArchsimError(f"{knob.flag}: {text!r} is not a comma list of {knob.kind} values")
+        values = [parse_knob(knob, p) for p in parts]
+        if len(set(map(repr, values))) != len(values):
+            raise ArchsimError(f"{knob.flag}: {text!r} repeats a value")
+        out[knob.name] = values
+    return out
+
+
+def split_point(point: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """(SimConfig fields, hardware --set overrides) of one point."""
+    sim: dict[str, Any] = {}
+    overrides: list[str] = []
+    for name, value in point.items():
+        knob = KNOB_BY_NAME[name]
+        if knob.hw_field:
+            overrides.append(f"{knob.hw_field}={value}")
+        else:
+            sim[name] = value
+    return sim, overrides

@@ -1,0 +1,133 @@
+"""``archsim simulate`` end to end on a tiny trace, workload derivation, and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from archsim.cli import main
+from archsim.errors import ArchsimError
+from archsim.hw import load_hw
+from archsim.sim.config import SimConfig
+from archsim.sim.workload import derive_service_times
+from archsim.trace import Trace, save
+from tests.test_sim_support import ENV_STEP_US, tiny_trace
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory):
+    return save(tiny_trace(), tmp_path_factory.mktemp("trace") / "tiny")
+
+
+def test_simulate_writes_metrics_and_a_perfetto_timeline(trace_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(
+        [
+            "simulate",
+            str(trace_dir),
+            "--hw",
+            "dgx1-v100",
+            "--actors",
+            "16",
+            "--inference-batch",
+            "8",
+            "--sim-seconds",
+            "0.05",
+            "--seed",
+            "3",
+            "--timeline",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    record = json.loads((out / "metrics.json").read_text())
+    for column in (
+        "frames_per_s",
+        "learner_updates_per_s",
+        "gpu_util",
+        "cpu_util",
+        "gpu_power_w",
+        "frames_per_joule",
+        "energy_per_mframes_j",
+        "actor_wait_s_per_step",
+        "inference_queue_mean",
+    ):
+        assert np.isfinite(record[column]), column
+    assert record["actors"] == 16 and record["seed"] == 3 and record["sms"] == 80
+    assert record["frames_per_s"] == 4 * record["env_steps_per_s"]  # frameskip 4
+    header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert header == list(record)
+    events = json.loads((out / "timeline.json").read_text())["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    names = {e["name"] for e in slices}
+    assert "env_step" in names and "learner_step" in names
+    assert any(n.startswith("inference_batch") for n in names)
+    assert all(e["dur"] >= 0 and 0 <= e["ts"] <= 0.05e6 for e in slices)
+    assert any(e["ph"] == "C" for e in events)  # power counter track
+    assert "frames/s" in capsys.readouterr().out
+
+
+def test_sms_knob_overrides_the_gpu(trace_dir, tmp_path):
+    out = tmp_path / "run"
+    args = ["simulate", str(trace_dir), "--actors", "8", "--inference-batch", "8"]
+    assert main([*args, "--sms", "8", "--sim-seconds", "0.05", "--out", str(out)]) == 0
+    assert json.loads((out / "metrics.json").read_text())["sms"] == 8
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--actors", "0"], "--actors"),
+        (["--actors", "-4"], "--actors"),
+        (["--actors", "four"], "--actors"),
+        (["--actors", "4", "--inference-batch", "64"], "--inference-batch"),
+        (["--inference", "remote"], "--inference"),
+    ],
+)
+def test_bad_knobs_exit_2_and_write_nothing(trace_dir, tmp_path, capsys, flags, message):
+    out = tmp_path / "run"
+    assert main(["simulate", str(trace_dir), *flags, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_trace_without_actor_steps_is_a_clear_error(tmp_path, capsys):
+    trace = tiny_trace()
+    no_actors = Trace(
+        meta=trace.meta, ops=trace.ops, steps=trace.steps[trace.steps["role"] != "actor"]
+    )
+    path = save(no_actors, tmp_path / "learner-only")
+    assert main(["simulate", str(path), "--out", str(tmp_path / "o")]) == 2
+    assert "no actor steps" in capsys.readouterr().err
+
+
+def test_workload_from_a_trace():
+    trace = tiny_trace()
+    hw = load_hw("dgx1-v100")
+    central = derive_service_times(trace, hw, SimConfig(actors=64), 32)
+    local = derive_service_times(trace, hw, SimConfig(actors=64, inference="local"), 32)
+    # Central: env step + preprocess (+ the send's stack cost); local also runs act and the insert.
+    assert np.median(central.actor_step_cpu_s) == pytest.approx((ENV_STEP_US + 70) * 1e-6, rel=0.1)
+    assert np.all(local.actor_step_cpu_s > central.actor_step_cpu_s.min())
+    # More observations per batch never take less GPU time, and fill more of the SMs.
+    gpu = central.inference_gpu_s[1:]
+    assert np.all(np.diff(gpu) >= 0) and gpu[0] > 0
+    assert central.inference_sm_fraction[64] >= central.inference_sm_fraction[1]
+    # Copy of 64 observations of 28,224 B over PCIe at 11.5 GB/s is ~157 us, included.
+    assert central.inference_gpu_s[64] > 64 * 28_224 / 11.5e9
+    bigger = derive_service_times(trace, hw, SimConfig(actors=64), 256)
+    assert bigger.learner_gpu_s > central.learner_gpu_s
+    assert central.learner_launch_cpu_s == pytest.approx(3 * 5.2e-6 * 0.897)  # 3 ops x 5.2 us
+
+
+def test_a_config_without_gpu_is_refused():
+    from archsim.sim.run import simulate
+
+    hw = load_hw("dgx1-v100")
+    no_gpu = hw.model_copy(update={"gpu": None})
+    with pytest.raises(ArchsimError, match="no GPU"):
+        simulate(tiny_trace(), no_gpu, SimConfig(actors=8, inference_batch=8))
