@@ -57,6 +57,7 @@ def run_capture(args: argparse.Namespace) -> int:
         capture_dtype=args.capture_dtype,
         force=args.force,
         seed=args.seed,
+        progress=True,
     )
     settings = trace.meta["workload"]["settings"]
     print(

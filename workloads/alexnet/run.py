@@ -110,6 +110,7 @@ def run_inference(
     device: str = "cpu",
     seed: int = 0,
     after_pass: Callable[[], None] | None = None,
+    progress: bool = False,
 ) -> InferenceTiming:
     """Run ``passes`` forward passes, each an ``inference`` step around the ``inference_batch`` phase.
 
@@ -120,9 +121,12 @@ def run_inference(
     model = build_alexnet(dtype, seed=seed).to(device)
     images = random_images(batch_size, dtype, seed=seed).to(device)
     synchronize = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    from tqdm import tqdm
+
     seconds = []
+    bar = tqdm(range(passes), desc="alexnet passes", unit="pass", disable=not progress)
     with torch.inference_mode():
-        for _ in range(passes):
+        for _ in bar:
             start = time.perf_counter()
             with step("inference", batch_size=batch_size), phase(INFERENCE_PHASE):
                 model(images)
@@ -155,6 +159,7 @@ def capture_alexnet(
     capture_dtype: str = "auto",
     force: bool = False,
     seed: int = 0,
+    progress: bool = False,
 ):
     """Capture AlexNet inference into a trace at ``out_dir``; returns the saved Trace.
 
@@ -194,7 +199,13 @@ def capture_alexnet(
             device=device,
         ) as cap:
             timing = run_inference(
-                batch_size, run_dtype, passes_for(schedule), device, seed, after_pass=cap.step
+                batch_size,
+                run_dtype,
+                passes_for(schedule),
+                device,
+                seed,
+                after_pass=cap.step,
+                progress=progress,
             )
         trace = load(staging / "trace")
         trace.meta["target_dtype"] = str(target).removeprefix("torch.")
