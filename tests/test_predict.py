@@ -194,3 +194,14 @@ def test_train_phase_of_a_foreign_gpu_trace_is_per_profiler_step(
     assert result["n_steps"] == ops["profiler_step"].nunique()
     assert result["batch_known"] is False
     assert result["gpu_seconds"] == pytest.approx(float(np.median(per_step_s)), rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["alexnet-b1-fp32", "alexnet-b32-fp32", "alexnet-b32-fp16"])
+def test_bundled_example_traces_load_and_predict(name: str) -> None:
+    trace = load(Path(__file__).resolve().parents[1] / "traces" / name)
+    settings = trace.meta["workload"]["settings"]
+    result = predict_inference(trace, load_hw("dgx1-v100"))
+    assert result["batch"] == settings["batch_size"]
+    assert result["dtype"] == trace.meta["target_dtype"]
+    assert result["n_steps"] == trace.meta["capture"]["schedule"]["active"]
+    assert result["images_per_s"] > 0

@@ -6,9 +6,10 @@ the same assumption as Habitat and ASTRA-sim; REFERENCE.md "Simulator and predic
 
 The CPU-side launch cost is reported on its own. PyTorch launches kernels asynchronously, so the host
 thread runs ahead of the GPU and a step finishes after whichever is longer: the GPU busy time or the
-host's launch time (launches x ``gpu.launch_overhead_us``). ``seconds_per_batch`` is therefore
-``max(gpu_seconds, launch_overhead_seconds)``; ``launch_bound`` says which side decided it. (The host's
-Python and framework time between launches is not modelled here; the system simulator does that.)
+host's launch time (``archsim.perf.kernel.cpu_launch_seconds``: ``gpu.launch_overhead_us`` per op,
+the cost the simulator charges; a CPU-captured leaf op counts as one kernel launch). So
+``seconds_per_batch = max(gpu_seconds, launch_overhead_seconds)``; ``launch_bound`` says which side
+decided it. (Host Python/framework time between launches is not modelled here; the simulator does.)
 
 Steps: ops are grouped by ``step_id`` (one ``archsim::inference_step`` / ``learner_step`` each); a
 foreign trace without archsim step markers is grouped by its ``ProfilerStep#`` number instead, and a
@@ -114,12 +115,6 @@ def _dominant_dtype(ops: pd.DataFrame) -> str:
     return str(counts.index[0]) if len(counts) else "unknown"
 
 
-def _launches_per_op(ops: pd.DataFrame) -> np.ndarray:
-    """Host launches each op costs on the target: one per GPU kernel/memcpy/memset; a CPU-captured
-    leaf op becomes (at least) one kernel launch on a GPU."""
-    return np.ones(len(ops))
-
-
 def _step_key(ops: pd.DataFrame) -> str:
     """Column that says which step an op belongs to: archsim steps, else ProfilerStep numbers."""
     if (ops["step_id"] >= 0).any():
@@ -157,7 +152,7 @@ def predict_phase(
     Returns batch (1 with ``batch_known`` False when the trace does not record it), dtype, seconds_per_batch, items_per_s, gpu_seconds, launch_overhead_seconds,
     launch_bound, launches, hw, gpu, n_ops (ops per step), n_steps, steps_from, phase.
     """
-    from archsim.perf.kernel import predict_op_seconds, source_hw_for_trace
+    from archsim.perf.kernel import cpu_launch_seconds, predict_op_seconds, source_hw_for_trace
 
     if hw.gpu is None:
         raise ArchsimError(f"--hw {hw.name}: has no GPU section; predict needs a GPU target")
@@ -166,12 +161,19 @@ def predict_phase(
     if target_dtype:
         ops = retarget_dtype(ops, str(target_dtype))
     seconds = np.asarray(predict_op_seconds(ops, hw, source_hw_for_trace(trace)), dtype=float)
-    launches = _launches_per_op(ops)
+    launch_s = np.asarray(cpu_launch_seconds(ops, hw), dtype=float)
 
     step_key = _step_key(ops)
     per_step = (
-        pd.DataFrame({"step": ops[step_key].to_numpy(), "gpu_s": seconds, "launches": launches})
-        .groupby("step", sort=True)[["gpu_s", "launches"]]
+        pd.DataFrame(
+            {
+                "step": ops[step_key].to_numpy(),
+                "gpu_s": seconds,
+                "launch_s": launch_s,
+                "launches": 1,
+            }
+        )
+        .groupby("step", sort=True)[["gpu_s", "launch_s", "launches"]]
         .sum()
     )
     if (per_step.index >= 0).any():  # ops outside any step (id -1) are not part of a batch
@@ -179,7 +181,7 @@ def predict_phase(
     in_steps = ops[ops[step_key].isin(per_step.index)]
     gpu_seconds = float(np.median(per_step["gpu_s"]))
     n_launches = float(np.median(per_step["launches"]))
-    launch_overhead_seconds = n_launches * hw.gpu.launch_overhead_us * 1e-6
+    launch_overhead_seconds = float(np.median(per_step["launch_s"]))
     seconds_per_batch = max(gpu_seconds, launch_overhead_seconds)
     step_ids = per_step.index.to_numpy() if step_key == "step_id" else np.array([], dtype=int)
     known_batch = _step_batch_size(trace, step_ids, phase)
