@@ -15,6 +15,7 @@ from archsim.errors import ArchsimError
 
 WORKLOADS: dict[str, str] = {
     "dqn": "workloads.dqn.cli",
+    "r2d2": "workloads.r2d2.cli",
     "alexnet": "workloads.alexnet.cli",
 }
 

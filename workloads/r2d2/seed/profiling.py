@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from types import TracebackType
 
-CLOCK_SYNC_NAME = "archsim_clock_sync"
+from archsim.capture.merge import CLOCK_SYNC_NAME
 
 
 def part_paths(raw_dir: Path, role: str, index: int) -> tuple[Path, Path]:

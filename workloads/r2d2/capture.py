@@ -1,0 +1,71 @@
+"""Capture a SEED-style R2D2 run: every process profiles itself, the traces are merged (one clock,
+process roles) and ingested into one trace directory whose steps table has per-actor env/wait phases,
+inference batches (size, time) and learner steps.
+
+A run in which a process failed still saves what the others recorded, marks it
+``capture.complete: false`` with the reason, and then raises an ArchsimError naming the process.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from archsim.atomic import check_output_dir
+from archsim.capture.merge import ProcessPart, merge_process_traces
+from archsim.errors import ArchsimError
+from archsim.trace.format import RAW_FILE
+from workloads.r2d2.seed.runner import run_seed
+from workloads.r2d2.seed.settings import SeedSettings
+
+
+def capture_r2d2(settings: SeedSettings, out_dir: Path, *, force: bool = False) -> Any:
+    """Run learner + actors for ``settings.seconds`` and save the merged trace to ``out_dir``."""
+    import torch
+
+    from archsim.capture.machine import source_description
+    from archsim.capture.session import ingest_and_save
+
+    out_dir = Path(out_dir)
+    check_output_dir(out_dir, force)
+    with tempfile.TemporaryDirectory(prefix="archsim-r2d2-") as tmp:
+        tmp_dir = Path(tmp)
+        result = run_seed(settings, tmp_dir / "processes")
+        parts = [
+            ProcessPart(
+                r.role,
+                r.index,
+                r.pid,
+                Path(r.trace) if r.trace else None,
+                r.sidecar,
+                r.exitcode,
+            )
+            for r in result.processes
+        ]
+        if not any(p.trace_path for p in parts):
+            raise ArchsimError(f"no process exported a trace: {result.failure or 'unknown reason'}")
+        raw_path = tmp_dir / RAW_FILE
+        merged = merge_process_traces(parts, raw_path)
+        meta = {
+            "workload": {"name": "r2d2", "settings": settings.as_dict()},
+            "source": source_description("cpu"),
+            "torch_version": str(torch.__version__),
+            "capture": {
+                "schedule": None,  # every process records its whole run
+                "record_shapes": settings.record_shapes,
+                "multi_process": True,
+                "inference": "central",
+                "complete": result.complete,
+                "incomplete_reason": result.failure,
+                "run_seconds": round(result.run_seconds, 3),
+                "port": result.port,
+                "processes": merged["processes"],
+            },
+        }
+        trace = ingest_and_save(raw_path, meta, out_dir, force)
+    if not result.complete:
+        raise ArchsimError(
+            f"{result.failure}; the partial trace is in {out_dir} (meta capture.complete: false)"
+        )
+    return trace
