@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from archsim.capture.session import DEFAULT_SCHEDULE, CaptureSchedule, capture
-from workloads.dqn.run import run_dqn
+from workloads.dqn.run import DqnRunStats, run_dqn
 from workloads.dqn.settings import DqnConfig
 
 # Training steps that run before the first recorded window: the first updates pay one-off costs
@@ -34,6 +35,7 @@ def capture_dqn(
     schedule: CaptureSchedule | None = None,
     force: bool = False,
     progress: bool = False,
+    on_stats: Callable[[DqnRunStats], None] | None = None,
 ) -> Any:
     """Run ``steps`` DQN steps under archsim.capture; returns the saved Trace."""
     schedule = schedule or default_schedule(config)
@@ -41,4 +43,6 @@ def capture_dqn(
     with capture(out_dir, meta, schedule=schedule, device=config.device, force=force) as cap:
         stats = run_dqn(config, steps, on_step=cap.step, progress=progress)
         meta["settings"]["learner_updates"] = stats.learner_updates
+    if on_stats is not None:
+        on_stats(stats)
     return cap.trace

@@ -39,18 +39,43 @@ def area_resize_matrix(in_size: int, out_size: int) -> np.ndarray:
     return weights
 
 
+def sparse_weights(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, weights), each (out, K), of the K non-zero input taps of every output pixel.
+
+    An area resize touches at most ceil(scale) + 1 inputs per output, so a gather and a weighted sum
+    replace the dense matrix product: no BLAS call, whose worker threads spin on a busy machine (the
+    dense version took 20 ms per frame here under load instead of 0.1 ms).
+    """
+    taps = int((dense > 0).sum(axis=1).max())
+    indices = np.zeros((dense.shape[0], taps), dtype=np.intp)
+    weights = np.zeros((dense.shape[0], taps), dtype=np.float32)
+    for i, row in enumerate(dense):
+        nonzero = np.flatnonzero(row)
+        indices[i, : len(nonzero)] = nonzero
+        weights[i, : len(nonzero)] = row[nonzero]
+    return indices, weights
+
+
+def area_resize(image: np.ndarray, rows: tuple, cols: tuple) -> np.ndarray:
+    """Resize a 2-D float32 image with the (indices, weights) taps of :func:`sparse_weights`."""
+    row_idx, row_w = rows
+    col_idx, col_w = cols
+    tall = np.einsum("okc,ok->oc", image[row_idx], row_w)  # (out_rows, in_cols)
+    return np.einsum("rok,ok->ro", tall[:, col_idx], col_w)  # (out_rows, out_cols)
+
+
 class FramePreprocessor:
     """Max of the last two gray frames -> area resize to 84x84 -> uint8 -> push onto a 4-frame stack."""
 
     def __init__(self, raw_shape: tuple[int, int], size: int = FRAME_SIZE, stack: int = STACK_SIZE):
-        self._rows = area_resize_matrix(raw_shape[0], size)
-        self._cols = area_resize_matrix(raw_shape[1], size).T.copy()
+        self._rows = sparse_weights(area_resize_matrix(raw_shape[0], size))
+        self._cols = sparse_weights(area_resize_matrix(raw_shape[1], size))
         self.stack = np.zeros((stack, size, size), dtype=np.uint8)
 
     def frame(self, last: np.ndarray, previous: np.ndarray) -> np.ndarray:
         """One 84x84 uint8 frame from the last two raw gray frames (the max removes Atari flicker)."""
         pooled = np.maximum(last, previous).astype(np.float32)
-        resized = self._rows @ pooled @ self._cols
+        resized = area_resize(pooled, self._rows, self._cols)
         return np.clip(np.rint(resized), 0, 255).astype(np.uint8)
 
     def reset(self, last: np.ndarray, previous: np.ndarray) -> np.ndarray:

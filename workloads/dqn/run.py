@@ -29,6 +29,11 @@ class DqnRunStats:
     episode_returns: list[float] = dataclasses.field(default_factory=list)
     last_loss: float = float("nan")
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # process CPU time: on a shared machine it is steadier than wall time
+
+    @property
+    def steps_per_cpu_s(self) -> float:
+        return self.steps / self.cpu_s if self.cpu_s > 0 else float("nan")
 
     @property
     def steps_per_s(self) -> float:
@@ -63,6 +68,7 @@ def run_dqn(
     obs = pre.reset(first.last, first.previous)
     episode_return = 0.0
     start = time.perf_counter()
+    start_cpu = time.process_time()
     for t in tqdm(range(steps), desc="dqn steps", unit="step", disable=not progress):
         with step("actor", actor=0, batch_size=1):
             with phase("act"):
@@ -105,6 +111,7 @@ def run_dqn(
     if config.device.startswith("cuda"):
         torch.cuda.synchronize()
     stats.wall_s = time.perf_counter() - start
+    stats.cpu_s = time.process_time() - start_cpu
     stats.learner_updates = learner.updates
     env.close()
     return stats

@@ -1,0 +1,76 @@
+"""archsim.phase / archsim.step markers: names agreed with ingest, no-ops without a profiler, and a
+user's own PyTorch loop captured through the public API."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import torch
+
+import archsim
+from archsim.capture.markers import step_label
+from archsim.trace import load
+from tests.conftest import PROJECT_ROOT
+
+
+def test_step_label_format():
+    assert step_label("actor", actor=3, batch_size=1) == "archsim::actor_step#actor=3,batch_size=1"
+    assert step_label("inference", batch_size=8) == "archsim::inference_step#batch_size=8"
+    assert step_label("learner") == "archsim::learner_step"
+
+
+def test_markers_are_shared_no_ops_without_a_profiler():
+    assert archsim.phase("act") is archsim.phase("env_step")
+    assert archsim.step("actor", actor=0) is archsim.phase("act")
+
+
+def test_markers_are_recorded_under_a_profiler():
+    # items of one `with` are entered left to right, so the markers see the profiler running
+    with (
+        torch.profiler.profile() as prof,
+        archsim.step("learner", batch_size=4),
+        archsim.phase("train_forward"),
+    ):
+        torch.ones(4, 4).matmul(torch.ones(4, 4))
+    names = {event.name for event in prof.events()}
+    assert {"archsim::learner_step#batch_size=4", "archsim::train_forward"} <= names
+
+
+def test_a_users_own_loop_is_captured(tmp_path):
+    """The public API on a small hand-written actor/learner loop (no schedule: record it all)."""
+    model = torch.nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with archsim.capture(
+        tmp_path / "t", {"name": "toy", "settings": {"steps": 3}}, schedule=None
+    ) as cap:
+        for _ in range(3):
+            with archsim.step("actor", actor=0), archsim.phase("act"):
+                model(torch.ones(1, 8)).argmax()
+            with archsim.step("learner", batch_size=16):
+                with archsim.phase("train_forward"):
+                    loss = model(torch.ones(16, 8)).pow(2).mean()
+                with archsim.phase("train_backward"):
+                    optimizer.zero_grad()
+                    loss.backward()
+                with archsim.phase("optimizer_step"):
+                    optimizer.step()
+            cap.step()
+    trace = load(tmp_path / "t")
+    assert cap.trace is not None and cap.out_dir == tmp_path / "t"
+    assert list(trace.steps.role) == ["actor", "learner"] * 3
+    assert (trace.steps[trace.steps.role == "learner"].batch_size == 16).all()
+    assert {"act", "train_forward", "train_backward", "optimizer_step"} <= set(trace.ops.phase)
+    assert trace.meta["workload"] == {"name": "toy", "settings": {"steps": 3}}
+    assert trace.meta["capture"]["schedule"] is None
+
+
+def test_import_archsim_and_cli_do_not_import_torch():
+    code = (
+        "import sys, archsim, archsim.cli; archsim.cli.build_parser(); "
+        "print('torch' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT, check=True
+    )
+    assert result.stdout.strip() == "False"
