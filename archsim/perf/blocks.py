@@ -86,6 +86,11 @@ OPERANDS_PER_ELEMENT = 3  # two inputs and one output, each of element size
 # PyTorch element-wise kernel names carry the operand count (at::detail::Array<char*, N>: outputs +
 # inputs) and the elements per thread (vectorized_elementwise_kernel<4, ...>,
 # elementwise_kernel<128, 4, ...>: block size, then elements per thread).
+# Foreach/optimizer kernels (multi_tensor_apply_kernel): one block per chunk of kChunkSize = 65536
+# elements (aten/src/ATen/native/cuda/MultiTensorApply.cuh); TensorListMetadata<depth> names how many
+# tensor lists each element touches (all read, one written back).
+MULTI_TENSOR_CHUNK_ELEMENTS = 65536
+MULTI_TENSOR_PATTERN = r"TensorListMetadata<(\d+)>"
 OPERANDS_PATTERN = r"Array<char\*, (\d+)>"
 PER_THREAD_PATTERN = r"(?:vectorized_elementwise_kernel<|elementwise_kernel<\d+, )(\d+)"
 
@@ -114,4 +119,10 @@ def estimate_work_from_launch(
     operand_bytes = operands.fillna(OPERANDS_PER_ELEMENT).to_numpy(dtype=float) * size
     flops = np.where(tiled, blocks * tile_flops, elements)
     dram_bytes = np.where(tiled, blocks * tile_bytes, elements * operand_bytes)
+    depth = pd.to_numeric(names.str.extract(MULTI_TENSOR_PATTERN)[0], errors="coerce")
+    foreach = depth.notna().to_numpy(dtype=bool)
+    chunk_elements = blocks * MULTI_TENSOR_CHUNK_ELEMENTS
+    flops = np.where(foreach, chunk_elements * depth.fillna(1).to_numpy(dtype=float), flops)
+    foreach_bytes = chunk_elements * (depth.fillna(1).to_numpy(dtype=float) + 1) * size
+    dram_bytes = np.where(foreach, foreach_bytes, dram_bytes)
     return flops, dram_bytes

@@ -86,9 +86,11 @@ def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
         _strings(ops, "name").str.lower().str.contains(TENSOR_CORE_NAME_PATTERN, regex=True)
     ).to_numpy(dtype=bool)
     use_tensor = ((half & tiled) | named_tensor) & (gpu.tensor_flops_per_clk_per_sm > 0)
+    # TF32 runs at half the FP16 tensor rate (A100 whitepaper: 156 vs 312 TFLOP/s dense)
+    tf32 = _strings(ops, "name").str.lower().str.contains("tf32", regex=False).to_numpy(dtype=bool)
     per_clk = np.where(
         use_tensor,
-        gpu.tensor_flops_per_clk_per_sm,
+        gpu.tensor_flops_per_clk_per_sm * np.where(tf32, 0.5, 1.0),
         np.where(half, gpu.fp16_flops_per_clk_per_sm, gpu.fp32_flops_per_clk_per_sm),
     )
     return per_clk * gpu.clock_mhz * 1e6
