@@ -122,3 +122,15 @@ def test_non_empty_output_directory_needs_force(tmp_path, capsys):
         "raw_trace.json.gz",
         "steps.parquet",
     ]
+
+
+def test_trace_with_nothing_to_ingest(tmp_path, capsys):
+    doc = _doc()
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") == "user_annotation"]
+    _run_and_expect_error(capsys, tmp_path, _write(tmp_path, doc), "nothing to ingest")
+
+
+def test_non_numeric_timestamp(tmp_path, capsys):
+    doc = _doc()
+    _first(doc, "cuda_runtime")["ts"] = "4203669603438.301"
+    _run_and_expect_error(capsys, tmp_path, _write(tmp_path, doc), "non-numeric 'ts'")

@@ -59,6 +59,10 @@ def ingest(path: Path | str, meta: dict[str, Any] | None = None) -> Trace:
     cpu = ev[ev["cat"] == "cpu_op"].reset_index(drop=True)
     gpu = ev[ev["cat"].isin(GPU_CATEGORIES)].reset_index(drop=True)
     runtime = ev[ev["cat"] == "cuda_runtime"].reset_index(drop=True)
+    if not len(gpu) and not len(cpu):
+        raise ArchsimError(
+            where(path, "no cpu_op, kernel, memcpy or memset events: nothing to ingest")
+        )
     counts: dict[str, Any] = {}
     ops = _gpu_ops(kt, gpu, runtime, cpu, counts) if len(gpu) else _cpu_ops(cpu, counts)
     steps, phase_intervals, unknown_markers = build_steps(path, annotations)
@@ -141,8 +145,8 @@ def _gpu_ops(
     )
     for col in fields.columns.drop("bytes"):
         ops[col] = fields[col].to_numpy()
-    cpu_names = cpu["name"].to_numpy(dtype=object)
-    ops["launch_op"] = np.where(op_pos >= 0, cpu_names[np.maximum(op_pos, 0)], "")
+    cpu_names = np.append(cpu["name"].to_numpy(dtype=object), "")  # position -1 -> ""
+    ops["launch_op"] = cpu_names[op_pos]
     _gpu_costs(ops, kind, op_pos, cpu, fields["bytes"].to_numpy(), runtime, launch)
     ops["_anchor_pid"], ops["_anchor_tid"], ops["_anchor_t"] = l_pid, l_tid, l_ts
     is_kernel = kind == "kernel"

@@ -186,7 +186,7 @@ def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
         {
             "index": np.asarray(cols["index"], dtype=np.int64),
             "cat": pd.Categorical(cols["cat"], categories=list(dict.fromkeys(KEPT_CATEGORIES))),
-            "name": cols["name"],
+            "name": pd.Series(cols["name"], dtype=object),
             "pid": np.asarray(cols["pid"], dtype=np.int64),
             "tid": np.asarray(cols["tid"], dtype=np.int64),
             "ts": np.asarray(cols["ts"], dtype=np.float64),
