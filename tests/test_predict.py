@@ -205,3 +205,25 @@ def test_bundled_example_traces_load_and_predict(name: str) -> None:
     assert result["dtype"] == trace.meta["target_dtype"]
     assert result["n_steps"] == trace.meta["capture"]["schedule"]["active"]
     assert result["images_per_s"] > 0
+
+
+def test_fp32_capture_for_an_fp16_target_predicts_like_a_native_fp16_capture(
+    traces: dict[str, Path], tmp_path: Path
+) -> None:
+    """Retargeting (dtype column, bytes halved) reproduces what an fp16 capture records itself."""
+    import torch
+
+    from workloads.alexnet.run import capture_alexnet, cpu_runs_dtype
+
+    if not cpu_runs_dtype(torch.float16):
+        pytest.skip("this CPU's torch cannot run conv2d in float16")
+    native = capture_alexnet(tmp_path / "fp16", 1, "fp16", TINY_SCHEDULE, capture_dtype="target")
+    assert set(native.ops["dtype"]) == {"float16"}
+    retargeted = load(traces["b1"])
+    retargeted.meta["target_dtype"] = "float16"
+    for preset in ("dgx1-v100", "jetson-tx1"):
+        hw = load_hw(preset)
+        expected = predict_inference(native, hw)
+        got = predict_inference(retargeted, hw)
+        assert got["dtype"] == expected["dtype"] == "float16"
+        assert got["seconds_per_batch"] == pytest.approx(expected["seconds_per_batch"], rel=1e-9)
