@@ -149,8 +149,10 @@ def predict_phase(
 ) -> dict[str, Any]:
     """Predicted seconds per step of ``phase`` on one GPU of ``hw`` (see the module docstring).
 
-    Returns batch (1 with ``batch_known`` False when the trace does not record it), dtype, seconds_per_batch, items_per_s, gpu_seconds, launch_overhead_seconds,
-    launch_bound, launches, hw, gpu, n_ops (ops per step), n_steps, steps_from, phase.
+    Returns phase, batch (1 with ``batch_known`` False when the trace does not record it), dtype,
+    seconds_per_batch, items_per_s, gpu_seconds, launch_overhead_seconds, launch_bound, launches,
+    hw, gpu, n_ops (ops per step), n_steps, steps_from. A trace meta ``target_dtype`` (a CPU capture
+    made for an fp16 target) is applied to the ops first (:func:`retarget_dtype`).
     """
     from archsim.perf.kernel import cpu_launch_seconds, predict_op_seconds, source_hw_for_trace
 
