@@ -195,12 +195,25 @@ def _gpu_costs(
     cpu_names = cpu["name"].to_numpy(dtype=object)
     cpu_args = cpu["args"].to_numpy()
     formula_pos = np.full(n, -1, dtype=np.int64)
-    by_launch_op: dict[int, int] = {}
-    for i in np.flatnonzero((op_pos >= 0) & (kind == "kernel")):
-        p = int(op_pos[i])
-        if p not in by_launch_op:
-            by_launch_op[p] = _formula_op(p, parent, cpu_names, cpu_args, cache)
-        formula_pos[i] = by_launch_op[p]
+    kernel_rows = np.flatnonzero((op_pos >= 0) & (kind == "kernel"))
+    by_launch_op = {
+        p: _formula_op(p, parent, cpu_names, cpu_args, cache)
+        for p in np.unique(op_pos[kernel_rows]).tolist()
+    }
+    # An ancestor's formula may stand in for a launching op without one only if no op below that
+    # ancestor is costed on its own: otherwise its FLOPs would be counted twice.
+    has_costed_child: set[int] = set()
+    for p, f in by_launch_op.items():
+        if f == p:
+            q = int(parent[p])
+            while q >= 0 and q not in has_costed_child:
+                has_costed_child.add(q)
+                q = int(parent[q])
+    for p, f in by_launch_op.items():
+        if f >= 0 and f != p and f in has_costed_child:
+            by_launch_op[p] = -1
+    for i in kernel_rows:
+        formula_pos[i] = by_launch_op[int(op_pos[i])]
     flops = np.zeros(n)
     read = np.zeros(n)
     written = np.zeros(n)
