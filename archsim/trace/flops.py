@@ -164,6 +164,11 @@ def parse_args(dims: Any, types: Any, concrete: Any) -> OpArgs | None:
     return OpArgs(values=values, dtype=dt[0], itemsize=dt[1])
 
 
+def _words(text: str) -> tuple[str, ...]:
+    """A table of op names written as one space-separated string (keeps the tables short)."""
+    return tuple(text.split())
+
+
 Formula = Callable[[OpArgs], tuple[float, float, float] | None]  # (flops, read, written)
 
 
@@ -528,79 +533,19 @@ SGD_MOMENTUM_OPS_PER_ELEMENT = 4
 # Element-wise ops and their arithmetic operations per output element.
 _ELEMENTWISE_OPS: dict[str, float] = {
     **dict.fromkeys(
-        [
-            "add",
-            "sub",
-            "rsub",
-            "mul",
-            "div",
-            "neg",
-            "abs",
-            "relu",
-            "relu6",
-            "clamp",
-            "clamp_min",
-            "clamp_max",
-            "threshold",
-            "maximum",
-            "minimum",
-            "where",
-            "sign",
-            "sgn",
-            "reciprocal",
-            "square",
-            "exp",
-            "exp2",
-            "log",
-            "log2",
-            "log1p",
-            "expm1",
-            "sqrt",
-            "rsqrt",
-            "sigmoid",
-            "tanh",
-            "pow",
-            "sin",
-            "cos",
-            "floor",
-            "ceil",
-            "round",
-            "trunc",
-            "frac",
-            "eq",
-            "ne",
-            "lt",
-            "le",
-            "gt",
-            "ge",
-            "logical_not",
-            "logical_and",
-            "logical_or",
-            "bitwise_and",
-            "bitwise_or",
-            "bitwise_not",
-            "__and__",
-            "__or__",
-            "__xor__",
-            "masked_fill",
-            "remainder",
-            "fmod",
-            "hardsigmoid",
-            "hardswish",
-            "mish",
-            "softplus",
-            "erf",
-        ],
+        _words(
+            "add sub rsub mul div neg abs relu relu6 clamp clamp_min clamp_max threshold "
+            "maximum minimum where sign sgn reciprocal square exp exp2 log log2 log1p expm1 "
+            "sqrt rsqrt sigmoid tanh pow sin cos floor ceil round trunc frac eq ne lt le gt "
+            "ge logical_not logical_and logical_or bitwise_and bitwise_or bitwise_not __and__ "
+            "__or__ __xor__ masked_fill remainder fmod hardsigmoid hardswish mish softplus "
+            "erf"
+        ),
         1.0,
     ),
     # backward element-wise: grad * f'(x), f' costing about as much as f
     **dict.fromkeys(
-        [
-            "threshold_backward",
-            "hardtanh_backward",
-            "leaky_relu_backward",
-            "native_dropout_backward",
-        ],
+        _words("threshold_backward hardtanh_backward leaky_relu_backward native_dropout_backward"),
         1.0,
     ),
     "sigmoid_backward": 3.0,  # g * y * (1 - y)
@@ -625,22 +570,7 @@ _OPTIMIZER_ELEMENTWISE_OPS: dict[str, float] = {
 _FILL_OPS = ("fill", "zero", "zeros_like", "ones_like", "full_like", "normal", "uniform")
 _REDUCTION_OPS: dict[str, float] = {
     **dict.fromkeys(
-        [
-            "sum",
-            "mean",
-            "amax",
-            "amin",
-            "max",
-            "min",
-            "argmax",
-            "argmin",
-            "prod",
-            "any",
-            "all",
-            "count_nonzero",
-            "nansum",
-            "cumsum",
-        ],
+        _words("sum mean amax amin max min argmax argmin prod any all count_nonzero nansum cumsum"),
         1.0,
     ),
     **dict.fromkeys(["norm", "linalg_vector_norm"], 2.0),  # square and add
@@ -648,53 +578,29 @@ _REDUCTION_OPS: dict[str, float] = {
     "logsumexp": 4.0,  # max, sub, exp, add
 }
 # Pooling reads every input element and does ~1 compare/add for it (kernel windows overlap little).
-_POOL_OPS = [
-    "max_pool1d",
-    "max_pool2d",
-    "max_pool3d",
-    "max_pool2d_with_indices",
-    "max_pool3d_with_indices",
-    "avg_pool1d",
-    "avg_pool2d",
-    "avg_pool3d",
-    "adaptive_avg_pool1d",
-    "adaptive_avg_pool2d",
-    "_adaptive_avg_pool2d",
-    "adaptive_max_pool2d",
-    "mkldnn_max_pool2d",
-    "max_pool2d_with_indices_backward",
-    "avg_pool2d_backward",
-    "adaptive_avg_pool2d_backward",
-    "_adaptive_avg_pool2d_backward",
-]
+_POOL_OPS = _words(
+    "max_pool1d max_pool2d max_pool3d max_pool2d_with_indices max_pool3d_with_indices "
+    "avg_pool1d avg_pool2d avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d "
+    "_adaptive_avg_pool2d adaptive_max_pool2d mkldnn_max_pool2d "
+    "max_pool2d_with_indices_backward avg_pool2d_backward adaptive_avg_pool2d_backward "
+    "_adaptive_avg_pool2d_backward"
+)
 # Normalisation: batch/layer/group norm forward = mean (1) + variance (3) + (x-mean)*rstd (2) + affine
 # (2) = 8 per element; backward, two reductions plus the element-wise chain = 12.
 _NORM_OPS: dict[str, float] = {
     **dict.fromkeys(
-        [
-            "batch_norm",
-            "native_batch_norm",
-            "_batch_norm_impl_index",
-            "cudnn_batch_norm",
-            "miopen_batch_norm",
-            "_native_batch_norm_legit",
-            "_native_batch_norm_legit_no_training",
-            "layer_norm",
-            "native_layer_norm",
-            "group_norm",
-            "native_group_norm",
-            "instance_norm",
-        ],
+        _words(
+            "batch_norm native_batch_norm _batch_norm_impl_index cudnn_batch_norm "
+            "miopen_batch_norm _native_batch_norm_legit _native_batch_norm_legit_no_training "
+            "layer_norm native_layer_norm group_norm native_group_norm instance_norm"
+        ),
         8.0,
     ),
     **dict.fromkeys(
-        [
-            "native_batch_norm_backward",
-            "cudnn_batch_norm_backward",
-            "miopen_batch_norm_backward",
-            "native_layer_norm_backward",
-            "native_group_norm_backward",
-        ],
+        _words(
+            "native_batch_norm_backward cudnn_batch_norm_backward miopen_batch_norm_backward "
+            "native_layer_norm_backward native_group_norm_backward"
+        ),
         12.0,
     ),
 }
@@ -728,16 +634,7 @@ _COPY_OPS: dict[str, Formula] = {
     "_copy_from": _copy_into_self,
     "_copy_from_and_resize": _copy_into_self,
     **dict.fromkeys(
-        [
-            "_to_copy",
-            "clone",
-            "contiguous",
-            "flip",
-            "roll",
-            "_reshape_copy",
-            "index_put",
-            "masked_scatter",
-        ],
+        _words("_to_copy clone contiguous flip roll _reshape_copy index_put masked_scatter"),
         _copy_same_size,
     ),
     "cat": _concat,
@@ -749,20 +646,7 @@ _COPY_OPS: dict[str, Formula] = {
 _FOREACH_OPS: dict[str, Formula] = {
     **{
         f"_foreach_{op}": _foreach(1.0)
-        for op in [
-            "add",
-            "sub",
-            "mul",
-            "div",
-            "sqrt",
-            "neg",
-            "abs",
-            "exp",
-            "reciprocal",
-            "maximum",
-            "minimum",
-            "sign",
-        ]
+        for op in _words("add sub mul div sqrt neg abs exp reciprocal maximum minimum sign")
     },
     **{f"_foreach_{op}": _foreach(3.0) for op in ("addcdiv", "addcmul", "lerp")},
     **{f"_foreach_{op}": _foreach(0.0) for op in ("zero", "copy")},
@@ -817,80 +701,17 @@ _FORMULAS: dict[str, tuple[str, Formula]] = {
 # out of ops.parquet; `aten::to`/`reshape`/`contiguous` are listed because when they do copy, the copy
 # shows up as their child (_to_copy/copy_/clone), which is kept.
 METADATA_OPS = frozenset(
-    [
-        "empty",
-        "empty_like",
-        "empty_strided",
-        "new_empty",
-        "new_empty_strided",
-        "view",
-        "view_as",
-        "reshape",
-        "_reshape_alias",
-        "_unsafe_view",
-        "as_strided",
-        "as_strided_",
-        "t",
-        "transpose",
-        "transpose_",
-        "permute",
-        "expand",
-        "expand_as",
-        "squeeze",
-        "squeeze_",
-        "unsqueeze",
-        "unsqueeze_",
-        "slice",
-        "select",
-        "narrow",
-        "split",
-        "split_with_sizes",
-        "unbind",
-        "chunk",
-        "unsafe_split",
-        "unsafe_chunk",
-        "detach",
-        "detach_",
-        "alias",
-        "lift_fresh",
-        "lift",
-        "resize_",
-        "set_",
-        "flatten",
-        "unflatten",
-        "numpy_T",
-        "contiguous",
-        "to",
-        "result_type",
-        "resolve_conj",
-        "resolve_neg",
-        "broadcast_tensors",
-        "_local_scalar_dense",
-        "item",
-        "is_nonzero",
-        "size",
-        "stride",
-        "dim",
-        "_nnz",
-        "_has_compatible_shallow_copy_type",
-        "record_stream",
-        "zeros",
-        "ones",
-        "full",
-        "scalar_tensor",
-        "empty_like",
-        "_unsafe_index",
-        "view_as_real",
-        "view_as_complex",
-        "real",
-        "imag",
-        "movedim",
-        "moveaxis",
-        "swapaxes",
-        "diagonal",
-        "indices",
-        "values",
-    ]
+    _words(
+        "empty empty_like empty_strided new_empty new_empty_strided view view_as reshape "
+        "_reshape_alias _unsafe_view as_strided as_strided_ t transpose transpose_ permute "
+        "expand expand_as squeeze squeeze_ unsqueeze unsqueeze_ slice select narrow split "
+        "split_with_sizes unbind chunk unsafe_split unsafe_chunk detach detach_ alias "
+        "lift_fresh lift resize_ set_ flatten unflatten numpy_T contiguous to result_type "
+        "resolve_conj resolve_neg broadcast_tensors _local_scalar_dense item is_nonzero size "
+        "stride dim _nnz _has_compatible_shallow_copy_type record_stream zeros ones full "
+        "scalar_tensor empty_like _unsafe_index view_as_real view_as_complex real imag "
+        "movedim moveaxis swapaxes diagonal indices values"
+    )
 )
 METADATA_OPS = frozenset(name.rstrip("_") for name in METADATA_OPS)  # keys as op_key() makes them
 
