@@ -8,8 +8,9 @@ its role, index, pid and one clock sample (``time.time_ns()`` taken just before 
   ``baseTimeNanoseconds``, so each file is shifted onto the earliest base;
 * checks that the processes share a clock: for each one, (annotation time on the Kineto clock) minus
   (its wall-clock sample) is the offset between the two clocks. On one host all offsets agree to a few
-  microseconds (the cost of entering record_function); a process whose offset differs from the median
-  by more than ``CLOCK_TOLERANCE_US`` (another host, another clock) is shifted by the difference;
+  microseconds (the cost of entering record_function); a process whose offset differs from the first
+  process's by more than ``CLOCK_TOLERANCE_US`` (another host, another clock) is shifted by the
+  difference;
 * names every process by its role (Perfetto shows "learner 0", "actor 1") and lists them in the
   header under ``archsimProcesses`` (pid -> role, index, exit code, clock offset, shift applied).
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,8 +90,9 @@ def merge_process_traces(parts: Sequence[ProcessPart], out_path: Path) -> dict[s
         )
         for part, data in loaded
     }
-    known = [o for o in offsets.values() if o is not None]
-    reference = statistics.median(known) if known else 0.0
+    # The first process with a clock sample (the learner, in a SEED run) defines the clock.
+    known = [offsets[id(part)] for part, _ in loaded if offsets[id(part)] is not None]
+    reference = known[0] if known else 0.0
     header = {k: v for k, v in loaded[0][1].items() if k != "traceEvents"}
     events: list[dict[str, Any]] = []
     summary = []

@@ -20,8 +20,19 @@ from workloads.r2d2.seed.runner import run_seed
 from workloads.r2d2.seed.settings import SeedSettings
 
 
-def capture_r2d2(settings: SeedSettings, out_dir: Path, *, force: bool = False) -> Any:
-    """Run learner + actors for ``settings.seconds`` and save the merged trace to ``out_dir``."""
+def capture_r2d2(
+    settings: SeedSettings,
+    out_dir: Path,
+    *,
+    force: bool = False,
+    process_dir: Path | None = None,
+) -> Any:
+    """Run learner + actors for ``settings.seconds`` and save the merged trace to ``out_dir``.
+
+    ``process_dir``: where each process writes its own trace and sidecar, and the runner its
+    ``processes.json`` (pid -> role, written as soon as the processes start); a temporary folder,
+    removed afterwards, when None.
+    """
     import torch
 
     from archsim.capture.machine import source_description
@@ -31,7 +42,7 @@ def capture_r2d2(settings: SeedSettings, out_dir: Path, *, force: bool = False) 
     check_output_dir(out_dir, force)
     with tempfile.TemporaryDirectory(prefix="archsim-r2d2-") as tmp:
         tmp_dir = Path(tmp)
-        result = run_seed(settings, tmp_dir / "processes")
+        result = run_seed(settings, Path(process_dir) if process_dir else tmp_dir / "processes")
         parts = [
             ProcessPart(
                 r.role,

@@ -179,6 +179,12 @@ def run_seed(settings: SeedSettings, raw_dir: Path) -> SeedRunResult:
         )
         failure = _wait_for_actors(procs, status, settings)
         started = time.monotonic()
+        (raw_dir / PROCESSES_FILE).write_text(
+            json.dumps(
+                [dict(dataclasses.asdict(r), run_started=failure is None) for r in records],
+                indent=1,
+            )
+        )
         while time.monotonic() - started < settings.seconds and failure is None:
             time.sleep(WATCH_PERIOD_S)
             failure = _first_exit(procs, started)

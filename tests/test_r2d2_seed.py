@@ -1,0 +1,252 @@
+"""SEED-style R2D2 runtime: central inference state, wire format, multi-process capture and merge,
+and the failure paths (dead actor, port in use, learner that never starts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from archsim.capture.merge import CLOCK_TOLERANCE_US, ProcessPart, merge_process_traces
+from archsim.errors import ArchsimError
+from archsim.trace.format import load
+from workloads.r2d2.config import R2D2Config
+from workloads.r2d2.markers import phase, step
+from workloads.r2d2.model import R2D2Net
+from workloads.r2d2.seed import protocol
+from workloads.r2d2.seed.inference import EnvStates, apex_epsilons
+from workloads.r2d2.seed.profiling import ProcessProfiler
+from workloads.r2d2.seed.runner import PROCESSES_FILE, run_seed
+from workloads.r2d2.seed.settings import SeedSettings
+
+# Short sequences so a few seconds of Pong fill replay: 20 steps, 10 burn-in, overlap 10.
+SMALL_R2D2 = dataclasses.replace(
+    R2D2Config(),
+    sequence_length=20,
+    burn_in=10,
+    sequence_overlap=10,
+    batch_size=2,
+    replay_capacity_sequences=32,
+)
+
+
+def small_settings(**changes) -> SeedSettings:
+    base = SeedSettings(
+        actors=2,
+        envs_per_actor=2,
+        seconds=4.0,
+        inference_batch=4,
+        replay_ratio=1.0,
+        record_shapes=False,
+        r2d2=SMALL_R2D2,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def _dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie still answers kill(0); its /proc state says Z
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" in status.read_text()
+
+
+# ---------------------------------------------------------------- pieces that run in this process
+
+
+def test_apex_epsilons():
+    # eps_i = 0.4 ** (1 + 7 i / (N - 1)): N = 3 -> 0.4, 0.4 ** 4.5, 0.4 ** 8
+    assert apex_epsilons(3) == pytest.approx([0.4, 0.4**4.5, 0.4**8])
+
+
+def test_protocol_round_trip():
+    frames = np.arange(2 * 84 * 84, dtype=np.int64).reshape(2, 84, 84).astype(np.uint8)
+    payload = protocol.encode_request(frames, np.array([1.0, -1.0]), np.array([False, True]))
+    # 2 frames x 7,056 B + 2 float32 rewards + 2 done bytes = 14,112 + 8 + 2 = 14,122 B
+    assert len(payload) == 14_122
+    f, r, d = protocol.decode_request(payload, 2)
+    assert (f == frames).all() and r.tolist() == [1.0, -1.0] and d.tolist() == [False, True]
+    assert protocol.decode_reply(protocol.encode_reply(np.array([3, 5]))).tolist() == [3, 5]
+
+
+def test_env_states_builds_sequences_from_observations():
+    # One env, sequences of 4 overlapping by 2. The actor reports (frame_t, r_{t-1}, done_{t-1}).
+    cfg = dataclasses.replace(SMALL_R2D2, sequence_length=4, burn_in=2, sequence_overlap=2)
+    states = EnvStates(1, cfg, (84, 84), seed=0)
+    torch.manual_seed(0)
+    model = R2D2Net(3)
+    env = np.array([0])
+    acted, sequences = [], []
+    for t in range(5):
+        frame = np.full((1, 84, 84), t, dtype=np.uint8)
+        reward = np.array([10.0 * t], dtype=np.float32)  # reward of step t-1
+        sequences += states.observe(env, frame, reward, np.array([False]))
+        acted.append(int(states.act(model, env)[0]))
+    # 5 observations complete steps 0..3 -> one full window [0, 4)
+    assert len(sequences) == 1
+    seq = sequences[0]
+    assert seq.actions.tolist() == acted[:4]
+    assert seq.rewards.tolist() == [10.0, 20.0, 30.0, 40.0]  # r_t arrives with frame t+1
+    assert seq.prev_actions.tolist() == [0, *acted[:3]]
+    assert seq.prev_rewards.tolist() == [0.0, 10.0, 20.0, 30.0]
+    assert seq.h0.tolist() == [0.0] * cfg.lstm_size  # stored state of step 0: start of the episode
+    # frames: first stack is frame 0 repeated, then one new frame per step
+    assert seq.frames[:, 0, 0].tolist() == [0, 0, 0, 0, 1, 2, 3]
+
+
+def test_merge_aligns_clocks_and_names_processes(tmp_path):
+    # Two real profiler recordings; B's wall-clock sample is moved 5 ms back, as if its host's wall
+    # clock ran 5 ms behind its Kineto clock: offset_B - offset_A ~ +5,000 us > 1,000 us tolerance, so
+    # the merge shifts B's events by about -5,000 us and records it.
+    parts = []
+    for i in range(2):
+        with (
+            ProcessProfiler(tmp_path, "actor", i, record_shapes=False) as prof,
+            step("actor", actor=i, batch_size=1),
+            phase("env_step"),
+        ):
+            torch.ones(4).sum()
+        sidecar = dict(prof.sidecar)
+        if i == 1:
+            sidecar["clock_sync"] = dict(sidecar["clock_sync"])
+            sidecar["clock_sync"]["time_ns"] -= 5_000_000
+        parts.append(ProcessPart("actor", i, os.getpid(), prof.trace_path, sidecar, 0))
+    before = {}
+    for i, part in enumerate(parts):
+        events = json.loads(part.trace_path.read_text())["traceEvents"]
+        before[i] = [
+            e["ts"] for e in events if e.get("name", "").startswith("archsim::actor_step")
+        ][0]
+    out = tmp_path / "merged.json.gz"
+    summary = merge_process_traces(parts, out)
+    shifts = [p["clock_shift_us"] for p in summary["processes"]]
+    assert shifts[0] == 0.0  # the first process defines the clock
+    assert abs(shifts[1] + 5000.0) < CLOCK_TOLERANCE_US  # about -5 ms, give or take the sync cost
+    with gzip.open(out) as handle:
+        merged = json.loads(handle.read())
+    step_ts = [
+        e["ts"]
+        for e in merged["traceEvents"]
+        if e.get("name", "").startswith("archsim::actor_step")
+    ]
+    # A is untouched, B moved by its shift (both files had the same base time: one process)
+    assert step_ts[0] == pytest.approx(before[0])
+    assert step_ts[1] == pytest.approx(before[1] + shifts[1], abs=1e-3)
+    names = {e["args"]["name"] for e in merged["traceEvents"] if e.get("name") == "process_name"}
+    assert names == {"actor 0", "actor 1"}
+    assert [p["index"] for p in merged["archsimProcesses"]] == [0, 1]
+
+
+# ---------------------------------------------------------------- real processes
+
+
+@pytest.mark.slow
+def test_multi_process_capture(tmp_path):
+    from workloads.r2d2.capture import capture_r2d2
+
+    settings = small_settings()
+    out = tmp_path / "trace"
+    trace = capture_r2d2(settings, out)
+    loaded = load(out)
+    steps = loaded.steps
+    actor_rows = steps[steps.role == "actor"]
+    # steps from every actor, each with env and wait phases and its K envs as batch size
+    assert sorted(actor_rows.actor.unique()) == [0, 1]
+    assert (actor_rows.batch_size == 2).all()
+    assert actor_rows.env_step_us.notna().all() and actor_rows.inference_wait_us.notna().all()
+    # batched central inference: batches above 1 observation, never above --inference-batch
+    inference = steps[steps.role == "inference"]
+    assert (inference.batch_size > 1).any() and (inference.batch_size <= 4).all()
+    assert inference.inference_batch_us.notna().all()
+    # every observation sent was answered by exactly one batch: 2 envs per actor step (the last
+    # request of each actor may be cut by the stop, hence <=)
+    assert inference.batch_size.sum() <= 2 * len(actor_rows) + 4
+    assert inference.batch_size.sum() >= 2 * len(actor_rows) - 4
+    # the learner trained
+    learner = steps[steps.role == "learner"]
+    assert len(learner) >= 1 and learner.train_backward_us.notna().all()
+    # one process per role, distinct pids; actor steps come from the actor processes
+    procs = loaded.meta["capture"]["processes"]
+    assert loaded.meta["capture"]["complete"] is True
+    assert [(p["role"], p["index"]) for p in procs] == [("learner", 0), ("actor", 0), ("actor", 1)]
+    pid_of = {(p["role"], p["index"]): p["pid"] for p in procs}
+    for a in (0, 1):
+        assert set(actor_rows[actor_rows.actor == a].pid) == {pid_of[("actor", a)]}
+    assert set(inference.pid) == {pid_of[("learner", 0)]}
+    assert all(p["clock_shift_us"] == 0.0 for p in procs)  # one host, one clock
+    assert trace.steps.equals(steps)
+
+
+@pytest.mark.slow
+def test_dead_actor_stops_the_run_and_keeps_a_marked_partial_trace(tmp_path):
+    from workloads.r2d2.capture import capture_r2d2
+
+    process_dir = tmp_path / "processes"
+    out = tmp_path / "trace"
+    settings = small_settings(seconds=60.0)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            capture_r2d2(settings, out, process_dir=process_dir)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 120
+    procs = None
+    while time.monotonic() < deadline and procs is None:
+        time.sleep(0.2)
+        path = process_dir / PROCESSES_FILE
+        if path.exists():
+            listed = json.loads(path.read_text())
+            if listed and listed[0].get("run_started"):
+                procs = listed
+    assert procs is not None, "the run never started"
+    time.sleep(1.0)
+    victim = next(p for p in procs if p["role"] == "actor" and p["index"] == 1)
+    os.kill(victim["pid"], signal.SIGKILL)
+    thread.join(timeout=180)
+    assert not thread.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], ArchsimError)
+    message = str(errors[0])
+    assert f"actor 1 process (pid {victim['pid']})" in message and "partial trace" in message
+    # no process outlives the run
+    assert all(_dead(p["pid"]) for p in procs)
+    # the partial trace is kept, marked incomplete, with what the survivors recorded
+    trace = load(out)
+    capture = trace.meta["capture"]
+    assert capture["complete"] is False and "actor 1" in capture["incomplete_reason"]
+    traced = {(p["role"], p["index"]): p["traced"] for p in capture["processes"]}
+    assert traced == {("learner", 0): True, ("actor", 0): True, ("actor", 1): False}
+    assert set(trace.steps[trace.steps.role == "actor"].actor) == {0}
+
+
+def test_port_in_use_is_a_clear_error(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ArchsimError, match=f"port 127.0.0.1:{port} is already in use"):
+            run_seed(small_settings(port=port), tmp_path)
+
+
+def test_learner_that_never_starts_times_out_and_is_cleaned_up(tmp_path):
+    # 0.05 s is far less than spawning a Python process that imports torch takes.
+    with pytest.raises(ArchsimError, match="did not become ready within 0.05 s") as info:
+        run_seed(small_settings(learner_start_timeout_s=0.05), tmp_path)
+    pid = int(str(info.value).split("pid ")[1].split(")")[0])
+    assert _dead(pid)
