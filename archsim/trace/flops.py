@@ -709,7 +709,7 @@ METADATA_OPS = frozenset(
         "lift_fresh lift resize_ set_ flatten unflatten numpy_T contiguous to result_type "
         "resolve_conj resolve_neg broadcast_tensors _local_scalar_dense item is_nonzero size "
         "stride dim _nnz _has_compatible_shallow_copy_type record_stream zeros ones full "
-        "scalar_tensor empty_like _unsafe_index view_as_real view_as_complex real imag "
+        "scalar_tensor empty_like view_as_real view_as_complex real imag "
         "movedim moveaxis swapaxes diagonal indices values"
     )
 )
