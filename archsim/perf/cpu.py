@@ -4,7 +4,7 @@ how fast each hardware thread runs.
 Why pinning: the simulator assigns every software thread to one hardware thread, as thread-affinity
 actor pools (Sample Factory, EnvPool) do: the learner's threads (training loop, inference server) get
 the first hardware threads, and the actors are spread round-robin over the rest (over all of them
-when nothing is left). So the learner side takes threads away from the actors, which is one of the
+when nothing is left), the SMT siblings of the learner's cores last. So the learner side takes threads away from the actors, which is one of the
 two things that place the knee of an actor sweep (DESIGN.md). A hardware thread serves its software
 threads first-come first-served, which is a FIFO queue (Lindley recursion). Linux numbers the first hardware thread of every core before any second sibling, so
 thread ``t`` lives on core ``t % cores``: the first ``cores`` software threads get a core each and
@@ -58,10 +58,13 @@ def place_threads(
         raise ValueError("hw_threads must be >= 1")
     cores = min(cores, hw_threads)
     reserved = np.arange(n_reserved) % hw_threads
-    free = hw_threads - n_reserved
-    actors = (
-        n_reserved + np.arange(n_actors) % free if free > 0 else np.arange(n_actors) % hw_threads
-    )
+    learner_cores = set((reserved % cores).tolist())
+    rest = [t for t in range(n_reserved, hw_threads) if t % cores not in learner_cores]
+    # The SMT siblings of the learner's cores are used last, as a deployment that pins the learner
+    # on its own cores would.
+    rest += [t for t in range(n_reserved, hw_threads) if t % cores in learner_cores]
+    order = np.array(rest if rest else range(hw_threads), dtype=int)
+    actors = order[np.arange(n_actors) % len(order)]
     placement = np.concatenate([reserved, actors]).astype(int)
     occupied = np.zeros(hw_threads, dtype=bool)
     occupied[placement] = True

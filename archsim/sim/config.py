@@ -12,6 +12,9 @@ from archsim.errors import ArchsimError
 
 INFERENCE_MODES = ("central", "local")
 ENGINES = ("auto", "fast", "simpy")
+# Default largest inference batch: R2D2's batch of 64 (REFERENCE.md "RL workloads"); SEED RL leaves
+# it a knob. A design default, capped at the number of environments so a batch can fill.
+DEFAULT_INFERENCE_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,8 @@ class SimConfig:
     envs_per_actor: int = 1
     inference: str = "central"  # SEED RL (central, GPU) or Ape-X/R2D2 (local, actor's CPU)
     # SEED RL's dynamic batcher: batch up to this many observations or until the timeout.
-    inference_batch: int = 64
+    # None: DEFAULT_INFERENCE_BATCH, or every environment when there are fewer.
+    inference_batch: int | None = None
     inference_timeout_us: float = 1000.0
     learner_batch: int | None = None  # None: the trace's learner batch
     # Samples drawn per inserted transition; None: no rate limiter (SEED RL, R2D2 run free).
@@ -39,6 +43,11 @@ class SimConfig:
     engine: str = "auto"  # fast path where it is exact, else the plain simpy model
 
     def __post_init__(self) -> None:
+        if self.inference_batch is None and isinstance(self.actors, int):
+            envs = max(1, self.actors) * max(1, self.envs_per_actor)
+            batch = min(DEFAULT_INFERENCE_BATCH, envs)
+            batch -= batch % max(1, self.envs_per_actor)
+            object.__setattr__(self, "inference_batch", max(batch, self.envs_per_actor))
         positive_ints = ("actors", "envs_per_actor", "inference_batch", "gpus", "publish_every")
         for name in positive_ints:
             _check_int(name, getattr(self, name), minimum=1)

@@ -1,0 +1,379 @@
+"""Sweeps: a base config plus factors (desmod style). Every knob given as a comma list is swept; the
+product of the lists is the set of points. Each finished point is appended to ``sweep.csv`` at once
+(one line, flushed and fsynced), so an interrupted sweep resumes where it stopped; ``sweep.json``
+beside it holds the settings fingerprint (trace hash, hardware, fixed knobs) that a resumed sweep
+must match. Points run on a local process pool (default) or on Dask distributed.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archsim.errors import ArchsimError
+from archsim.sim.knobs import KNOB_BY_NAME, split_point
+
+CSV_NAME = "sweep.csv"
+SETTINGS_NAME = "sweep.json"
+SWEEP_FORMAT = 1
+# Metric columns of every row, after the knob columns (missing ones are left empty).
+METRIC_COLUMNS = (
+    "frames_per_s",
+    "env_steps_per_s",
+    "learner_updates_per_s",
+    "gpu_util",
+    "gpu_sm_util",
+    "cpu_util",
+    "gpu_power_w",
+    "cpu_power_w",
+    "avg_power_w",
+    "energy_per_mframes_j",
+    "frames_per_joule",
+    "actor_wait_s_per_step",
+    "inference_batch_mean",
+    "inference_queue_mean",
+    "inference_wait_mean_us",
+    "cpu_run_queue_mean",
+    "cpu_run_wait_mean_us",
+    "gpu_inference_queue_mean",
+    "gpu_learner_queue_mean",
+    "replay_insert_wait_mean_us",
+    "replay_sample_wait_mean_us",
+    "hw_threads",
+    "sms_total",
+    "path",
+    "events",
+    "wall_s",
+)
+
+
+@dataclass
+class SweepSpec:
+    """What a sweep runs: trace, hardware, and the knob lists (a list of one value is fixed)."""
+
+    trace: Path
+    hw: str
+    hw_set: list[str] = field(default_factory=list)
+    knobs: dict[str, list[Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Canonical order (the flags' order in archsim.sim.knobs), so equal sweeps compare equal.
+        self.knobs = {k: self.knobs[k] for k in KNOB_BY_NAME if k in self.knobs}
+
+    @property
+    def swept(self) -> list[str]:
+        return [name for name, values in self.knobs.items() if len(values) > 1]
+
+    @property
+    def knob_names(self) -> list[str]:
+        """CSV knob columns: the swept knobs, then the fixed ones."""
+        return self.swept + [name for name in self.knobs if name not in self.swept]
+
+    def points(self) -> list[dict[str, Any]]:
+        names = self.knob_names
+        values = [self.knobs[name] for name in names]
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "format": SWEEP_FORMAT,
+            "trace": str(self.trace),
+            "trace_sha256": trace_hash(self.trace),
+            "hw": self.hw,
+            "hw_set": list(self.hw_set),
+            "fixed": {k: format_value(v[0]) for k, v in self.knobs.items() if len(v) == 1},
+            "swept": self.swept,
+        }
+
+
+def trace_hash(path: Path) -> str:
+    """SHA-256 over the trace's tables and meta (a raw JSON file: over the file)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if file.name.startswith("raw_trace"):
+            continue  # the raw JSON is provenance; the tables are what the simulator reads
+        digest.update(file.name.encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def format_value(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def point_key(point: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(format_value(point[name]) for name in sorted(point))
+
+
+def validate_points(spec: SweepSpec) -> None:
+    """Build every point's SimConfig up front: a bad combination fails before anything runs."""
+    from archsim.sim.config import SimConfig
+
+    for point in spec.points():
+        sim, _ = split_point(point)
+        try:
+            SimConfig(**sim)
+        except ArchsimError as exc:
+            shown = ", ".join(f"{k}={format_value(v)}" for k, v in point.items())
+            raise ArchsimError(f"sweep point {shown}: {exc}") from None
+
+
+# --- one point (runs in a worker process) ---------------------------------------------------------
+
+_TRACE_CACHE: dict[str, Any] = {}
+
+
+def run_point(trace: str, hw: str, hw_set: list[str], point: dict[str, Any]) -> dict[str, Any]:
+    """Simulate one point and return its CSV row. Loads the trace once per worker process."""
+    from archsim.commands._trace_input import load_trace_input
+    from archsim.hw.presets import load_hw
+    from archsim.sim.config import SimConfig
+    from archsim.sim.run import simulate
+
+    started = time.perf_counter()
+    if trace not in _TRACE_CACHE:
+        _TRACE_CACHE[trace] = load_trace_input(Path(trace))
+    sim, overrides = split_point(point)
+    hw_config = load_hw(hw, [*hw_set, *overrides])
+    result = simulate(_TRACE_CACHE[trace], hw_config, SimConfig(**sim))
+    row: dict[str, Any] = {name: format_value(value) for name, value in point.items()}
+    row.update({name: result.metrics.get(name, "") for name in METRIC_COLUMNS})
+    row["hw_threads"] = hw_config.cpu.hw_threads
+    row["sms_total"] = hw_config.gpu.sms * hw_config.gpu.count if hw_config.gpu else 0
+    row["path"] = result.engine
+    row["events"] = result.events
+    row["wall_s"] = round(time.perf_counter() - started, 3)
+    return row
+
+
+# --- results file --------------------------------------------------------------------------------
+
+
+class ResultsFile:
+    """sweep.csv plus sweep.json: append one row at a time, durably; read back finished points."""
+
+    def __init__(self, out: Path, spec: SweepSpec) -> None:
+        self.out = Path(out)
+        self.csv = self.out / CSV_NAME
+        self.settings = self.out / SETTINGS_NAME
+        self.spec = spec
+        self.columns = spec.knob_names + list(METRIC_COLUMNS)
+
+    def open(self, force: bool) -> set[tuple[str, ...]]:
+        """Prepare the directory; returns the keys of points already finished (resume)."""
+        from archsim.atomic import atomic_output_file
+
+        fingerprint = self.spec.fingerprint()
+        if force:
+            self.csv.unlink(missing_ok=True)
+            self.settings.unlink(missing_ok=True)
+        if self.csv.exists():
+            self._check_settings(fingerprint)
+            return self._finished_keys()
+        if self.out.is_dir() and any(self.out.iterdir()) and not force:
+            stray = [p.name for p in self.out.iterdir() if p.name != SETTINGS_NAME]
+            if stray:
+                raise ArchsimError(
+                    f"{self.out}: output directory holds no {CSV_NAME} to resume but is not empty "
+                    "(use --force to replace it, or a new --out)"
+                )
+        self.out.mkdir(parents=True, exist_ok=True)
+        with atomic_output_file(self.settings) as handle:
+            json.dump(fingerprint, handle, indent=2)
+        with atomic_output_file(self.csv) as handle:
+            csv.writer(handle).writerow(self.columns)
+        return set()
+
+    def _check_settings(self, fingerprint: dict[str, Any]) -> None:
+        if not self.settings.exists():
+            raise ArchsimError(
+                f"{self.csv}: no {SETTINGS_NAME} beside it, so it cannot be resumed safely "
+                "(use --force to start over, or a new --out)"
+            )
+        try:
+            stored = json.loads(self.settings.read_text())
+        except json.JSONDecodeError:
+            raise ArchsimError(f"{self.settings}: not valid JSON") from None
+        for key, value in fingerprint.items():
+            old = stored.get(key)
+            if isinstance(value, dict) and isinstance(old, dict) and old != value:
+                name = next(k for k in sorted({*old, *value}) if old.get(k) != value.get(k))
+                raise ArchsimError(
+                    f"{self.csv}: was written by a sweep with different settings: fixed knob "
+                    f"{name} was {old.get(name, 'not set')!r}, now {value.get(name, 'not set')!r} "
+                    "(use a new --out, or --force to start over)"
+                )
+            if old != value:
+                raise ArchsimError(
+                    f"{self.csv}: was written by a sweep with different settings: {key} was "
+                    f"{stored.get(key)!r}, now {value!r} (use a new --out, or --force to start over)"
+                )
+
+    def _finished_keys(self) -> set[tuple[str, ...]]:
+        """Keys of complete rows; a torn last line (a crash mid-write) is cut off."""
+        text = self.csv.read_text()
+        lines = text.splitlines(keepends=True)
+        if not lines:
+            raise ArchsimError(f"{self.csv}: empty file (expected a header row)")
+        header = next(csv.reader([lines[0]]))
+        if header != self.columns:
+            raise ArchsimError(
+                f"{self.csv}: columns {header[: len(self.spec.knob_names)]} do not match this "
+                f"sweep's knobs {self.spec.knob_names} (use a new --out, or --force)"
+            )
+        keep = [lines[0]]
+        keys = set()
+        for line in lines[1:]:
+            row = next(csv.reader([line]), [])
+            if len(row) != len(self.columns) or not line.endswith("\n"):
+                break  # torn write: everything before it is intact
+            keep.append(line)
+            keys.add(tuple(row[self.columns.index(name)] for name in sorted(self.spec.knob_names)))
+        if len(keep) != len(lines):
+            from archsim.atomic import atomic_output_file
+
+            with atomic_output_file(self.csv) as handle:
+                handle.write("".join(keep))
+        return keys
+
+    def append(self, row: dict[str, Any]) -> None:
+        with open(self.csv, "a", newline="") as handle:
+            csv.DictWriter(handle, fieldnames=self.columns, extrasaction="ignore").writerow(row)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def read(self):
+        import pandas as pd
+
+        return pd.read_csv(self.csv)
+
+
+# --- execution backends --------------------------------------------------------------------------
+
+
+def _process_pool(tasks: list[tuple], jobs: int) -> Iterator[dict[str, Any]]:
+    if jobs <= 1:
+        for task in tasks:
+            yield run_point(*task)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # "spawn" keeps workers free of the parent's threads (tqdm, Dask) and works on every platform.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = [pool.submit(run_point, *task) for task in tasks]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+def _dask(tasks: list[tuple], jobs: int, scheduler: str | None) -> Iterator[dict[str, Any]]:
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if scheduler is None:
+        cluster = LocalCluster(
+            host="127.0.0.1",
+            n_workers=max(1, jobs),
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+        )
+        client = Client(cluster)
+    else:
+        client = Client(scheduler)
+    try:
+        futures = [client.submit(run_point, *task, pure=False) for task in tasks]
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+BACKENDS = ("process", "dask")
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out: Path,
+    jobs: int = 1,
+    backend: str = "process",
+    scheduler: str | None = None,
+    force: bool = False,
+    progress: bool = True,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+):
+    """Run every point of ``spec`` not yet in ``out/sweep.csv``; returns the full results table."""
+    if backend not in BACKENDS:
+        raise ArchsimError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    if jobs < 1:
+        raise ArchsimError(f"--jobs: expected an integer >= 1, got {jobs}")
+    if scheduler is not None and backend != "dask":
+        raise ArchsimError("--scheduler: only used with --backend dask")
+    if scheduler is not None and not scheduler.startswith("tcp://"):
+        raise ArchsimError(f"--scheduler: {scheduler!r} is not an address like tcp://HOST:PORT")
+    validate_points(spec)
+    results = ResultsFile(out, spec)
+    done = results.open(force)
+    todo = [p for p in spec.points() if point_key(p) not in done]
+    tasks = [(str(spec.trace), spec.hw, list(spec.hw_set), point) for point in todo]
+    rows: Iterable[dict[str, Any]] = (
+        _dask(tasks, jobs, scheduler) if backend == "dask" else _process_pool(tasks, jobs)
+    )
+    from tqdm import tqdm
+
+    bar = tqdm(
+        total=len(spec.points()),
+        initial=len(spec.points()) - len(todo),
+        desc="sweep",
+        unit="point",
+        file=sys.stderr,
+        disable=not progress,
+    )
+    with bar:
+        for row in rows:
+            results.append(row)
+            bar.update(1)
+            if on_row is not None:
+                on_row(row)
+    return results.read()
+
+
+def parse_jobs(text: str) -> int:
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise ArchsimError(f"--jobs: {text!r} is not an integer") from None
+    return jobs
+
+
+def finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def knob_kinds() -> dict[str, str]:
+    return {name: knob.kind for name, knob in KNOB_BY_NAME.items()}

@@ -1,0 +1,82 @@
+"""``archsim sweep TRACE --hw NAME --actors 4,8,...`` : simulate the product of the knob lists.
+
+Writes ``sweep.csv`` (one row per point, appended as points finish; an interrupted sweep resumes),
+``sweep.json`` (the settings a resume must match), ``sweep.parquet`` and charts (PNG and SVG).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sweep",
+        help="simulate every combination of comma-listed knobs (actors, sms, cpu-threads, ...)",
+        description=(
+            "Run the system simulator over the product of the knob lists, in parallel, writing "
+            "one CSV row per point as it finishes, then charts. Re-running the same command "
+            "resumes an interrupted sweep."
+        ),
+    )
+    parser.add_argument("trace", type=Path, metavar="TRACE", help="trace directory")
+    from archsim.hw.args import add_hw_arguments
+    from archsim.sim.knobs import add_knob_arguments
+
+    add_hw_arguments(parser)
+    add_knob_arguments(parser, lists=True)
+    parser.add_argument("--jobs", default="1", help="points run in parallel (default 1)")
+    parser.add_argument(
+        "--backend",
+        default="process",
+        choices=("process", "dask"),
+        help="local process pool (default) or Dask distributed",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="Dask scheduler of a running cluster (default: a LocalCluster on 127.0.0.1)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    parser.add_argument(
+        "--force", action="store_true", help="discard earlier results in --out and start over"
+    )
+    parser.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from archsim.analysis.sweep import SweepSpec, run_sweep
+    from archsim.errors import ArchsimError
+    from archsim.report.sweep_charts import sweep_charts
+    from archsim.sim.knobs import knobs_from_args
+
+    knobs = knobs_from_args(args, lists=True)
+    swept = [name for name, values in knobs.items() if len(values) > 1]
+    if not swept:
+        raise ArchsimError("sweep: give at least one knob as a comma list, e.g. --actors 4,8,16")
+    try:
+        jobs = int(args.jobs)
+    except ValueError:
+        raise ArchsimError(f"--jobs: {args.jobs!r} is not an integer") from None
+    if not args.trace.exists():
+        raise ArchsimError(f"{args.trace}: no such trace directory or file")
+    spec = SweepSpec(trace=args.trace, hw=args.hw, hw_set=list(args.hw_set), knobs=knobs)
+    table = run_sweep(
+        spec,
+        args.out,
+        jobs=jobs,
+        backend=args.backend,
+        scheduler=args.scheduler,
+        force=args.force,
+        progress=not args.no_progress,
+    )
+    table.to_parquet(args.out / "sweep.parquet", index=False)
+    charts = sweep_charts(table, swept, args.out, f"{args.trace.name} on {args.hw}")
+    columns = [*swept, "frames_per_s", "learner_updates_per_s", "gpu_util", "cpu_util"]
+    columns += ["gpu_power_w", "frames_per_joule"]
+    print(table.sort_values(swept)[columns].to_string(index=False, float_format="{:,.3g}".format))
+    print(f"wrote {args.out / 'sweep.csv'}" + (f" and {len(charts)} chart files" if charts else ""))
+    return 0
