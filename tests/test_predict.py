@@ -227,3 +227,25 @@ def test_fp32_capture_for_an_fp16_target_predicts_like_a_native_fp16_capture(
         got = predict_inference(retargeted, hw)
         assert got["dtype"] == expected["dtype"] == "float16"
         assert got["seconds_per_batch"] == pytest.approx(expected["seconds_per_batch"], rel=1e-9)
+
+
+def test_calibration_overlay_divides_each_ops_model_time_by_its_efficiency(
+    traces: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every class at efficiency 0.5 doubles each op's body time; the GPU launch latency per op is
+    not scaled: calibrated = 2 x plain - ops x launch_latency."""
+    from archsim.perf.kernel import efficiency_class
+
+    classes = sorted(set(efficiency_class(load(traces["b32"]).ops)))
+    overlay = tmp_path / "half.yaml"
+    overlay.write_text("efficiency:\n" + "".join(f"  {name}: 0.5\n" for name in classes))
+    args = ["--hw", "dgx1-v100"]
+    plain = _predict_cli(traces["b32"], capsys, *args)
+    calibrated = _predict_cli(traces["b32"], capsys, *args, "--calibration", str(overlay))
+    latency_s = load_hw("dgx1-v100").gpu.launch_latency_us * 1e-6
+    expected = 2 * plain["gpu_seconds"] - plain["n_ops"] * latency_s
+    assert calibrated["calibrated"] is True and plain["calibrated"] is False
+    assert calibrated["gpu_seconds"] == pytest.approx(expected, rel=1e-9)
+    overlay.write_text("efficiency:\n  conv: -1\n")
+    assert main(["predict", str(traces["b32"]), *args, "--calibration", str(overlay)]) == 2
+    assert "efficiency.conv" in capsys.readouterr().err

@@ -20,6 +20,7 @@ changing a steady run (every AlexNet step issues the same ops, so median == mean
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -146,13 +147,15 @@ def predict_phase(
     phase: str = "inference",
     hw_name: str | None = None,
     label: str | None = None,
+    efficiency: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Predicted seconds per step of ``phase`` on one GPU of ``hw`` (see the module docstring).
 
     Returns phase, batch (1 with ``batch_known`` False when the trace does not record it), dtype,
     seconds_per_batch, items_per_s, gpu_seconds, launch_overhead_seconds, launch_bound, launches,
     hw, gpu, n_ops (ops per step), n_steps, steps_from. A trace meta ``target_dtype`` (a CPU capture
-    made for an fp16 target) is applied to the ops first (:func:`retarget_dtype`).
+    made for an fp16 target) is applied to the ops first (:func:`retarget_dtype`). ``efficiency``: the
+    per-class overlay of ``archsim calibrate``, passed to the kernel model.
     """
     from archsim.perf.kernel import cpu_launch_seconds, predict_op_seconds, source_hw_for_trace
 
@@ -162,7 +165,9 @@ def predict_phase(
     target_dtype = trace.meta.get("target_dtype")
     if target_dtype:
         ops = retarget_dtype(ops, str(target_dtype))
-    seconds = np.asarray(predict_op_seconds(ops, hw, source_hw_for_trace(trace)), dtype=float)
+    seconds = np.asarray(
+        predict_op_seconds(ops, hw, source_hw_for_trace(trace), efficiency=efficiency), dtype=float
+    )
     launch_s = np.asarray(cpu_launch_seconds(ops, hw), dtype=float)
 
     step_key = _step_key(ops)
@@ -213,8 +218,9 @@ def predict_inference(
     phase: str = "inference",
     hw_name: str | None = None,
     label: str | None = None,
+    efficiency: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Inference prediction: :func:`predict_phase` plus ``images_per_s`` (= batch / seconds_per_batch)."""
-    result = predict_phase(trace, hw, phase, hw_name, label)
+    result = predict_phase(trace, hw, phase, hw_name, label, efficiency)
     result["images_per_s"] = result["items_per_s"]
     return result

@@ -27,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="inference",
         help="phase group (inference, train) or one phase name (default inference)",
     )
+    parser.add_argument(
+        "--calibration", type=Path, help="efficiency overlay from `archsim calibrate` (YAML)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=handle)
 
@@ -49,7 +52,8 @@ def format_report(trace_path: Path, result: dict[str, Any]) -> str:
         [
             f"trace: {trace_path}  phase: {result['phase']}  batch: {batch}  "
             f"dtype: {result['dtype']}",
-            f"hardware: {result['hw']} ({result['gpu']})",
+            f"hardware: {result['hw']} ({result['gpu']})"
+            + (" with calibrated efficiencies" if result.get("calibrated") else ""),
             f"ops per step: {result['n_ops']} (median over {result['n_steps']} steps)",
             f"GPU time per {per}: {_format_seconds(result['gpu_seconds'])}",
             f"CPU launch overhead per {per}: {_format_seconds(result['launch_overhead_seconds'])} "
@@ -66,11 +70,15 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.trace.format import load
 
     hw = hw_from_args(args)
+    efficiency = None
+    if args.calibration is not None:
+        from archsim.perf.calibrate import load_efficiency
+
+        efficiency = load_efficiency(args.calibration)
     trace = load(args.trace)
-    if args.phase == "train":
-        result = predict_phase(trace, hw, args.phase, hw_name=args.hw, label=str(args.trace))
-    else:
-        result = predict_inference(trace, hw, args.phase, hw_name=args.hw, label=str(args.trace))
+    predict = predict_phase if args.phase == "train" else predict_inference
+    result = predict(trace, hw, args.phase, args.hw, str(args.trace), efficiency)
+    result["calibrated"] = efficiency is not None
     if args.json:
         print(json.dumps(result))
     else:
