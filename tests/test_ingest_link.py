@@ -4,10 +4,11 @@ brute-force search on random nested and overlapping intervals."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archsim.trace.link import innermost_containing, latest_containing
+from archsim.trace.link import ancestors_table, innermost_containing, latest_containing
 
 
 @st.composite
@@ -90,3 +91,26 @@ def test_latest_containing_matches_brute_force(intervals, queries):
             assert pos == -1
         else:
             assert pos in inside and start[pos] == start[inside].max()
+
+
+def test_touching_ops_are_siblings_and_same_start_ops_nest():
+    # aten::linear [0, 10] holds aten::addmm [0, 6]; aten::relu [10, 15] starts as linear ends.
+    ops = pd.DataFrame(
+        {
+            "pid": [1, 1, 1],
+            "tid": [1, 1, 1],
+            "ts": [0.0, 0.0, 10.0],
+            "end": [10.0, 6.0, 15.0],
+        }
+    )
+    assert ancestors_table(ops).tolist() == [-1, 0, -1]
+    # A launch at t=10 belongs to relu (the op that starts there), one at t=3 to addmm.
+    key = np.zeros(3, dtype=np.int64)
+    found = innermost_containing(
+        np.zeros(2, dtype=np.int64),
+        np.array([10.0, 3.0]),
+        key,
+        ops["ts"].to_numpy(),
+        ops["end"].to_numpy(),
+    )
+    assert found.tolist() == [2, 1]

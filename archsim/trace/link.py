@@ -23,7 +23,9 @@ def _parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     stack: list[int] = []
     for i in range(len(starts)):
         s = starts[i]
-        while stack and ends[stack[-1]] < s:
+        # An interval ending exactly where this one starts is a predecessor, not a parent
+        # (µs timestamps often touch), unless both start at the same time (then it nests).
+        while stack and (ends[stack[-1]] < s or (ends[stack[-1]] == s and starts[stack[-1]] < s)):
             stack.pop()
         if stack:
             parent[i] = stack[-1]
