@@ -182,3 +182,21 @@ def test_legacy_2021_event_names_give_the_same_ops(tmp_path):
     assert old.drop(columns=["tid"]).equals(new.drop(columns=["tid"]))
     assert (old["tid"] == new["tid"]).all()  # "stream 7" parsed back to 7
     np.testing.assert_array_equal(old["stream"], new["stream"])
+
+
+def test_kernel_of_an_op_without_formula_gets_input_bytes_and_is_counted(tmp_path):
+    # Rename the MI250 trace's aten::clamp_min (ReLU, input [5, 128] fp32) to an op archsim has
+    # no formula for: its kernel keeps bytes_read = 5 * 128 * 4 = 2,560 B but gets 0 FLOPs.
+    doc = json.loads(gzip.decompress(kineto_fixture("mi250_mlp_train.json.gz").read_bytes()))
+    for event in doc["traceEvents"]:
+        if event.get("name") == "aten::clamp_min":
+            event["name"] = "mylib::fused_relu"
+    path = tmp_path / "renamed.json"
+    path.write_text(json.dumps(doc))
+    trace = ingest(path)
+    custom = trace.ops[trace.ops["launch_op"] == "mylib::fused_relu"]
+    assert len(custom) == 1
+    assert custom["flops"].iloc[0] == 0 and not custom["has_formula"].iloc[0]
+    assert custom["bytes_read"].iloc[0] == 2_560
+    before = trace_of("mi250_mlp_train.json.gz").meta["ingest"]["ops_without_formula"]
+    assert trace.meta["ingest"]["ops_without_formula"] == before + 1

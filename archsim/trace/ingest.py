@@ -254,9 +254,23 @@ def _gpu_costs(
             name_class[i] if name_class[i] != "other" else cache[int(formula_pos[i])].op_class
         )
         dtype[i] = cache[int(formula_pos[i])].dtype
-    for i in np.flatnonzero((kind == "kernel") & (formula_pos < 0)):
+    no_formula = np.flatnonzero((kind == "kernel") & (formula_pos < 0))
+    for i in no_formula:
         k = flops_mod.op_class(cpu_names[op_pos[i]]) if op_pos[i] >= 0 else "other"
         klass[i] = k if k != "other" else name_class[i]
+    # No formula: bytes read from the launching op's recorded tensors (when recorded), shared by
+    # duration among that op's kernels; FLOPs stay 0.
+    sized = [i for i in no_formula if op_pos[i] >= 0 and cache.get(int(op_pos[i])) is not None]
+    if sized:
+        sized = np.asarray(sized)
+        groups = pd.Series(dur[sized]).groupby(op_pos[sized])
+        total = groups.transform("sum").to_numpy()
+        count = groups.transform("size").to_numpy()
+        share = np.where(total > 0, dur[sized] / np.where(total > 0, total, 1), 1 / count)
+        for j, i in enumerate(sized):
+            cost = cache[int(op_pos[i])]
+            read[i] = cost.bytes_read * share[j]
+            dtype[i] = cost.dtype
     # Memcpy / memset: measured bytes (CUDA "bytes"; ROCm: the runtime call's "size").
     rt_args = runtime["args"].to_numpy()
     for i in np.flatnonzero(kind != "kernel"):
