@@ -185,12 +185,14 @@ def test_legacy_2021_event_names_give_the_same_ops(tmp_path):
 
 
 def test_kernel_of_an_op_without_formula_gets_input_bytes_and_is_counted(tmp_path):
-    # Rename the MI250 trace's aten::clamp_min (ReLU, input [5, 128] fp32) to an op archsim has
-    # no formula for: its kernel keeps bytes_read = 5 * 128 * 4 = 2,560 B but gets 0 FLOPs.
+    # Rename the MI250 trace's aten::relu and the aten::clamp_min inside it (input [5, 128] fp32)
+    # to ops archsim has no formula for: the kernel keeps bytes_read = 5 * 128 * 4 = 2,560 B but
+    # gets 0 FLOPs. (With only clamp_min renamed, the enclosing aten::relu's formula would apply.)
     doc = json.loads(gzip.decompress(kineto_fixture("mi250_mlp_train.json.gz").read_bytes()))
+    renames = {"aten::clamp_min": "mylib::fused_relu", "aten::relu": "mylib::relu_wrapper"}
     for event in doc["traceEvents"]:
-        if event.get("name") == "aten::clamp_min":
-            event["name"] = "mylib::fused_relu"
+        if event.get("name") in renames:
+            event["name"] = renames[event["name"]]
     path = tmp_path / "renamed.json"
     path.write_text(json.dumps(doc))
     trace = ingest(path)
