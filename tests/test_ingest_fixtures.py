@@ -202,3 +202,16 @@ def test_kernel_of_an_op_without_formula_gets_input_bytes_and_is_counted(tmp_pat
     assert custom["bytes_read"].iloc[0] == 2_560
     before = trace_of("mi250_mlp_train.json.gz").meta["ingest"]["ops_without_formula"]
     assert trace.meta["ingest"]["ops_without_formula"] == before + 1
+
+
+def test_enclosing_op_formula_stands_in_for_an_unknown_launching_op(tmp_path):
+    # Only aten::clamp_min renamed: the kernel's nearest costed op is the enclosing aten::relu over
+    # [5, 128], 1 FLOP per element = 640 FLOPs.
+    doc = json.loads(gzip.decompress(kineto_fixture("mi250_mlp_train.json.gz").read_bytes()))
+    for event in doc["traceEvents"]:
+        if event.get("name") == "aten::clamp_min":
+            event["name"] = "mylib::fused_relu"
+    path = tmp_path / "renamed.json"
+    path.write_text(json.dumps(doc))
+    kernel = ingest(path).ops.query("launch_op == 'mylib::fused_relu'")
+    assert kernel["flops"].tolist() == [640.0] and kernel["op_class"].tolist() == ["elementwise"]
