@@ -13,6 +13,8 @@ Three implementations of the same actor, from general to fast:
 
 from __future__ import annotations
 
+from bisect import insort
+
 import numpy as np
 
 from archsim.sim.inference import FleetBatcher, PlainBatcher
@@ -54,6 +56,7 @@ class ActorFleet:
         self.system = system
         self.batcher = batcher
         self.sent_at = [0.0] * system.config.actors
+        self.actor_threads = [int(t) for t in system.actor_threads]
         batcher.deliver = self.deliver
 
     def start(self) -> None:
@@ -61,26 +64,80 @@ class ActorFleet:
 
     def deliver(self, members: list[int], first: bool = False) -> None:
         """Actions for ``members`` arrived now: run each one's next step and queue its request."""
+        if self.system.threads.detailed:
+            self._deliver_detailed(members, first)
+        else:
+            self._deliver_inline(members, first)
+        self.batcher.notify()
+
+    def _deliver_detailed(self, members: list[int], first: bool) -> None:
         system = self.system
         now = system.env.now
         rec = system.rec
         end = rec.end
-        finish_time = system.threads.finish_time
-        nxt = system.streams.next
-        threads = system.actor_threads
-        envs = system.config.envs_per_actor
-        up_s = system.times.request_up_s
-        add = self.batcher.add
-        sent_at = self.sent_at
         for actor in members:
             if not first:
-                rec.actor_wait_s += min(now, end) - min(sent_at[actor], end)
-            finish = finish_time(int(threads[actor]), nxt(actor), now, "env_step")
+                rec.actor_wait_s += min(now, end) - min(self.sent_at[actor], end)
+            thread = int(system.actor_threads[actor])
+            work = system.streams.next(actor)
+            finish = system.threads.finish_time(thread, work, now, "env_step")
+            self.sent_at[actor] = finish
+            if finish < end:
+                rec.env_steps += system.config.envs_per_actor
+            self.batcher.add(finish + system.times.request_up_s, actor)
+
+    def _deliver_inline(self, members: list[int], first: bool) -> None:
+        """The same arithmetic as _deliver_detailed and LindleyThreads.finish_time, inlined: this
+        loop runs once per simulated env step and dominates the fast path's run time."""
+        system = self.system
+        now = system.env.now
+        rec = system.rec
+        end = rec.end
+        threads = system.threads
+        free_at, speed, busy = threads.free_at, threads.speed, threads.busy_s
+        queue = threads.queue
+        streams = system.streams
+        buffers, positions = streams.buffers, streams.pos
+        actor_threads = self.actor_threads
+        sent_at = self.sent_at
+        up_s = system.times.request_up_s
+        pending = self.batcher.pending
+        seq = self.batcher.seq
+        now_c = now if now < end else end
+        waited = 0.0
+        steps = 0
+        arrivals = 0
+        queue_wait = 0.0
+        for actor in members:
+            if not first:
+                sent = sent_at[actor]
+                waited += now_c - (sent if sent < end else end)
+            pos = positions[actor]
+            buf = buffers[actor]
+            if pos == len(buf):
+                buf = buffers[actor] = streams.chunk(actor).tolist()
+                pos = 0
+            positions[actor] = pos + 1
+            thread = actor_threads[actor]
+            free = free_at[thread]
+            start = now if now > free else free
+            finish = start + buf[pos] / speed[thread]
+            free_at[thread] = finish
+            if now < end:
+                arrivals += 1
+                queue_wait += (start if start < end else end) - now
+            busy[thread] += (finish if finish < end else end) - (start if start < end else end)
             sent_at[actor] = finish
             if finish < end:
-                rec.env_steps += envs
-            add(finish + up_s, actor)
-        self.batcher.notify()
+                steps += 1
+            insort(pending, (finish + up_s, seq, actor))
+            seq += 1
+        self.batcher.seq = seq
+        rec.actor_wait_s += waited
+        rec.env_steps += steps * system.config.envs_per_actor
+        queue.arrivals += arrivals
+        queue.wait_sum += queue_wait
+        queue.area += queue_wait
 
 
 def closed_form_local(system: System) -> None:

@@ -22,7 +22,7 @@ class SimpyThreads:
 
     def __init__(self, env: simpy.Environment, layout: ThreadLayout, rec: Recorder) -> None:
         self.env = env
-        self.speed = layout.speed
+        self.speed = [float(v) for v in layout.speed]
         self.rec = rec
         self.queue = rec.queue("cpu_run")
         self.threads = [simpy.Resource(env, capacity=1) for _ in range(layout.hw_threads)]
@@ -40,16 +40,24 @@ class SimpyThreads:
             record(self.rec, label, f"cpu{thread}", start, duration)
             yield env.timeout(duration)
 
+    def flush(self) -> None:
+        """Busy time went straight into the recorder."""
+
 
 class LindleyThreads:
     """Fast path: per-thread time of the next free moment; no simpy resource events."""
 
     def __init__(self, env: simpy.Environment, layout: ThreadLayout, rec: Recorder) -> None:
         self.env = env
-        self.speed = layout.speed
+        self.speed = [float(v) for v in layout.speed]
         self.rec = rec
         self.queue = rec.queue("cpu_run")
         self.free_at = [0.0] * layout.hw_threads
+        self.busy_s = [
+            0.0
+        ] * layout.hw_threads  # clipped to the window; flushed into rec at the end
+        # Per-slice bookkeeping (time series, timeline) needs the general path below.
+        self.detailed = bool(rec.series_bins) or rec.timeline is not None
 
     def finish_time(self, thread: int, work_s: float, arrive: float, label: str = "") -> float:
         """Run ``work_s`` arriving at ``arrive`` (>= every earlier arrival) on ``thread``."""
@@ -58,14 +66,26 @@ class LindleyThreads:
         finish = start + work_s / self.speed[thread]
         self.free_at[thread] = finish
         self.queue.add_wait(arrive, start)
-        self.rec.cpu_busy(thread, start, finish)
-        record(self.rec, label, f"cpu{thread}", start, finish - start)
+        if self.detailed:
+            self.rec.cpu_busy(thread, start, finish)
+            record(self.rec, label, f"cpu{thread}", start, finish - start)
+        else:
+            end = self.rec.end
+            self.busy_s[thread] += (finish if finish < end else end) - (
+                start if start < end else end
+            )
         return finish
 
     def execute(self, thread: int, work_s: float, label: str = ""):
         env = self.env
         finish = self.finish_time(thread, work_s, env.now, label)
         yield env.timeout(finish - env.now)
+
+    def flush(self) -> None:
+        """Move the accumulated busy time into the recorder (call once, after the run)."""
+        for thread, busy in enumerate(self.busy_s):
+            self.rec.cpu_busy_s[thread] += busy
+        self.busy_s = [0.0] * len(self.busy_s)
 
 
 def record(rec: Recorder, label: str, track: str, start: float, duration: float) -> None:

@@ -161,7 +161,13 @@ class FleetBatcher:
                 n += 1
             batch = pending[:n]
             del pending[:n]
-            for arrived, _, _ in batch:
-                self.queue.add_wait(arrived, now)
+            queue = self.queue
+            end = queue.end
+            left = now if now < end else end
+            inside = [arrived for arrived, _, _ in batch if arrived < end]
+            waited = len(inside) * left - sum(inside)
+            queue.arrivals += len(inside)
+            queue.wait_sum += waited
+            queue.area += waited
             members = [actor for _, _, actor in batch]
             env.process(serve_batch(self.system, members, self.deliver))

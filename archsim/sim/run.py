@@ -103,6 +103,7 @@ def simulate_system(
     engine = _start_processes(system, plain, timeline)
     env.process(learner_process(system))
     env.run(until=config.sim_seconds)
+    threads.flush()
     socket_of_thread = layout.socket_of_thread()
     threads_per_socket = np.bincount(socket_of_thread, minlength=machine.sockets)
     metrics = summarize(rec, machine.power, socket_of_thread, threads_per_socket)

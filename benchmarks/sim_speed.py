@@ -1,0 +1,103 @@
+"""Simulator speed: 256 actors over 60 simulated seconds on the dgx1-v100 preset (issue 4's goal on
+this 2-core machine: under 10 s), against the same number of events through a bare simpy loop.
+
+Uses traces/dqn-pong-cpu when present (the bundled DQN capture), else the tiny synthetic DQN-like
+trace the tests build. Prints figures; asserts nothing (timings vary with the machine's load).
+
+    python benchmarks/sim_speed.py [--trace DIR] [--sim-seconds 60] [--actors 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DQN_TRACE = ROOT / "traces" / "dqn-pong-cpu"
+
+
+def bare_simpy_seconds(events: int) -> float:
+    """Wall time of ``events`` timeouts through one simpy process (the cheapest simpy event)."""
+    import simpy
+
+    env = simpy.Environment()
+
+    def loop():
+        for _ in range(events):
+            yield env.timeout(1e-6)
+
+    env.process(loop())
+    started = time.perf_counter()
+    env.run()
+    return time.perf_counter() - started
+
+
+def load_trace(path: Path | None):
+    from archsim.trace import load
+
+    if path is not None:
+        return load(path), str(path)
+    if DQN_TRACE.is_dir():
+        return load(DQN_TRACE), str(DQN_TRACE.relative_to(ROOT))
+    sys.path.insert(0, str(ROOT))
+    from tests.test_sim_support import tiny_trace
+
+    return tiny_trace(), "synthetic DQN-like trace (tests/test_sim_support.py)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", type=Path, default=None)
+    parser.add_argument("--sim-seconds", type=float, default=60.0)
+    parser.add_argument("--actors", type=int, default=256)
+    parser.add_argument(
+        "--plain-seconds", type=float, default=1.0, help="window for the plain path"
+    )
+    args = parser.parse_args()
+
+    from archsim.hw import load_hw
+    from archsim.sim.config import SimConfig
+    from archsim.sim.run import simulate
+
+    trace, name = load_trace(args.trace)
+    hw = load_hw("dgx1-v100")
+    config = SimConfig(actors=args.actors, sim_seconds=args.sim_seconds)
+    started = time.perf_counter()
+    result = simulate(trace, hw, config)
+    wall = time.perf_counter() - started
+    bare = bare_simpy_seconds(result.events)
+    m = result.metrics
+    print(f"trace: {name}")
+    print(
+        f"{args.actors} actors, {args.sim_seconds:g} simulated s on dgx1-v100 ({result.engine} path): "
+        f"{wall:.2f} s wall, {result.events:,} simpy events, {result.events / wall:,.0f} events/s"
+    )
+    print(
+        f"  simulated {m['env_steps_per_s'] * args.sim_seconds:,.0f} env steps "
+        f"({m['frames_per_s']:,.0f} frames/s), {m['env_steps_per_s'] * args.sim_seconds / wall:,.0f} "
+        "simulated env steps per wall second"
+    )
+    print(
+        f"bare simpy loop, same {result.events:,} events: {bare:.2f} s "
+        f"-> archsim / bare = {wall / bare:.1f}x"
+    )
+    # The plain simpy path over a shorter window, to show what the fast path saves.
+    short = config.replace(sim_seconds=args.plain_seconds)
+    t0 = time.perf_counter()
+    fast = simulate(trace, hw, short)
+    fast_wall = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    plain = simulate(trace, hw, short.replace(engine="simpy"))
+    plain_wall = time.perf_counter() - t0
+    print(
+        f"{args.plain_seconds:g} simulated s: fast path {fast_wall:.2f} s ({fast.events:,} events), "
+        f"plain simpy path {plain_wall:.2f} s ({plain.events:,} events) -> "
+        f"{plain_wall / fast_wall:.1f}x; frames/s {fast.metrics['frames_per_s']:,.0f} vs "
+        f"{plain.metrics['frames_per_s']:,.0f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
