@@ -249,3 +249,19 @@ def test_calibration_overlay_divides_each_ops_model_time_by_its_efficiency(
     overlay.write_text("efficiency:\n  conv: -1\n")
     assert main(["predict", str(traces["b32"]), *args, "--calibration", str(overlay)]) == 2
     assert "efficiency.conv" in capsys.readouterr().err
+
+
+def test_a_target_without_a_gpu_exits_2(
+    traces: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """jetson-tx1 with its gpu section removed: predict needs a GPU to run the ops on."""
+    import yaml
+
+    from archsim.hw.presets import presets_dir
+
+    config = yaml.safe_load((presets_dir() / "jetson-tx1.yaml").read_text())
+    config["gpu"] = None
+    path = tmp_path / "cpu-only.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["predict", str(traces["b1"]), "--hw", str(path)]) == 2
+    assert "predict needs a GPU target" in capsys.readouterr().err
