@@ -9,6 +9,7 @@ occupancy args, ``baseTimeNanoseconds``) look the same as a 2024 CUDA trace.
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 import re
@@ -247,12 +248,22 @@ def gpu_event_fields(gpu: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_records(rows, columns=columns, index=gpu.index)
 
 
+def _as_list(value: Any) -> Any:
+    """Some exporters write the shape lists as text ("[[2, 3], [3]]"); read those back."""
+    if isinstance(value, str) and value.startswith("["):
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return None
+    return value
+
+
 def op_shapes(args: dict[str, Any]) -> tuple[Any, Any, Any]:
     """(Input Dims, Input type, Concrete Inputs) of a cpu op's args, None where not recorded."""
     return (
-        _first(args, _INPUT_DIMS_KEYS),
-        _first(args, _INPUT_TYPE_KEYS),
-        args.get("Concrete Inputs"),
+        _as_list(_first(args, _INPUT_DIMS_KEYS)),
+        _as_list(_first(args, _INPUT_TYPE_KEYS)),
+        _as_list(args.get("Concrete Inputs")),
     )
 
 
