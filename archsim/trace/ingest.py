@@ -7,9 +7,13 @@ launching op or one of its ancestors on the same thread, that has a formula and 
 them in proportion to their measured durations, so the sum over kernels equals the op's total.
 Memcpy/memset bytes are the measured ``bytes`` arg (ROCm: the runtime call's ``size``).
 
-CPU-only traces: one op per leaf compute cpu op, i.e. an op in a namespace (``aten::``...) that is
-not pure metadata (views, empty, reshape, ``flatten``: flops.METADATA_OPS) and contains no other
-such op on its thread. FLOPs/bytes from its own shapes.
+CPU-only traces: one op per compute cpu op that is not inside another kept op. Compute ops are ops
+in a namespace (``aten::``..., not ``autograd::``/``profiler::``) that are not pure metadata (views,
+empty, reshape: flops.METADATA_OPS). Kept: the outermost compute op that has a FLOP formula (its
+measured time includes the ops it calls: ``aten::linear`` rather than the ``addmm`` and bias
+``copy_`` inside it, which a plain "leaf op" rule would split and lose the GEMM), and compute ops
+without a formula that contain no other compute op (true leaves). Kept ops never overlap on a
+thread, so their times add up. FLOPs/bytes from each op's own shapes.
 """
 
 from __future__ import annotations
