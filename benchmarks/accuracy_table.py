@@ -33,6 +33,53 @@ EVAL_FIXTURES = [
      "or register fields and archsim's occupancy model is NVIDIA's, so it is not modelled"),
 ]  # fmt: skip
 TARGET_ERROR = 0.20
+# AlexNet forward captured on this CPU (bundled trace, batch 32, fp32) resized to the fixture's batch
+# 128 and predicted on dgx-a100, versus the A100 fixture's steady (last) forward pass. Batch 128 is read
+# from the fixture's launch grids (workloads/alexnet/sanity.py).
+CPU_TRACE = ROOT / "traces" / "alexnet-b32-fp32"
+CPU_TRACE_BATCH, FIXTURE_BATCH = 32, 128
+A100_ALEXNET = "a100_alexnet_forward.json.gz"
+FORWARD_MARKER = "|measure|forward"
+
+
+def last_forward_window_us(path: Path) -> tuple[float, float]:
+    """(start, end) of the fixture's last forward-pass annotation, in trace microseconds."""
+    import gzip
+    import json
+
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    last = max((e for e in events if FORWARD_MARKER in e.get("name", "")), key=lambda e: e["ts"])
+    return float(last["ts"]), float(last["ts"] + last["dur"])
+
+
+def cpu_capture_rows():
+    """Measured (fixture) and predicted (CPU capture) seconds per op class, or None if absent."""
+    import pandas as pd
+
+    from archsim.perf.kernel import predict_op_seconds, scale_ops_to_batch
+    from archsim.trace.format import load
+
+    if not CPU_TRACE.is_dir():
+        return None
+    trace = load(CPU_TRACE)
+    ops = trace.ops[trace.ops.step_id == trace.ops.step_id.max()]  # one steady step
+    ops = scale_ops_to_batch(ops, CPU_TRACE_BATCH, FIXTURE_BATCH)
+    predicted = (
+        pd.Series(
+            predict_op_seconds(ops, load_hw("dgx-a100"), include_launch=False), index=ops.index
+        )
+        .groupby(ops["op_class"].astype(str))
+        .sum()
+    )
+    fixture = FIXTURES / A100_ALEXNET
+    start, end = last_forward_window_us(fixture)
+    fops = ingest(fixture).ops
+    fops = fops[(fops.kind == "kernel") & (fops.start_us >= start) & (fops.start_us <= end)]
+    measured = (fops.dur_us * 1e-6).groupby(fops["op_class"].astype(str)).sum()
+    table = pd.DataFrame({"measured_s": measured, "predicted_s": predicted}).fillna(0.0)
+    table.loc["total"] = table.sum()
+    table["error"] = table["predicted_s"] / table["measured_s"] - 1.0
+    return table
 
 
 def _pct(x: float) -> str:
@@ -87,7 +134,9 @@ def main() -> int:
             f"{_ms(total_raw.predicted_s)} | {_pct(total_raw.error)} | {_ms(total_cal.predicted_s)} | "
             f"{_pct(total_cal.error)} | {ok} | {note} |"
         )
-        kernels = [c for c in cal.index if c not in ("total", "memset") and not c.startswith("memcpy")]
+        kernels = [
+            c for c in cal.index if c not in ("total", "memset") and not c.startswith("memcpy")
+        ]
         k_meas = cal.loc[kernels, "measured_s"].sum()
         k_cal = cal.loc[kernels, "predicted_s"].sum()
         details += [
@@ -106,6 +155,33 @@ def main() -> int:
                 f"| {cls} | {int(r.ops)} | {_ms(r.measured_s)} | {_ms(r.predicted_s)} | "
                 f"{_pct(r.error)} | {_ms(c.predicted_s)} | {_pct(c.error)} |"
             )
+    cpu = cpu_capture_rows()
+    if cpu is not None:
+        total = cpu.loc["total"]
+        lines += [
+            "",
+            "## From op shapes, captured on a CPU",
+            "",
+            "The NVIDIA fixtures have no shapes; archsim's own CPU captures do. AlexNet forward captured on",
+            f"this CPU (`{CPU_TRACE.relative_to(ROOT)}`, one steady step, resized {CPU_TRACE_BATCH} -> "
+            f"{FIXTURE_BATCH} with `scale_ops_to_batch`) predicted on `dgx-a100` from FLOPs and bytes",
+            f"alone (no calibration), versus the kernels of the last forward pass in `{A100_ALEXNET}`",
+            "(batch 128, fp32 with TF32 convolutions):",
+            "",
+            "| class | measured ms | predicted ms | error |",
+            "|---|---|---|---|",
+        ]
+        for cls, row in cpu.iterrows():
+            err = _pct(row.error) if row.measured_s > 0 else "n/a"
+            lines.append(f"| {cls} | {_ms(row.measured_s)} | {_ms(row.predicted_s)} | {err} |")
+        ok = "within" if abs(total.error) <= TARGET_ERROR else "outside"
+        lines += ["", f"Total {_pct(total.error)}: {ok} the 20% goal. Part of the gap is the workloads: "
+                  "the fixture's AlexNet adds each conv bias in a separate element-wise kernel and runs "
+                  "dropout (about 0.5 ms of its element-wise time), which the captured torch AlexNet "
+                  "(bias fused into the conv, eval mode) does not. The rest is efficiency: the model is "
+                  "a bound (efficiency 1) and cuBLAS/cuDNN reach a fraction of it (the 32x32 sgemm of the "
+                  "classifier runs at ~60% of FP32 peak). Calibrating that needs a GPU trace with "
+                  "recorded shapes (`record_shapes=True`), which none of the fixtures has."]  # fmt: skip
     lines += ["", "## Fitted efficiencies (V100 fixture)", "",
               "| class | ops | measured ms | model bound ms | efficiency (time-weighted) | median per op |",
               "|---|---|---|---|---|---|"]  # fmt: skip
@@ -115,7 +191,9 @@ def main() -> int:
             f"{row.efficiency:.4f} | {row.median_efficiency:.4f} |"
         )
     lines += ["", "An efficiency above 1 means the model's bound is pessimistic for that class. "
-              "Classes the V100 trace lacks keep efficiency 1; `all` is shown for reference only.", "",
+              "Classes the V100 trace lacks keep efficiency 1; `all` is shown for reference only. "
+              "The `_grid` suffix marks kernels whose work was inferred from the launch grid; those "
+              "efficiencies never apply to ops with real FLOPs and bytes.", "",
               "## Per-class errors", *details, ""]  # fmt: skip
     text = "\n".join(lines)
     out = ROOT / "docs" / "ACCURACY.md"

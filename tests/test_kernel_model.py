@@ -49,22 +49,29 @@ ELEMENTWISE = {  # c = a + b over 2^24 fp32 elements
 
 
 def test_golden_gemm_on_v100() -> None:
-    # Blocks: 4,194,304 output elements / (128*128 tile) = 256 blocks of 256 threads, 128 regs, 32 KB.
-    # Occupancy: threads 2048/256 = 8; registers 65536 / (128*32 per warp * 8 warps) = 2;
-    #   shared 98304 / 32768 = 3  -> a = 2 blocks/SM, 160 resident slots.
-    # The busiest SM runs ceil(256/80) = 4 blocks, 2 at a time: 2*256 = 512 threads saturate it (u = 1).
-    # T_math = 17,179,869,184 / (80 * 128 * 1.53e9) = 1.096550e-3 s
-    # T_comp = T_math * 80 * 4 / 256 = 1.370687e-3 s
-    # T_bw = 50,331,648 / 900e9 = 5.592e-5 s; in flight 160*256*16 B = 655,360 B / 500 ns = 1.31 TB/s
-    #   > 900 GB/s, so T_lat = T_bw.  L2: max(D, F / (128/4)) = 536,870,912 B / 2155e9 = 2.491280e-4 s.
-    # T = 0.75 us launch + 1.370687e-3 s
+    # T_math = 17,179,869,184 / (80 * 128 * 1.53e9) = 1.096550e-3 s. No grid was captured, so the model
+    # tries the three cuBLAS tiles and keeps the fastest:
+    # 128x128 (256 thr, 128 regs, 32 KB): 256 blocks; occupancy min(2048/256=8, regs 65536/(4096*8)=2,
+    #   smem 98304/32768=3) = 2; busiest SM ceil(256/80)=4 blocks, 2*256=512 threads -> u=1;
+    #   T_comp = T_math*80*4/256 = 1.370687e-3; L2 F/(128/4) = 536.9 MB / 2155e9 = 2.491e-4.
+    # 64x64 (64 thr, 126 regs -> 16*256=4096 regs/warp, 8 KB): 1024 blocks; occupancy min(32,
+    #   65536/(4096*2)=8, 98304/8192=12) = 8; busiest SM ceil(1024/80)=13, 8*64=512 threads -> u=1;
+    #   T_comp = T_math*80*13/1024 = 1.113683e-3; L2 F/(64/4) = 1073.7 MB / 2155e9 = 4.983e-4.
+    # 32x32 (128 thr, 86 regs -> 11*256=2816 regs/warp, 32 KB): 4096 blocks; occupancy min(16,
+    #   65536/(2816*4)=5, 3) = 3; u = 3*128/512 = 0.75; T_comp = T_math*80*52/4096/0.75 = 1.4848e-3.
+    # DRAM: 50,331,648 B / 900e9 = 5.592e-5 s (latency-hidden: >= 655 KB in flight / 500 ns > 900 GB/s).
+    # Fastest: 64x64, T = 1.113683e-3 s + 0.75 us launch.
     ops = make_ops([GEMM])
     terms = kernel_terms(ops, V100.gpu)
     assert terms["math"][0] == pytest.approx(1.096550e-3, rel=1e-5)
-    assert terms["comp"][0] == pytest.approx(1.370687e-3, rel=1e-5)
+    assert terms["comp"][0] == pytest.approx(1.113683e-3, rel=1e-5)
     assert terms["lat"][0] == pytest.approx(terms["bw"][0]) == pytest.approx(5.592405e-5, rel=1e-5)
-    assert terms["mem"][0] == pytest.approx(2.491280e-4, rel=1e-5)
-    assert predict_op_seconds(ops, V100)[0] == pytest.approx(1.370687e-3 + 0.75e-6, rel=1e-5)
+    assert terms["mem"][0] == pytest.approx(17_179_869_184 / 16 / 2155e9, rel=1e-6)
+    assert predict_op_seconds(ops, V100)[0] == pytest.approx(1.113683e-3 + 0.75e-6, rel=1e-5)
+    # with the 128x128 grid given explicitly (as a CUDA trace would), the 128x128 figures apply
+    traced = make_ops([{**GEMM, "grid_x": 256, "block_x": 256, "registers_per_thread": 128,
+                        "shared_memory_bytes": 32768}])  # fmt: skip
+    assert kernel_terms(traced, V100.gpu)["comp"][0] == pytest.approx(1.370687e-3, rel=1e-5)
 
 
 def test_golden_elementwise_on_v100() -> None:

@@ -45,6 +45,9 @@ class GpuConfig(_Strict):
     fp32_flops_per_clk_per_sm: float = Field(gt=0)
     fp16_flops_per_clk_per_sm: float = Field(gt=0)
     tensor_flops_per_clk_per_sm: float = Field(ge=0)  # 0 = no tensor cores
+    # Tensor cores take TF32 (Ampere and later) at half the FP16 tensor rate; PyTorch runs fp32
+    # convolutions in TF32 by default (torch.backends.cudnn.allow_tf32 = True).
+    tf32: bool = False
     dram_bw_gbs: float = Field(gt=0)
     dram_latency_ns: float = Field(gt=0)
     l2_size_mb: float = Field(gt=0)

@@ -16,6 +16,24 @@ import numpy as np
 import pandas as pd
 
 GEMM_TILE_ELEMENTS = 128 * 128
+# Tiles tried for GEMM/conv ops captured without a grid: (edge, threads, registers, shared bytes) of
+# real cuBLAS kernels in the fixtures. The model keeps the fastest, as cuBLAS's heuristics pick small
+# tiles for skinny problems (the A100 fixture's batch-128 classifier GEMMs use 32x32 tiles).
+GEMM_TILE_CANDIDATES = (
+    (
+        128,
+        256,
+        128.0,
+        32768.0,
+    ),  # v100_cnn_ddp_train cudnn *_128x128_*: 256 threads, 128 regs, 32 KB
+    (64, 64, 126.0, 8192.0),  # v100_cnn_ddp_train volta_sgemm_64x64_*: 64 threads, 126 regs, 8 KB
+    (
+        32,
+        128,
+        86.0,
+        32768.0,
+    ),  # a100_alexnet_forward ampere_sgemm_32x32_sliced1x4_tn: 128 thr, 86 regs, 32 KB
+)
 GEMM_THREADS_PER_BLOCK = 256
 GEMM_REGISTERS_PER_THREAD = 128.0
 GEMM_SHARED_MEMORY_BYTES = 32768.0

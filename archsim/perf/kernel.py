@@ -20,6 +20,8 @@ figure, :func:`cpu_launch_seconds`, which the simulator charges to the launching
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -28,6 +30,8 @@ import pandas as pd
 from archsim.errors import ArchsimError
 from archsim.hw.schema import GpuConfig, HardwareConfig
 from archsim.perf.blocks import (
+    GEMM_TILE_CANDIDATES,
+    TILE_PATTERN,
     TILED_OP_CLASSES,
     element_bytes,
     estimate_launch_shape,
@@ -41,8 +45,8 @@ MEASURED_KINDS = ("kernel", "memcpy", "memset")
 # Bytes each resident thread keeps in flight to DRAM: PyTorch's vectorized element-wise kernels load
 # 4 x fp32 = 16 B per thread per iteration (aten/src/ATen/native/cuda/MemoryAccess.cuh, vec size 4).
 BYTES_IN_FLIGHT_PER_THREAD = 16.0
-# A 128x128 threadblock tile (archsim.perf.blocks) re-reads A and B panels from L2 once per tile:
-# 2*128*128*k FLOPs per (128+128)*k elements, i.e. 128 / element_bytes FLOPs per L2 byte.
+# An m x n threadblock tile re-reads A and B panels from L2 once per tile: 2*m*n*k FLOPs per (m+n)*k
+# elements, i.e. (2mn/(m+n)) / element_bytes FLOPs per L2 byte; 128 for the default 128x128 tile.
 GEMM_TILE_EDGE = 128.0
 
 # Threads an SM needs to keep its math pipes busy: 4 warp schedulers per SM (Volta, Ampere and Hopper
@@ -85,15 +89,44 @@ def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
     named_tensor = (
         _strings(ops, "name").str.lower().str.contains(TENSOR_CORE_NAME_PATTERN, regex=True)
     ).to_numpy(dtype=bool)
-    use_tensor = ((half & tiled) | named_tensor) & (gpu.tensor_flops_per_clk_per_sm > 0)
-    # TF32 runs at half the FP16 tensor rate (A100 whitepaper: 156 vs 312 TFLOP/s dense)
+    # fp32 convolutions run in TF32 on tensor cores when the GPU has it: PyTorch's default
+    # torch.backends.cudnn.allow_tf32 = True (fp32 matmuls default to allow_tf32 = False).
+    # Tensor-core convolutions need input channels in multiples of 8 (FP16) or 4 (TF32) (NVIDIA Deep
+    # Learning Performance Guide, "Channels In and Out"); cuDNN falls back to FP32 kernels otherwise,
+    # as for AlexNet's 3-channel conv1 in the A100 fixture (cudnn_ampere_scudnn_128x64, not xmma).
+    channels = _conv_input_channels(ops)
+    aligned = np.isnan(channels) | (np.nan_to_num(channels) % np.where(half, 8, 4) == 0)
+    conv = (_strings(ops, "op_class") == "conv").to_numpy(dtype=bool)
+    conv_fp32 = conv & ~half & aligned
     tf32 = _strings(ops, "name").str.lower().str.contains("tf32", regex=False).to_numpy(dtype=bool)
+    tf32 = (tf32 | conv_fp32) & gpu.tf32
+    half_tensor = half & tiled & (aligned | ~conv)
+    use_tensor = (half_tensor | named_tensor | tf32) & (gpu.tensor_flops_per_clk_per_sm > 0)
+    # TF32 runs at half the FP16 tensor rate (A100 whitepaper: 156 vs 312 TFLOP/s dense)
     per_clk = np.where(
         use_tensor,
         gpu.tensor_flops_per_clk_per_sm * np.where(tf32, 0.5, 1.0),
         np.where(half, gpu.fp16_flops_per_clk_per_sm, gpu.fp32_flops_per_clk_per_sm),
     )
     return per_clk * gpu.clock_mhz * 1e6
+
+
+def _conv_input_channels(ops: pd.DataFrame) -> np.ndarray:
+    """Input channels (dim 1 of the first input) of conv ops with recorded Input Dims, else NaN."""
+    out = np.full(len(ops), np.nan)
+    conv = (_strings(ops, "op_class") == "conv").to_numpy(dtype=bool)
+    dims = _strings(ops, "input_dims")
+    wanted = conv & (dims != "").to_numpy(dtype=bool)
+    parsed = {text: _first_input_channels(text) for text in dims[wanted].unique()}
+    out[wanted] = [parsed[text] for text in dims[wanted]]
+    return out
+
+
+def _first_input_channels(input_dims: str) -> float:
+    try:
+        return float(json.loads(input_dims)[0][1])
+    except (ValueError, TypeError, IndexError, KeyError):
+        return math.nan
 
 
 def launch_shape(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -142,7 +175,11 @@ def _shape_view(ops: pd.DataFrame) -> pd.DataFrame:
 def kernel_terms(
     ops: pd.DataFrame, gpu: GpuConfig, idealize: frozenset[str] = frozenset()
 ) -> dict[str, np.ndarray]:
-    """The model's time terms in seconds for every op treated as a kernel (see module docstring)."""
+    """The model's time terms in seconds for every op treated as a kernel (see module docstring).
+
+    GEMM/conv ops captured without a CUDA grid are tried with each tile of GEMM_TILE_CANDIDATES and
+    keep the fastest, as cuBLAS/cuDNN heuristics pick small tiles for skinny problems.
+    """
     flops = np.nan_to_num(_column(ops, "flops"), nan=0.0)
     dram_bytes = np.nan_to_num(_column(ops, "bytes_read"), nan=0.0) + np.nan_to_num(
         _column(ops, "bytes_written"), nan=0.0
@@ -153,13 +190,62 @@ def kernel_terms(
     est_flops, est_bytes = estimate_work_from_launch(_name_view(ops), blocks, threads)
     flops = np.where(flops > 0, flops, est_flops)
     dram_bytes = np.where(dram_bytes > 0, dram_bytes, est_bytes)
+    rate = math_rate_per_sm(ops, gpu)
+    size = element_bytes(_strings(ops, "dtype"))
+    tiled = _strings(ops, "op_class").isin(TILED_OP_CLASSES).to_numpy(dtype=bool)
+    tile_edge = _tile_edge(ops)
+    terms = _terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
+                   tile_edge / size, gpu, idealize)  # fmt: skip
 
+    grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
+    choose = tiled & ~grid_known
+    if choose.any():
+        out_elements = np.maximum(np.nan_to_num(_column(ops, "bytes_written"), nan=0.0) / size, 1.0)
+        best = _body(terms)
+        for edge, cand_threads, cand_regs, cand_smem in GEMM_TILE_CANDIDATES:
+            cand_blocks = np.maximum(np.ceil(out_elements / (edge * edge)), 1.0)
+            full = np.ones(len(ops))
+            candidate = _terms(flops, dram_bytes, cand_blocks, full * cand_threads,
+                               full * cand_regs, full * cand_smem, rate, tiled, edge / size,
+                               gpu, idealize)  # fmt: skip
+            better = choose & (_body(candidate) < best)
+            best = np.where(better, _body(candidate), best)
+            terms = {k: np.where(better, candidate[k], v) for k, v in terms.items()}
+    return terms
+
+
+def _tile_edge(ops: pd.DataFrame) -> np.ndarray:
+    """Tile edge for L2 reuse: harmonic tile (2mn/(m+n)) from a kernel name like 128x64, else 128."""
+    tiles = _strings(ops, "name").str.extract(TILE_PATTERN)
+    m = pd.to_numeric(tiles[0], errors="coerce").fillna(GEMM_TILE_EDGE).to_numpy(dtype=float)
+    n = pd.to_numeric(tiles[1], errors="coerce").fillna(GEMM_TILE_EDGE).to_numpy(dtype=float)
+    return 2 * m * n / (m + n)
+
+
+def _body(terms: dict[str, np.ndarray]) -> np.ndarray:
+    return np.maximum.reduce([terms["comp"], terms["bw"], terms["lat"], terms["mem"]])
+
+
+def _terms(
+    flops: np.ndarray,
+    dram_bytes: np.ndarray,
+    blocks: np.ndarray,
+    threads: np.ndarray,
+    registers: np.ndarray,
+    shared: np.ndarray,
+    rate_per_sm: np.ndarray,
+    tiled: np.ndarray,
+    tile_intensity: np.ndarray,
+    gpu: GpuConfig,
+    idealize: frozenset[str],
+) -> dict[str, np.ndarray]:
+    n_ops = len(flops)
     n_sms = gpu.sms
     resident_limit = blocks_per_sm(threads, registers, shared, gpu)
-    t_math = flops / (n_sms * math_rate_per_sm(ops, gpu))
+    t_math = flops / (n_sms * rate_per_sm)
     if "sm_utilization" in idealize:
         t_comp = t_math
-        threads_in_flight = np.full(len(ops), float(n_sms * gpu.max_threads_per_sm))
+        threads_in_flight = np.full(n_ops, float(n_sms * gpu.max_threads_per_sm))
     else:
         # The busiest SM runs ceil(B/N) blocks (tail and underfill). Its resident blocks use a
         # fraction u of its math rate: full once they hold SATURATING_THREADS_PER_SM threads.
@@ -172,7 +258,7 @@ def kernel_terms(
     bw = np.inf if "dram_bw" in idealize else gpu.dram_bw_gbs * 1e9
     t_bw = dram_bytes / bw
     if "dram_latency" in idealize:
-        t_lat = np.zeros(len(ops))
+        t_lat = np.zeros(n_ops)
     else:
         latency_s = gpu.dram_latency_ns * 1e-9
         in_flight = np.minimum(dram_bytes, threads_in_flight * BYTES_IN_FLIGHT_PER_THREAD)
@@ -181,10 +267,9 @@ def kernel_terms(
             t_lat = np.where(dram_bytes > 0, dram_bytes / reachable, 0.0)
 
     if "memory_system" in idealize:
-        t_mem = np.zeros(len(ops))
+        t_mem = np.zeros(n_ops)
     else:
-        tiled = _strings(ops, "op_class").isin(TILED_OP_CLASSES).to_numpy(dtype=bool)
-        tile_intensity = GEMM_TILE_EDGE / element_bytes(_strings(ops, "dtype"))  # FLOP per L2 byte
+        # A tile re-reads its A and B panels from L2: tile_intensity FLOPs per L2 byte.
         l2_bytes = np.where(tiled, np.maximum(dram_bytes, flops / tile_intensity), dram_bytes)
         t_mem = l2_bytes / (gpu.l2_bw_gbs * 1e9)
     return {"math": t_math, "comp": t_comp, "bw": t_bw, "lat": t_lat, "mem": t_mem}
@@ -212,11 +297,28 @@ def _copy_seconds(
     return np.where(on_device.to_numpy(dtype=bool), device_s, host_s)
 
 
+INFERRED_WORK_SUFFIX = "_grid"
+
+
+def work_inferred(ops: pd.DataFrame) -> np.ndarray:
+    """Kernels whose FLOPs or bytes the trace lacks, so the model infers them from the launch grid."""
+    kind = _strings(ops, "kind")
+    flops = np.nan_to_num(_column(ops, "flops"), nan=0.0)
+    nbytes = np.nan_to_num(_column(ops, "bytes_read"), nan=0.0) + np.nan_to_num(
+        _column(ops, "bytes_written"), nan=0.0
+    )
+    return ~kind.isin(["memcpy", "memset"]).to_numpy(dtype=bool) & ((flops <= 0) | (nbytes <= 0))
+
+
 def efficiency_class(ops: pd.DataFrame) -> pd.Series:
     """Class used for calibrated efficiencies: op_class; memset; memcpy by direction (memcpy_htod,
-    memcpy_dtoh, memcpy_dtod, memcpy_other), since each direction is limited by a different link."""
+    memcpy_dtoh, memcpy_dtod, memcpy_other), since each direction is limited by a different link.
+    Kernels whose work is inferred from the launch grid get the suffix ``_grid`` (e.g. ``conv_grid``):
+    that inference has its own arbitrary scale, so its efficiencies must not apply to ops with real
+    FLOPs and bytes (CPU captures), and vice versa."""
     kind = _strings(ops, "kind")
     op_class = _strings(ops, "op_class").replace("", "other")
+    op_class = op_class.where(~work_inferred(ops), op_class + INFERRED_WORK_SUFFIX)
     direction = (
         _strings(ops, "name").str.extract(r"(HtoD|DtoH|DtoD)")[0].str.lower().fillna("other")
     )
@@ -239,7 +341,7 @@ def body_seconds(
     gpu = _require_gpu(hw)
     ops = ops.reset_index(drop=True)
     terms = kernel_terms(ops, gpu, frozenset(idealize))
-    kernel_s = np.maximum.reduce([terms["comp"], terms["bw"], terms["lat"], terms["mem"]])
+    kernel_s = _body(terms)
     kind = _strings(ops, "kind")
     is_copy = kind.isin(["memcpy", "memset"]).to_numpy(dtype=bool)
     seconds = np.where(is_copy, _copy_seconds(ops, hw, gpu, frozenset(idealize)), kernel_s)
@@ -321,20 +423,78 @@ BATCH_PHASES = frozenset(
 )
 
 
+def _batch_fractions(input_dims: str, from_batch: int) -> tuple[float, bool, tuple[int, ...]]:
+    """From an op's Input Dims JSON: (fraction of input elements in batch-major tensors, whether any
+    input is batch-major, element counts of the non-batch tensors with >= 2 dims, i.e. weights).
+    A tensor is batch-major when its first dimension equals the batch (1-D only when batch > 1)."""
+    try:
+        shapes = json.loads(input_dims) if input_dims else None
+    except (ValueError, TypeError):
+        shapes = None
+    if not isinstance(shapes, list):
+        return math.nan, False, ()
+    total = scaling = 0
+    weights = []
+    for shape in shapes:
+        if not isinstance(shape, list) or not shape or not all(isinstance(d, int) for d in shape):
+            continue
+        elements = math.prod(shape)
+        total += elements
+        if shape[0] == from_batch and (len(shape) >= 2 or from_batch > 1):
+            scaling += elements
+        elif len(shape) >= 2:
+            weights.append(elements)
+    if total == 0:
+        return math.nan, False, ()
+    return scaling / total, scaling > 0, tuple(weights)
+
+
 def scale_ops_to_batch(ops: pd.DataFrame, from_batch: int, to_batch: int) -> pd.DataFrame:
     """The ops of one step re-sized from ``from_batch`` to ``to_batch`` samples.
 
-    FLOPs, bytes and grid_x of ops in batch-dependent phases (BATCH_PHASES) scale by to/from; the
-    measured values are kept in ``measured_*`` columns so that predict_op_seconds scales the measured
-    duration by model(scaled, target) / model(as measured, source). Approximate: weight bytes of GEMMs
-    are scaled too, which overstates their growth when the batch is small.
+    Ops in batch-dependent phases (BATCH_PHASES) grow with the batch. When the op's Input Dims are
+    known (CPU captures), only batch-major inputs scale (weights and biases do not), FLOPs scale when
+    any input is batch-major, and the output scales unless it is weight-shaped (a weight gradient).
+    Without Input Dims (kernels of real GPU traces) FLOPs, bytes and grid_x all scale by to/from.
+    The measured values are kept in ``measured_*`` columns so that predict_op_seconds scales the
+    measured duration by model(scaled, target) / model(as measured, source).
     """
     if from_batch < 1 or to_batch < 1:
         raise ArchsimError(f"batch sizes must be >= 1 (got from {from_batch} to {to_batch})")
     out = ops.reset_index(drop=True).copy()
     factor = to_batch / from_batch
-    scales = _strings(out, "phase").isin(BATCH_PHASES).to_numpy(dtype=bool)
-    for column in ("flops", "bytes_read", "bytes_written", "grid_x"):
+    in_phase = _strings(out, "phase").isin(BATCH_PHASES).to_numpy(dtype=bool)
+    dims = _strings(out, "input_dims")
+    parsed = {text: _batch_fractions(text, from_batch) for text in dims.unique()}
+    read_frac = np.array([parsed[t][0] for t in dims], dtype=float)
+    any_batch = np.array([parsed[t][1] for t in dims], dtype=bool)
+    known = np.isfinite(read_frac)
+    size = element_bytes(_strings(out, "dtype"))
+    written = np.nan_to_num(_column(out, "bytes_written"), nan=0.0)
+    out_elements = written / size
+    weight_shaped = np.array(
+        [
+            any(abs(w - e) < 0.5 for w in parsed[t][2])
+            for t, e in zip(dims, out_elements, strict=True)
+        ],
+        dtype=bool,
+    )
+    # per-column growth factor of each op
+    uniform = np.where(in_phase, factor, 1.0)
+    work_scale = np.where(known, np.where(in_phase & any_batch, factor, 1.0), uniform)
+    read_scale = np.where(
+        known, 1.0 + (np.where(in_phase, factor, 1.0) - 1.0) * np.nan_to_num(read_frac), uniform
+    )
+    write_scale = np.where(
+        known, np.where(in_phase & any_batch & ~weight_shaped, factor, 1.0), uniform
+    )
+    scales = {
+        "flops": work_scale,
+        "bytes_read": read_scale,
+        "bytes_written": write_scale,
+        "grid_x": write_scale,
+    }
+    for column, scale in scales.items():
         if column not in out.columns:
             continue
         original = f"measured_{column}"
@@ -342,10 +502,10 @@ def scale_ops_to_batch(ops: pd.DataFrame, from_batch: int, to_batch: int) -> pd.
             out[original] = out[column]
         base = pd.to_numeric(out[column], errors="coerce").to_numpy(dtype=float)
         if column == "grid_x":
-            scaled = np.where(base > 0, np.maximum(np.ceil(base * factor), 1), base)
-            out[column] = np.where(scales, scaled, base).astype("int64")
+            scaled = np.where(base > 0, np.maximum(np.ceil(base * scale), 1), base)
+            out[column] = scaled.astype("int64")
         else:
-            out[column] = np.where(scales, base * factor, base)
+            out[column] = base * scale
     return out
 
 
