@@ -139,6 +139,8 @@ def test_backward_nodes_and_kernels_map_to_their_family():
     assert op_key("ConvolutionBackward0") == "convolution_backward"
     assert op_key("autograd::engine::evaluate_function: MseLossBackward0") == "mse_loss_backward"
     assert op_key("aten::add_") == "add"
+    assert op_key("aten::__and__") == "__and__" and op_class("aten::__and__") == "elementwise"
+    assert op_key("aten::_foreach_add_") == "_foreach_add"
     assert op_class("ConvolutionBackward0") == "conv"
     assert op_class("AddmmBackward0") == "gemm"
     assert op_class("MseLossBackward0") == "loss"

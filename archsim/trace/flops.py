@@ -726,6 +726,8 @@ def op_key(name: str) -> str:
     base = name.rsplit("::", 1)[-1]
     if re.fullmatch(r"[A-Z][A-Za-z]*Backward\d*", base):
         base = _CAMEL_BOUNDARY.sub("_", re.sub(r"\d+$", "", base)).lower()
+    if base.startswith("__") and base.endswith("__"):
+        return base  # operators such as __and__ keep their dunder name
     return base.rstrip("_") if base.rstrip("_") else base
 
 
