@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -131,3 +132,30 @@ def test_a_config_without_gpu_is_refused():
     no_gpu = hw.model_copy(update={"gpu": None})
     with pytest.raises(ArchsimError, match="no GPU"):
         simulate(tiny_trace(), no_gpu, SimConfig(actors=8, inference_batch=8))
+
+
+def test_more_cpu_threads_than_the_hardware_has_is_refused(trace_dir, tmp_path, capsys):
+    args = ["simulate", str(trace_dir), "--cpu-threads", "81", "--out", str(tmp_path / "o")]
+    assert main(args) == 2
+    assert "--cpu-threads" in capsys.readouterr().err
+
+
+DQN_TRACE = Path(__file__).resolve().parents[1] / "traces" / "dqn-pong-cpu"
+
+
+def test_end_to_end_on_the_bundled_dqn_capture(tmp_path):
+    if not DQN_TRACE.is_dir():
+        pytest.skip(f"{DQN_TRACE} is absent (made by `archsim capture dqn`)")
+    out = tmp_path / "sweep"
+    args = ["sweep", str(DQN_TRACE), "--hw", "dgx1-v100", "--actors", "8,64"]
+    assert main([*args, "--sim-seconds", "0.2", "--out", str(out), "--no-progress"]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(out / "sweep.csv").set_index("actors")
+    assert (table["frames_per_s"] > 0).all() and (table["learner_updates_per_s"] > 0).all()
+    # More actors on a 78-thread box never make fewer frames than 8 actors do.
+    assert table.loc[64, "frames_per_s"] > table.loc[8, "frames_per_s"]
+    run = tmp_path / "run"
+    sim = ["simulate", str(DQN_TRACE), "--hw", "dgx1-v100", "--actors", "32", "--inference"]
+    assert main([*sim, "local", "--sim-seconds", "0.2", "--timeline", "--out", str(run)]) == 0
+    assert json.loads((run / "metrics.json").read_text())["frames_per_s"] > 0

@@ -24,6 +24,9 @@ from archsim.errors import ArchsimError
 from archsim.sim.knobs import KNOB_BY_NAME, split_point
 
 CSV_NAME = "sweep.csv"
+# Recorded in sweep.json but not compared on resume: the same trace may be reached by another path
+# (its content hash is compared instead).
+INFORMATIONAL = frozenset({"trace"})
 SETTINGS_NAME = "sweep.json"
 SWEEP_FORMAT = 1
 # Metric columns of every row, after the knob columns (missing ones are left empty).
@@ -209,6 +212,8 @@ class ResultsFile:
         except json.JSONDecodeError:
             raise ArchsimError(f"{self.settings}: not valid JSON") from None
         for key, value in fingerprint.items():
+            if key in INFORMATIONAL:
+                continue
             old = stored.get(key)
             if isinstance(value, dict) and isinstance(old, dict) and old != value:
                 name = next(k for k in sorted({*old, *value}) if old.get(k) != value.get(k))

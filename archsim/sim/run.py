@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from archsim.errors import ArchsimError
 from archsim.perf.cpu import place_threads
 from archsim.sim.actors import (
     ActorFleet,
@@ -60,7 +61,12 @@ def simulate_system(
     times.check(config)
     hw_threads = machine.hw_threads
     if config.cpu_threads is not None:
-        hw_threads = min(config.cpu_threads, machine.hw_threads)
+        if config.cpu_threads > machine.hw_threads:
+            raise ArchsimError(
+                f"--cpu-threads: {config.cpu_threads} is more than the {machine.hw_threads} "
+                "hardware threads of the hardware config"
+            )
+        hw_threads = config.cpu_threads
     n_learner = config.learner_threads
     layout = place_threads(
         n_reserved=n_learner,
