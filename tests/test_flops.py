@@ -231,3 +231,20 @@ def test_every_convolution_entry_point_reads_its_own_argument_order(name):
         dims, conc = [x, w, [], [], [], []], ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1"]
     types = ["float", "float"] + [""] * (len(dims) - 2)
     assert op_cost(name, dims, types, conc).flops == 2 * (2 * 8 * 5 * 5) * 36
+
+
+def test_lstm_sequence_golden_from_recorded_shapes():
+    # What torch.profiler records for nn.LSTM(8, 16, num_layers=2) on input [T=5, B=3, 8].
+    dims = [
+        [5, 3, 8],
+        [[2, 3, 16], [2, 3, 16]],
+        [[64, 8], [64, 16], [64], [64], [64, 16], [64, 16], [64], [64]],
+        *[[]] * 6,
+    ]
+    types = ["float", "TensorList", "TensorList", *["Scalar"] * 6]
+    concrete = ["", "", "", "True", "2", "0.", "True", "False", "False"]
+    cost = op_cost("aten::lstm", dims, types, concrete)
+    # 15 tokens (T*B), H = 16, 4 gates: layer 1 GEMMs 2*15*64*(8+16) = 46,080; layer 2
+    # 2*15*64*(16+16) = 61,440; biases 2 * (2*15*64) = 3,840; cell updates 2 * 9*15*16 = 4,320.
+    assert cost.op_class == "rnn"
+    assert cost.flops == 46_080 + 61_440 + 3_840 + 4_320
