@@ -205,7 +205,7 @@ op_rows = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     rows=st.lists(op_rows, min_size=1, max_size=8),
     preset=st.sampled_from(["dgx1-v100", "dgx-a100", "dgx-h100", "jetson-tx1"]),
@@ -230,7 +230,7 @@ def test_more_sms_bandwidth_or_clock_is_never_slower(
         assert np.all(faster <= base * (1 + 1e-12)), override
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     rows=st.lists(op_rows, min_size=1, max_size=8),
     preset=st.sampled_from(["dgx1-v100", "dgx-a100"]),
@@ -246,3 +246,57 @@ def test_each_idealization_never_adds_time(rows, preset):
         assert np.all(now <= previous * (1 + 1e-12)), component
         assert np.all(now > 0)
         previous = now
+
+
+def test_batch_scaling_keeps_weights_fixed() -> None:
+    # aten::linear 9216 -> 4096 at batch 1: input [1, 9216] scales, weight [4096, 9216] and bias do not.
+    linear = {
+        "kind": "cpu", "op_class": "gemm", "dtype": "float32", "phase": "inference_batch",
+        "input_dims": "[[1,9216],[4096,9216],[4096]]",
+        "flops": 2.0 * 9216 * 4096, "bytes_read": 4.0 * (9216 + 4096 * 9216 + 4096),
+        "bytes_written": 4.0 * 4096,
+    }  # fmt: skip
+    # weight gradient in backward: inputs [B, 4096] and [B, 9216] scale, output [4096, 9216] does not
+    wgrad = {
+        "kind": "cpu", "op_class": "gemm", "dtype": "float32", "phase": "train_backward",
+        "input_dims": "[[4096,1],[1,9216]]", "flops": 2.0 * 9216 * 4096,
+        "bytes_read": 4.0 * (4096 + 9216), "bytes_written": 4.0 * 4096 * 9216,
+    }  # fmt: skip
+    scaled = scale_ops_to_batch(make_ops([linear, wgrad]), 1, 128)
+    assert scaled["flops"].tolist() == [128 * 2.0 * 9216 * 4096] * 2
+    assert scaled["bytes_read"][0] == pytest.approx(4.0 * (128 * 9216 + 4096 * 9216 + 4096))
+    assert scaled["bytes_written"][0] == 128 * 4.0 * 4096
+    assert scaled["bytes_written"][1] == 4.0 * 4096 * 9216  # weight-shaped output stays
+    # [4096, 1] is not batch-major at batch 1 (first dim 4096), [1, 9216] is: 9216 of 13312 elements
+    assert scaled["bytes_read"][1] == pytest.approx(4.0 * (4096 + 128 * 9216))
+
+
+def test_tf32_convolutions_need_aligned_channels() -> None:
+    a100 = load_hw("dgx-a100")
+    conv = {"kind": "cpu", "op_class": "conv", "dtype": "float32", "flops": 1e12,
+            "bytes_read": 1e6, "bytes_written": 1e6}  # fmt: skip
+    ops = make_ops(
+        [
+            {**conv, "input_dims": "[[128,64,27,27],[192,64,5,5],[192]]"},  # 64 % 4 == 0: TF32
+            {**conv, "input_dims": "[[128,3,224,224],[64,3,11,11],[64]]"},  # 3 channels: FP32 pipes
+        ]
+    )
+    math_s = kernel_terms(ops, a100.gpu)["math"]
+    # TF32 = half the FP16 tensor rate: 1e12 / (108 * 1024 * 1.41e9); FP32: 1e12 / (108 * 128 * 1.41e9)
+    assert math_s[0] == pytest.approx(1e12 / (108 * 1024 * 1.41e9))
+    assert math_s[1] == pytest.approx(1e12 / (108 * 128 * 1.41e9))
+    # the V100 has no TF32: fp32 convs stay on the FP32 pipes
+    assert kernel_terms(ops, V100.gpu)["math"][0] == pytest.approx(1e12 / (80 * 128 * 1.53e9))
+
+
+def test_inferred_work_has_its_own_efficiency_class() -> None:
+    from archsim.perf.kernel import efficiency_class
+
+    ops = make_ops(
+        [
+            {"kind": "kernel", "op_class": "gemm", "name": "volta_sgemm_128x64_nn", "grid_x": 8},
+            {**GEMM, "kind": "kernel", "grid_x": 8},
+            {"kind": "memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "bytes_read": 8.0},
+        ]
+    )
+    assert efficiency_class(ops).tolist() == ["gemm_grid", "gemm", "memcpy_dtoh"]

@@ -423,30 +423,33 @@ BATCH_PHASES = frozenset(
 )
 
 
-def _batch_fractions(input_dims: str, from_batch: int) -> tuple[float, bool, tuple[int, ...]]:
+def _batch_fractions(input_dims: str, from_batch: int) -> tuple[float, bool, bool]:
     """From an op's Input Dims JSON: (fraction of input elements in batch-major tensors, whether any
-    input is batch-major, element counts of the non-batch tensors with >= 2 dims, i.e. weights).
-    A tensor is batch-major when its first dimension equals the batch (1-D only when batch > 1)."""
+    input is batch-major, whether the output is: its first multi-dimensional input is batch-major).
+    A tensor is batch-major when its first dimension equals the batch (1-D only when batch > 1).
+    The output rule follows the leading operand: linear/addmm/conv/element-wise outputs carry the
+    batch of their input, while a weight gradient mm([out, B], [B, in]) contracts it away."""
     try:
         shapes = json.loads(input_dims) if input_dims else None
     except (ValueError, TypeError):
         shapes = None
     if not isinstance(shapes, list):
-        return math.nan, False, ()
+        return math.nan, False, False
     total = scaling = 0
-    weights = []
+    output_scales: bool | None = None
     for shape in shapes:
         if not isinstance(shape, list) or not shape or not all(isinstance(d, int) for d in shape):
             continue
         elements = math.prod(shape)
         total += elements
-        if shape[0] == from_batch and (len(shape) >= 2 or from_batch > 1):
+        batch_major = shape[0] == from_batch and (len(shape) >= 2 or from_batch > 1)
+        if batch_major:
             scaling += elements
-        elif len(shape) >= 2:
-            weights.append(elements)
+        if output_scales is None and (len(shape) >= 2 or batch_major):
+            output_scales = batch_major
     if total == 0:
-        return math.nan, False, ()
-    return scaling / total, scaling > 0, tuple(weights)
+        return math.nan, False, False
+    return scaling / total, scaling > 0, bool(output_scales)
 
 
 def scale_ops_to_batch(ops: pd.DataFrame, from_batch: int, to_batch: int) -> pd.DataFrame:
@@ -454,7 +457,8 @@ def scale_ops_to_batch(ops: pd.DataFrame, from_batch: int, to_batch: int) -> pd.
 
     Ops in batch-dependent phases (BATCH_PHASES) grow with the batch. When the op's Input Dims are
     known (CPU captures), only batch-major inputs scale (weights and biases do not), FLOPs scale when
-    any input is batch-major, and the output scales unless it is weight-shaped (a weight gradient).
+    any input is batch-major, and the output scales when its leading operand is batch-major (not for a
+    weight gradient, which contracts the batch away).
     Without Input Dims (kernels of real GPU traces) FLOPs, bytes and grid_x all scale by to/from.
     The measured values are kept in ``measured_*`` columns so that predict_op_seconds scales the
     measured duration by model(scaled, target) / model(as measured, source).
@@ -469,25 +473,14 @@ def scale_ops_to_batch(ops: pd.DataFrame, from_batch: int, to_batch: int) -> pd.
     read_frac = np.array([parsed[t][0] for t in dims], dtype=float)
     any_batch = np.array([parsed[t][1] for t in dims], dtype=bool)
     known = np.isfinite(read_frac)
-    size = element_bytes(_strings(out, "dtype"))
-    written = np.nan_to_num(_column(out, "bytes_written"), nan=0.0)
-    out_elements = written / size
-    weight_shaped = np.array(
-        [
-            any(abs(w - e) < 0.5 for w in parsed[t][2])
-            for t, e in zip(dims, out_elements, strict=True)
-        ],
-        dtype=bool,
-    )
+    output_batch = np.array([parsed[t][2] for t in dims], dtype=bool)
     # per-column growth factor of each op
     uniform = np.where(in_phase, factor, 1.0)
     work_scale = np.where(known, np.where(in_phase & any_batch, factor, 1.0), uniform)
     read_scale = np.where(
         known, 1.0 + (np.where(in_phase, factor, 1.0) - 1.0) * np.nan_to_num(read_frac), uniform
     )
-    write_scale = np.where(
-        known, np.where(in_phase & any_batch & ~weight_shaped, factor, 1.0), uniform
-    )
+    write_scale = np.where(known, np.where(in_phase & output_batch, factor, 1.0), uniform)
     scales = {
         "flops": work_scale,
         "bytes_read": read_scale,
