@@ -88,4 +88,4 @@ def test_step_percentiles_are_computed_per_role_and_phase():
 def test_trace_info_on_a_missing_directory_is_a_one_line_error(tmp_path, capsys):
     assert main(["trace", "info", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "not a trace directory" in err[0]
+    assert len(err) == 1 and "no such trace directory or file" in err[0]

@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Read a torch.profiler Chrome trace (CPU-only or CUDA/ROCm, current or "
         "2021-era event names), link GPU work to the cpu ops that launched it, compute FLOPs and "
         "bytes from recorded shapes, and save meta.yaml + ops.parquet + steps.parquet + the raw "
-        "trace to DIR.",
+        "trace to the --out directory.",
     )
     parser.add_argument("trace", type=Path, metavar="TRACE", help="Kineto JSON or JSON.gz file")
     add_out_argument(parser)

@@ -16,7 +16,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Print ops by phase (count, time, FLOPs, bytes), actor/learner/inference "
         "step and phase times (p50, p95) and the source hardware of a trace directory.",
     )
-    info.add_argument("directory", type=Path, metavar="DIR", help="trace directory")
+    info.add_argument(
+        "directory",
+        type=Path,
+        metavar="DIR",
+        help="trace directory (or a raw Kineto .json/.json.gz, ingested on the fly)",
+    )
     info.add_argument("--json", action="store_true", help="print the summary as JSON")
     info.set_defaults(func=_info)
 
@@ -24,9 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _info(args: argparse.Namespace) -> int:
     import json
 
-    from archsim.trace.format import load
+    from archsim.commands._trace_input import load_trace_input
     from archsim.trace.info import format_summary, summarize
 
-    summary = summarize(load(args.directory))
+    summary = summarize(load_trace_input(args.directory))
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
     return 0
