@@ -190,12 +190,13 @@ def test_multi_process_capture(tmp_path):
 
 
 @pytest.mark.slow
-def test_dead_actor_stops_the_run_and_keeps_a_marked_partial_trace(tmp_path):
+def test_dead_actor_stops_the_local_inference_run_and_keeps_a_marked_partial_trace(tmp_path):
     from workloads.r2d2.capture import capture_r2d2
 
     process_dir = tmp_path / "processes"
     out = tmp_path / "trace"
-    settings = small_settings(seconds=60.0)
+    # local inference (Ape-X/R2D2 layout) here, so this run also covers actors that act themselves
+    settings = small_settings(seconds=60.0, inference="local", param_update_interval=50)
     errors: list[BaseException] = []
 
     def run() -> None:
@@ -216,7 +217,7 @@ def test_dead_actor_stops_the_run_and_keeps_a_marked_partial_trace(tmp_path):
             if listed and listed[0].get("run_started"):
                 procs = listed
     assert procs is not None, "the run never started"
-    time.sleep(1.0)
+    time.sleep(4.0)  # local actors build the 4.4 M-parameter net and fetch weights before acting
     victim = next(p for p in procs if p["role"] == "actor" and p["index"] == 1)
     os.kill(victim["pid"], signal.SIGKILL)
     thread.join(timeout=180)
@@ -232,7 +233,9 @@ def test_dead_actor_stops_the_run_and_keeps_a_marked_partial_trace(tmp_path):
     assert capture["complete"] is False and "actor 1" in capture["incomplete_reason"]
     traced = {(p["role"], p["index"]): p["traced"] for p in capture["processes"]}
     assert traced == {("learner", 0): True, ("actor", 0): True, ("actor", 1): False}
-    assert set(trace.steps[trace.steps.role == "actor"].actor) == {0}
+    actor_rows = trace.steps[trace.steps.role == "actor"]
+    assert set(actor_rows.actor) == {0}
+    assert actor_rows.act_us.notna().all() and actor_rows.inference_wait_us.isna().all()
 
 
 def test_port_in_use_is_a_clear_error(tmp_path):

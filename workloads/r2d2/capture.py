@@ -66,7 +66,7 @@ def capture_r2d2(
                 "schedule": None,  # every process records its whole run
                 "record_shapes": settings.record_shapes,
                 "multi_process": True,
-                "inference": "central",
+                "inference": settings.inference,
                 "complete": result.complete,
                 "incomplete_reason": result.failure,
                 "run_seconds": round(result.run_seconds, 3),

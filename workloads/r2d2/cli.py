@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 
 from workloads.r2d2.config import R2D2Config
-from workloads.r2d2.seed.settings import SeedSettings
+from workloads.r2d2.seed.settings import INFERENCE_MODES, SeedSettings
 
 SUMMARY = (
     "R2D2 on real ALE Pong with SEED-style central inference: actor processes send observations "
@@ -61,9 +61,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--inference",
-        choices=("central",),
-        default="central",
-        help="central: SEED-style inference on the learner (default)",
+        choices=INFERENCE_MODES,
+        default=d.inference,
+        help="central: SEED-style batched inference on the learner (default); local: Ape-X/R2D2 "
+        "layout, each actor runs the network and ships finished sequences",
+    )
+    parser.add_argument(
+        "--param-update-interval",
+        type=_positive,
+        default=d.param_update_interval,
+        help="local inference: actor steps between parameter fetches (default: %(default)s)",
     )
     parser.add_argument(
         "--inference-batch",
@@ -163,6 +170,8 @@ def settings_from_args(args: argparse.Namespace) -> SeedSettings:
     return SeedSettings(
         actors=args.actors,
         envs_per_actor=args.envs_per_actor,
+        inference=args.inference,
+        param_update_interval=args.param_update_interval,
         seconds=args.seconds,
         inference_batch=args.inference_batch,
         inference_timeout_ms=args.inference_timeout_ms,
@@ -195,9 +204,13 @@ def run_capture(args: argparse.Namespace) -> int:
     steps = trace.steps
     actors = steps[steps.role == "actor"]
     inference = steps[steps.role == "inference"]
+    batches = (
+        f"{len(inference)} inference batches (mean size {inference.batch_size.mean():.2f}), "
+        if len(inference)
+        else ""
+    )
     print(
         f"wrote {args.out}: {len(actors)} actor steps from {actors.actor.nunique()} actors, "
-        f"{len(inference)} inference batches (mean size {inference.batch_size.mean():.2f}), "
-        f"{int((steps.role == 'learner').sum())} learner steps"
+        f"{batches}{int((steps.role == 'learner').sum())} learner steps"
     )
     return 0

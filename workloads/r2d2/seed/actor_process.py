@@ -7,6 +7,8 @@ raw frames into an 84x84 frame (``preprocess``). Env and preprocessing come from
 
 from __future__ import annotations
 
+import faulthandler
+import signal
 import socket
 import time
 from typing import Any
@@ -55,55 +57,116 @@ def actor_main(
         raise SystemExit(1) from None
 
 
+class _Envs:
+    """K real ALE Pong envs with DQN preprocessing; keeps each env's newest frame, reward and end."""
+
+    def __init__(self, actor: int, settings: SeedSettings):
+        from workloads.dqn.env import AtariEnv, FramePreprocessor
+
+        k = settings.envs_per_actor
+        self.envs = [AtariEnv(seed=settings.seed + 1000 * (actor + 1) + i) for i in range(k)]
+        self.preps = [FramePreprocessor(env.raw_shape) for env in self.envs]
+        self.num_actions = self.envs[0].num_actions
+        self.frames = np.zeros((k, *protocol.FRAME_SHAPE), dtype=np.uint8)
+        for i, env in enumerate(self.envs):
+            first = env.reset()
+            self.frames[i] = self.preps[i].frame(first.last, first.previous)
+        self.rewards = np.zeros(k, dtype=np.float32)
+        self.dones = np.zeros(k, dtype=bool)
+        self.stats = {"actor_steps": 0, "episodes": 0, "param_fetches": 0}
+
+    def step(self, actions: np.ndarray) -> None:
+        self.stats["actor_steps"] += 1
+        self.stats["episodes"] += int(self.dones.sum())
+        for i, env in enumerate(self.envs):
+            with phase("env_step"):
+                out = env.step_frames(int(actions[i]))
+                self.rewards[i] = out.reward
+                self.dones[i] = out.terminated or out.truncated
+                if self.dones[i]:  # the next observation is the new episode's first frame
+                    out = env.reset()
+            with phase("preprocess"):
+                self.frames[i] = self.preps[i].frame(out.last, out.previous)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
 def _run_actor(
     actor: int, settings: SeedSettings, port: int, raw_dir: str, stop: Any, status: Any
 ) -> None:
     import torch
 
-    from workloads.dqn.env import AtariEnv, FramePreprocessor
-
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 PID` prints this process's stacks
     torch.set_num_threads(settings.torch_threads)
-    k = settings.envs_per_actor
-    envs = [AtariEnv(seed=settings.seed + 1000 * (actor + 1) + i) for i in range(k)]
-    preps = [FramePreprocessor(env.raw_shape) for env in envs]
-    frames = np.zeros((k, *protocol.FRAME_SHAPE), dtype=np.uint8)
-    for i, env in enumerate(envs):
-        first = env.reset()
-        frames[i] = preps[i].frame(first.last, first.previous)
-    rewards = np.zeros(k, dtype=np.float32)
-    dones = np.zeros(k, dtype=bool)
+    envs = _Envs(actor, settings)
     sock = connect(settings.host, port, settings.connect_timeout_s, stop)
     if sock is None:
+        envs.close()
         return
     sock.settimeout(settings.reply_timeout_s)
-    protocol.send_message(sock, protocol.encode_hello(actor, k))
+    protocol.send_message(sock, protocol.encode_hello(actor, settings.envs_per_actor))
     status.put(("ready", f"actor {actor}", ""))
+    loop = _central_loop if settings.inference == "central" else _local_loop
     try:
-        with ProcessProfiler(raw_dir, "actor", actor, settings.record_shapes):
-            while not stop.is_set():
-                with step("actor", actor=actor, batch_size=k):
-                    with phase("inference_wait"):
-                        try:
-                            protocol.send_message(
-                                sock, protocol.encode_request(frames, rewards, dones)
-                            )
-                            actions = protocol.decode_reply(protocol.recv_message(sock))
-                        except (protocol.ConnectionClosed, ConnectionError, TimeoutError) as exc:
-                            if stop.is_set():
-                                break
-                            raise LearnerGone(
-                                f"actor {actor}: lost the learner while waiting for actions ({exc!r})"
-                            ) from None
-                    for i, env in enumerate(envs):
-                        with phase("env_step"):
-                            out = env.step_frames(int(actions[i]))
-                            rewards[i] = out.reward
-                            dones[i] = out.terminated or out.truncated
-                            if dones[i]:  # the learner gets the new episode's first frame
-                                out = env.reset()
-                        with phase("preprocess"):
-                            frames[i] = preps[i].frame(out.last, out.previous)
+        with ProcessProfiler(raw_dir, "actor", actor, settings.record_shapes) as prof:
+            prof.sidecar["stats"] = envs.stats
+            try:
+                loop(actor, settings, sock, envs, stop)
+            except (protocol.ConnectionClosed, ConnectionError, TimeoutError) as exc:
+                if not stop.is_set():
+                    raise LearnerGone(f"actor {actor}: lost the learner ({exc!r})") from None
     finally:
         sock.close()
-        for env in envs:
-            env.close()
+        envs.close()
+
+
+def _central_loop(actor: int, settings: SeedSettings, sock: Any, envs: _Envs, stop: Any) -> None:
+    """SEED: ship each observation, wait for the action."""
+    k = settings.envs_per_actor
+    while not stop.is_set():
+        with step("actor", actor=actor, batch_size=k):
+            with phase("inference_wait"):
+                protocol.send_message(
+                    sock, protocol.encode_request(envs.frames, envs.rewards, envs.dones)
+                )
+                actions = protocol.decode_reply(protocol.recv_message(sock))
+            envs.step(actions)
+
+
+def _local_loop(actor: int, settings: SeedSettings, sock: Any, envs: _Envs, stop: Any) -> None:
+    """Ape-X / R2D2: act with a local copy of the network (refreshed every param_update_interval
+    steps), cut sequences here and ship them to the learner's replay."""
+    from workloads.r2d2.model import R2D2Net
+    from workloads.r2d2.seed.inference import EnvStates, apex_epsilons
+
+    k = settings.envs_per_actor
+    cfg = settings.r2d2
+    model = R2D2Net(envs.num_actions, cfg.frame_stack, cfg.lstm_size)
+    epsilons = apex_epsilons(settings.total_envs)[actor * k : (actor + 1) * k]
+    states = EnvStates(k, cfg, protocol.FRAME_SHAPE, seed=settings.seed + actor, epsilons=epsilons)
+    ids = np.arange(k)
+
+    def fetch_params() -> None:
+        # no phase name exists for the actor's side of a parameter fetch: it stays in the step's
+        # time but in none of its phase columns
+        protocol.send_message(sock, protocol.encode_params_request())
+        model.load_state_dict(protocol.decode_params(protocol.recv_message(sock)))
+        envs.stats["param_fetches"] += 1
+
+    fetch_params()
+    steps = 0
+    while not stop.is_set():
+        with step("actor", actor=actor, batch_size=k):
+            with phase("act"):
+                sequences = states.observe(ids, envs.frames, envs.rewards, envs.dones)
+                actions = states.act(model, ids)
+            if sequences:
+                with phase("replay_insert"):
+                    for seq in sequences:
+                        protocol.send_message(sock, protocol.encode_sequence(seq))
+            envs.step(actions)
+            steps += 1
+            if steps % settings.param_update_interval == 0:
+                fetch_params()

@@ -32,7 +32,9 @@ class EnvStates:
         cfg: R2D2Config,
         frame_shape: tuple[int, int],
         seed: int = 0,
+        epsilons: np.ndarray | None = None,
     ):
+        """``epsilons``: per-env exploration (default: Ape-X epsilons over these envs)."""
         self.cfg = cfg
         stack = cfg.frame_stack
         self.stacks = np.zeros((total_envs, stack, *frame_shape), dtype=np.uint8)
@@ -48,7 +50,7 @@ class EnvStates:
             )
             for _ in range(total_envs)
         ]
-        self.epsilons = apex_epsilons(total_envs)
+        self.epsilons = apex_epsilons(total_envs) if epsilons is None else np.asarray(epsilons)
         self.rng = np.random.default_rng(seed)
         self.env_steps = 0
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import faulthandler
 import selectors
+import signal
 import socket
 import threading
 import time
@@ -230,6 +232,7 @@ def learner_main(settings: SeedSettings, raw_dir: str, status: Any, stop: Any) -
     from workloads.r2d2.replay import SequenceReplay
 
     try:
+        faulthandler.register(signal.SIGUSR1)  # `kill -USR1 PID` prints this process's stacks
         torch.set_num_threads(settings.torch_threads)
         listener = bind_listener(settings.host, settings.port)
     except BaseException as exc:
@@ -248,6 +251,9 @@ def learner_main(settings: SeedSettings, raw_dir: str, status: Any, stop: Any) -
             cfg.importance_exponent,
             seed=settings.seed,
         )
+        if settings.inference == "local":
+            _serve_local(listener, settings, learner, replay, raw_dir, status, stop)
+            return
         lock = threading.Lock()
         learner.params_lock = lock
         server = InferenceServer(listener, settings, learner.online, lock)
@@ -268,3 +274,24 @@ def learner_main(settings: SeedSettings, raw_dir: str, status: Any, stop: Any) -
     except BaseException as exc:
         status.put(("error", "learner", f"{type(exc).__name__}: {exc}"))
         raise SystemExit(1) from None
+
+
+def _serve_local(
+    listener: socket.socket,
+    settings: SeedSettings,
+    learner: Any,
+    replay: Any,
+    raw_dir: str,
+    status: Any,
+    stop: Any,
+) -> None:
+    from workloads.r2d2.seed.local_learner import SequenceServer
+
+    server = SequenceServer(listener, settings, learner, replay)
+    with ProcessProfiler(raw_dir, "learner", 0, settings.record_shapes) as prof:
+        status.put(("ready", "learner", listener.getsockname()[1]))
+        try:
+            server.serve(stop)
+        finally:
+            server.close()
+            prof.sidecar["stats"] = server.stats()

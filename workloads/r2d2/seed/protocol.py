@@ -81,3 +81,71 @@ def encode_reply(actions: np.ndarray) -> bytes:
 
 def decode_reply(payload: bytes) -> np.ndarray:
     return np.frombuffer(payload, np.int32).astype(np.int64)
+
+
+# ---- local-inference mode (Ape-X / R2D2 layout): actors send finished sequences, fetch parameters
+KIND_SEQUENCE = 1
+KIND_PARAMS_REQUEST = 2
+
+
+def _sequence_layout(length: int, stack: int, lstm: int) -> list[tuple[str, np.dtype, tuple]]:
+    return [
+        ("frames", np.dtype(np.uint8), (length + stack - 1, *FRAME_SHAPE)),
+        ("actions", np.dtype(np.int64), (length,)),
+        ("rewards", np.dtype(np.float32), (length,)),
+        ("dones", np.dtype(np.float32), (length,)),
+        ("valid", np.dtype(np.bool_), (length,)),
+        ("prev_actions", np.dtype(np.int64), (length,)),
+        ("prev_rewards", np.dtype(np.float32), (length,)),
+        ("h0", np.dtype(np.float32), (lstm,)),
+        ("c0", np.dtype(np.float32), (lstm,)),
+    ]
+
+
+def encode_sequence(seq) -> bytes:
+    """KIND_SEQUENCE, the start index, then every array of the Sequence in a fixed order."""
+    length, stack = len(seq.actions), seq.frames.shape[0] - len(seq.actions) + 1
+    parts = [bytes([KIND_SEQUENCE]), np.int64(seq.start).tobytes()]
+    for name, dtype, _ in _sequence_layout(length, stack, len(seq.h0)):
+        parts.append(np.ascontiguousarray(getattr(seq, name), dtype=dtype).tobytes())
+    return b"".join(parts)
+
+
+def decode_sequence(payload: bytes, length: int, stack: int, lstm: int):
+    from workloads.r2d2.sequences import Sequence
+
+    if payload[0] != KIND_SEQUENCE:
+        raise ValueError(f"message kind {payload[0]}, expected a sequence ({KIND_SEQUENCE})")
+    offset = 9
+    start = int(np.frombuffer(payload, np.int64, 1, 1)[0])
+    fields = {}
+    for name, dtype, shape in _sequence_layout(length, stack, lstm):
+        count = int(np.prod(shape))
+        fields[name] = np.frombuffer(payload, dtype, count, offset).reshape(shape)
+        offset += count * dtype.itemsize
+    if offset != len(payload):
+        raise ValueError(f"sequence message of {len(payload)} B, expected {offset}")
+    return Sequence(start=start, **fields)
+
+
+def encode_params_request() -> bytes:
+    return bytes([KIND_PARAMS_REQUEST])
+
+
+def encode_params(state_dict) -> bytes:
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(state_dict, buffer)
+    return buffer.getvalue()
+
+
+def decode_params(payload: bytes):
+    import io
+
+    import torch
+
+    # weights_only: parameters cross a socket; never unpickle arbitrary objects from it
+    return torch.load(io.BytesIO(payload), weights_only=True)

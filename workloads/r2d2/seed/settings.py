@@ -8,11 +8,18 @@ from archsim.errors import ArchsimError
 from workloads.r2d2.config import R2D2Config
 
 LOCALHOST = "127.0.0.1"
+INFERENCE_MODES = ("central", "local")
 
 
 @dataclasses.dataclass(frozen=True)
 class SeedSettings:
     actors: int = 2
+    # central: SEED RL (actors send observations, the learner batches inference);
+    # local: Ape-X / R2D2 (each actor runs the network itself and ships finished sequences).
+    inference: str = "central"
+    # local mode: actors fetch fresh parameters every 400 env steps (Kapturowski et al. 2019, Table 2:
+    # "actor parameter update interval 400 environment steps").
+    param_update_interval: int = 400
     envs_per_actor: int = 2
     seconds: float = 60.0
     # Requests are batched up to this many observations (SEED's inference batch knob).
@@ -42,6 +49,14 @@ class SeedSettings:
                 raise ArchsimError(
                     f"--{name.replace('_', '-')} {getattr(self, name)}: expected >= 1"
                 )
+        if self.inference not in INFERENCE_MODES:
+            raise ArchsimError(
+                f"--inference {self.inference}: expected one of {', '.join(INFERENCE_MODES)}"
+            )
+        if self.param_update_interval < 1:
+            raise ArchsimError(
+                f"--param-update-interval {self.param_update_interval}: expected >= 1"
+            )
         if self.seconds <= 0:
             raise ArchsimError(f"--seconds {self.seconds}: expected > 0")
         if self.replay_ratio <= 0:
