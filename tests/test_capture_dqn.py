@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -100,3 +101,17 @@ def test_conv_ops_carry_flops(captured):
         pytest.skip("ingest does not yet list CPU convolution ops")
     per_step = conv.groupby("step_id").flops.sum()
     assert per_step.to_numpy() == pytest.approx(15_474_688, rel=0.01)
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "traces" / "dqn-pong-cpu"
+
+
+def test_bundled_example_trace_is_small_and_complete():
+    if not EXAMPLE.exists():
+        pytest.skip(f"{EXAMPLE} is not in this checkout")
+    assert sum(p.stat().st_size for p in EXAMPLE.iterdir()) < 2_000_000
+    trace = load(EXAMPLE)
+    roles = trace.steps.role.value_counts()
+    assert roles["actor"] == 160 and roles["learner"] == 40  # 20 windows x 8 steps, 1 in 4 trains
+    assert trace.meta["workload"]["name"] == "dqn" and trace.meta["capture"]["windows"] == 20
+    assert {"act", "train_forward", "train_backward", "optimizer_step"} <= set(trace.ops.phase)

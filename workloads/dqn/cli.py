@@ -14,7 +14,7 @@ from workloads.dqn.settings import (
 )
 
 SUMMARY = "Nature DQN learning ALE Pong (real env, real network, phase-marked)"
-DEFAULT_STEPS = 400
+DEFAULT_STEPS = 600  # with the default schedule: 6 windows, 48 recorded steps, 12 of them training
 
 
 def _positive(text: str) -> int:
