@@ -3,6 +3,8 @@ network and a real gymnasium environment, with archsim phase/step markers."""
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -162,3 +164,16 @@ def test_cli_ingest_then_trace_info(cpu_trace_path, tmp_path, capsys):
     for phase in ("env_step", "act", "train_forward", "optimizer_step"):
         assert phase in text
     assert "device cpu" in text
+
+
+def test_legacy_trace_with_markers_filed_as_operators(cpu_trace_path, cpu_trace, tmp_path):
+    # PyTorch 1.8-era traces filed record_function ranges under "Operator" like every op.
+    doc = json.loads(cpu_trace_path.read_text())
+    for event in doc["traceEvents"]:
+        if event.get("cat") in ("cpu_op", "user_annotation"):
+            event["cat"] = "Operator"
+    legacy = tmp_path / "legacy.json"
+    legacy.write_text(json.dumps(doc))
+    again = ingest(legacy, {"workload": {"name": "dqn-test"}})
+    assert again.steps.equals(cpu_trace.steps)
+    assert again.ops.equals(cpu_trace.ops)

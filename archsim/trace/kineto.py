@@ -48,6 +48,8 @@ _INPUT_DIMS_KEYS = ("Input Dims", "Input dims")
 _INPUT_TYPE_KEYS = ("Input type", "Input types")
 _OCCUPANCY_KEYS = ("est. achieved occupancy %", "theoretical occupancy %")
 _INT_IN_TEXT = re.compile(r"-?\d+")
+# record_function names that are annotations even when filed as ops (older traces).
+_ANNOTATION_PREFIXES = ("ProfilerStep#", "archsim::", "Optimizer.step#", "Optimizer.zero_grad#")
 
 
 @dataclass
@@ -170,8 +172,9 @@ def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
         if not isinstance(args, dict):
             args = {}
         name = str(name) if name is not None else ""
-        # Legacy traces file ProfilerStep#N under "Operator"; it is an annotation, not an op.
-        if cat == "cpu_op" and name.startswith("ProfilerStep#"):
+        # Legacy traces file record_function ranges (ProfilerStep#N, user scopes) under "Operator";
+        # they are annotations, not ops.
+        if cat == "cpu_op" and name.startswith(_ANNOTATION_PREFIXES):
             cat = "user_annotation"
         cols["index"].append(index)
         cols["cat"].append(cat)
