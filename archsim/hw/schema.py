@@ -57,6 +57,9 @@ class GpuConfig(_Strict):
     registers_per_sm: int = Field(ge=1)
     shared_mem_per_sm_kb: float = Field(gt=0)
     launch_latency_us: float = Field(ge=0)  # GPU side: launch to start
+    # Shortest time any kernel (or device-side copy/memset) runs, however little work it has: block
+    # dispatch, first memory round trips and teardown. 0 = no floor.
+    kernel_min_us: float = Field(default=0.0, ge=0)
     launch_overhead_us: float = Field(ge=0)  # CPU time per launch on the launching thread
     idle_power_w: float = Field(ge=0)  # per GPU
     max_power_w: float = Field(gt=0)  # per GPU

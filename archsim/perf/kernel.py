@@ -10,7 +10,9 @@ blocks per SM, per-SM peak P, DRAM bandwidth W and latency L:
     T_bw   = D / W
     T_lat  = D / min(W, C / L)                  Little's law, C = bytes in flight (<= D)
     T_mem  = L2 bytes / L2 bandwidth            on-chip memory system
-    T      = T_launch_gpu + max(T_comp, T_bw, T_lat, T_mem) / efficiency[op_class]
+    T      = T_launch_gpu + max(T_comp, T_bw, T_lat, T_mem, T_min) / efficiency[op_class]
+
+T_min is the GPU's shortest kernel (gpu.kernel_min_us, measured in the fixtures).
 
 Ops measured on a real GPU are the measured time scaled by model(target) / model(source) (Habitat's
 idea: the model only has to get ratios right). Ops captured on a CPU are predicted from F, D and a block
@@ -310,6 +312,12 @@ def work_inferred(ops: pd.DataFrame) -> np.ndarray:
     return ~kind.isin(["memcpy", "memset"]).to_numpy(dtype=bool) & ((flops <= 0) | (nbytes <= 0))
 
 
+def _on_device_copy(ops: pd.DataFrame) -> np.ndarray:
+    kind = _strings(ops, "kind")
+    dtod = _strings(ops, "name").str.contains("DtoD", regex=False)
+    return ((kind == "memset") | ((kind == "memcpy") & dtod)).to_numpy(dtype=bool)
+
+
 def efficiency_class(ops: pd.DataFrame) -> pd.Series:
     """Class used for calibrated efficiencies: op_class; memset; memcpy by direction (memcpy_htod,
     memcpy_dtoh, memcpy_dtod, memcpy_other), since each direction is limited by a different link.
@@ -345,6 +353,8 @@ def body_seconds(
     kind = _strings(ops, "kind")
     is_copy = kind.isin(["memcpy", "memset"]).to_numpy(dtype=bool)
     seconds = np.where(is_copy, _copy_seconds(ops, hw, gpu, frozenset(idealize)), kernel_s)
+    on_device = ~is_copy | _on_device_copy(ops)
+    seconds = np.where(on_device, np.maximum(seconds, gpu.kernel_min_us * _US), seconds)
     if efficiency:
         # classes the calibration did not see keep the model's own bound (efficiency 1)
         eff = efficiency_class(ops).map(lambda c: efficiency.get(c, 1.0)).to_numpy(dtype=float)
