@@ -141,3 +141,13 @@ def test_local_detection_parses_cpuinfo() -> None:
     assert cpu.base_clock_mhz == 2500.0 and cpu.thread_speed_rel == 1.0
     local = detect_local()
     assert local.cpu.hw_threads >= 1
+
+
+def test_cli_bad_config_file_exits_2(tmp_path, capsys) -> None:
+    data = _v100_data()
+    data["gpu"]["sms"] = 0
+    path = _write(tmp_path, data)
+    assert main(["hw", "show", path]) == 2
+    err = capsys.readouterr().err
+    assert path in err and "gpu.sms" in err and "Traceback" not in err
+    assert main(["hw", "show", "local", "--set", "gpu.sms=4"]) in (0, 2)  # 2 when local has no GPU

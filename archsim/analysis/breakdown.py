@@ -1,7 +1,10 @@
 """Sequential idealization (Inci et al. 2020; DESIGN.md): evaluate the GPU time of an op sequence with
 ideal DRAM bandwidth, then also zero DRAM latency, then also an ideal on-chip memory system, then also
-perfect SM utilization. Each drop is that component's share; what remains is math. Ops run serially
-(one kernel at a time, no overlap), and the time is kernel execution time without launch gaps.
+perfect SM utilization. Each drop is that component's share; what remains is math (which also holds
+the GPU's per-kernel floor, gpu.kernel_min_us, that no idealization removes). Ops run serially (one
+kernel at a time, no overlap), and the time is kernel execution time without launch gaps. Ops measured
+on a real GPU keep their measured time as the baseline and are scaled by the model's idealized /
+baseline ratio; calibrated efficiencies therefore only matter for ops predicted from shapes.
 """
 
 from __future__ import annotations

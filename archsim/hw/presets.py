@@ -114,6 +114,8 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str], source: str)
             if depth == len(parts) - 1:
                 node[part] = _coerce_scalar(raw.strip())
                 break
+            if node.get(part) is None:
+                raise ArchsimError(f"--set {key}: {source} has no {part} section (it is null)")
             if not isinstance(node.get(part), dict):
                 raise ArchsimError(
                     f"--set {key}: {'.'.join(parts[: depth + 1])} is not a section in {source}"
