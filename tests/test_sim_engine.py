@@ -214,3 +214,25 @@ def test_rate_limiter_ties_actors_to_the_learner():
 def test_bad_knobs_are_clear_errors(knobs, flag):
     with pytest.raises(ArchsimError, match=flag):
         SimConfig(**knobs)
+
+
+@pytest.mark.parametrize("engine", ["fast", "simpy"])
+def test_inference_server_threads_take_batches_in_turn(engine):
+    # Server-bound: 50 us of server CPU per observation, batch 1. One server thread serves at most
+    # 1 / 50 us = 20,000 requests/s; two take turns and serve 40,000/s. The 8 actors alone could
+    # make 8 / (100 us step + 50 us server) = 53,000 requests/s, so the server is the limit.
+    times = service_times(actor_step_s=(100e-6,), server_s=50e-6, max_batch=1)
+    rates = {}
+    for learner_threads in (2, 3):
+        cfg = SimConfig(
+            actors=8,
+            inference_batch=1,
+            learner_cpu_threads=learner_threads,
+            sim_seconds=0.05,
+            engine=engine,
+        )
+        rates[learner_threads] = simulate_system(times, machine(12), cfg, 32).metrics[
+            "env_steps_per_s"
+        ]
+    assert rates[2] == pytest.approx(20_000, rel=0.01)
+    assert rates[3] == pytest.approx(40_000, rel=0.01)

@@ -36,7 +36,8 @@ class SimConfig:
     sim_seconds: float = 2.0
     seed: int = 0
     cpu_threads: int | None = None  # None: all hardware threads of the config
-    # Threads of the learner process: the training loop, plus the inference server in central mode.
+    # Threads of the learner process: the training loop, and in central mode inference server
+    # threads that take batches in turn (default: one). The actors get the remaining threads.
     learner_cpu_threads: int | None = None
     gpus: int = 1  # GPUs in use (power and the per-GPU CPU/GPU ratio)
     publish_every: int = 1  # learner steps between parameter publications (local inference)

@@ -35,15 +35,19 @@ class LateTimeout(Event):
         env.schedule(self, LATE, delay)
 
 
-def serve_batch(system: System, members: list[int], deliver: Callable[[list[int]], None]):
-    """One closed batch: server CPU (receive and insert), replay insert, GPU, actions back."""
+def serve_batch(
+    system: System, members: list[int], deliver: Callable[[list[int]], None], index: int
+):
+    """Closed batch number ``index``: server CPU (receive and insert) on the server thread whose
+    turn it is, replay insert, GPU, actions back."""
     env, times, rec = system.env, system.times, system.rec
+    server = system.server_threads[index % len(system.server_threads)]
     n_obs = len(members) * system.config.envs_per_actor
     if env.now < rec.end:
         rec.inference_batches += 1
         rec.inference_obs += n_obs
     cpu_s = times.server_cpu_s_per_obs * n_obs
-    yield from system.threads.execute(system.server_thread, cpu_s, "inference_server")
+    yield from system.threads.execute(server, cpu_s, "inference_server")
     yield from system.replay.insert(n_obs)
     done = system.gpu.submit(
         INFERENCE,
@@ -66,6 +70,7 @@ class PlainBatcher:
         self.queue = system.rec.queue("inference")
         self.capacity = system.config.inference_batch // system.config.envs_per_actor
         self.timeout_s = system.config.inference_timeout_us * 1e-6
+        self.batches = 0
 
     def request(self, actor: int) -> Event:
         """Called by an actor when its request arrives; returns the event of its actions."""
@@ -101,7 +106,8 @@ class PlainBatcher:
                 self.queue.leave(env.now, arrived)
             responses = {actor: response for _, actor, response in batch}
             members = [actor for _, actor, _ in batch]
-            env.process(serve_batch(self.system, members, _succeed_all(responses)))
+            env.process(serve_batch(self.system, members, _succeed_all(responses), self.batches))
+            self.batches += 1
 
 
 def _succeed_all(responses: dict[int, Event]) -> Callable[[list[int]], None]:
@@ -122,6 +128,7 @@ class FleetBatcher:
         self.queue = system.rec.queue("inference")
         self.capacity = system.config.inference_batch // system.config.envs_per_actor
         self.timeout_s = system.config.inference_timeout_us * 1e-6
+        self.batches = 0
         self.wake = system.env.event()
         self.deliver: Callable[[list[int]], None] = lambda members: None
 
@@ -170,4 +177,5 @@ class FleetBatcher:
             queue.wait_sum += waited
             queue.area += waited
             members = [actor for _, _, actor in batch]
-            env.process(serve_batch(self.system, members, self.deliver))
+            env.process(serve_batch(self.system, members, self.deliver, self.batches))
+            self.batches += 1

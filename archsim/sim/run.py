@@ -103,7 +103,10 @@ def simulate_system(
         ),
         learner_batch=learner_batch,
         learner_thread=int(layout.placement[0]),
-        server_thread=int(layout.placement[min(1, n_learner - 1)]),
+        # The learner's first thread runs the training loop; the others serve inference batches
+        # in turn (all on the first one when the learner has a single thread).
+        server_threads=[int(t) for t in layout.placement[1:n_learner]]
+        or [int(layout.placement[0])],
         actor_threads=layout.placement[n_learner:],
     )
     engine = _start_processes(system, plain, timeline)

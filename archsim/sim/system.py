@@ -109,5 +109,5 @@ class System:
     streams: ActorStreams
     learner_batch: int
     learner_thread: int
-    server_thread: int
+    server_threads: list[int]  # inference server threads; batch k is served by thread k % n
     actor_threads: np.ndarray
