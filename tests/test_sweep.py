@@ -120,10 +120,36 @@ def test_bad_sweep_lists_exit_2(trace_dir, tmp_path, capsys, flags, message):
     assert not (out / "sweep.csv").exists()
 
 
-def test_dask_backend_on_a_local_cluster(trace_dir, tmp_path):
+def test_dask_backend_on_a_local_cluster_and_on_a_running_scheduler(trace_dir, tmp_path):
     out = tmp_path / "sweep"
+    # No --scheduler: archsim starts its own LocalCluster on 127.0.0.1.
     table = run_sweep(_spec(trace_dir, actors=[4, 8]), out, jobs=2, backend="dask", progress=False)
     assert sorted(table["actors"]) == [4, 8]
+    # A running cluster (here one on 127.0.0.1), named by its address, as on a real cluster; the
+    # sweep is extended with two more actor counts and only those run.
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        host="127.0.0.1", n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        args = ["sweep", str(trace_dir), "--actors", "4,8,12,16", "--inference-batch", "4"]
+        args += [
+            "--sim-seconds",
+            "0.02",
+            "--backend",
+            "dask",
+            "--scheduler",
+            cluster.scheduler_address,
+        ]
+        assert main([*args, "--out", str(out), "--no-progress"]) == 0
     with open(out / "sweep.csv") as handle:
         rows = list(csv.DictReader(handle))
+    assert sorted(int(r["actors"]) for r in rows) == [4, 8, 12, 16]
     assert all(float(r["frames_per_s"]) > 0 for r in rows)
+
+
+def test_scheduler_needs_the_dask_backend_and_an_address(trace_dir, tmp_path, capsys):
+    args = ["sweep", str(trace_dir), "--actors", "4,8", "--out", str(tmp_path / "s")]
+    assert main([*args, "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    assert main([*args, "--backend", "dask", "--scheduler", "127.0.0.1:8786"]) == 2
+    assert "--scheduler" in capsys.readouterr().err
