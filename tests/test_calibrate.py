@@ -92,6 +92,10 @@ def test_cli_calibrate_writes_overlay_used_by_breakdown(tmp_path, v100_ops) -> N
     table = breakdown(v100_ops, V100, "all", source=None, efficiency=efficiency)
     for _, rows in table.groupby("phase"):
         assert rows.share.sum() == pytest.approx(1.0, abs=1e-3)
+    # without --hw the preset matching the trace's GPU (Tesla V100-SXM2-32GB) is used
+    default_out = tmp_path / "default.yaml"
+    assert main(["calibrate", fixture, "--out", str(default_out)]) == 0
+    assert yaml.safe_load(default_out.read_text())["provenance"]["hw"] == "dgx1-v100"
     bd = tmp_path / "bd"
     assert main(["breakdown", fixture, "--calibration", str(out), "--out", str(bd)]) == 0
 

@@ -1,5 +1,5 @@
 """``archsim calibrate TRACE --hw NAME --out FILE.yaml``: fit per-op-class efficiencies of the kernel
-model from a real GPU trace (``--hw`` is the hardware it was measured on) and write them as an overlay
+model from a real GPU trace (``--hw`` is the hardware it was measured on; by default the preset matching the trace's GPU) and write them as an overlay
 for ``archsim breakdown --calibration FILE``."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "calibrate", help="fit kernel-model efficiencies per op class from a real GPU trace"
     )
     parser.add_argument("trace", type=Path, help="trace directory, or a Kineto .json/.json.gz")
-    add_hw_arguments(parser)
+    add_hw_arguments(parser, default=None, required=False)
     parser.add_argument(
         "--out", type=Path, required=True, help="calibration overlay to write (YAML)"
     )
@@ -27,8 +27,16 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.hw.args import hw_from_args
     from archsim.perf.calibrate import calibration_document, fit_table, write_calibration
 
-    hw = hw_from_args(args)
     trace = load_trace_input(args.trace)
+    if args.hw is None:  # the GPU the trace was measured on
+        from archsim.errors import ArchsimError
+        from archsim.perf.kernel import source_hw_for_trace
+
+        source = source_hw_for_trace(trace)
+        if source is None:
+            raise ArchsimError(f"{args.trace}: a CPU capture has no measured GPU times to fit")
+        args.hw = source.name
+    hw = hw_from_args(args)
     table = fit_table(trace.ops, hw)
     write_calibration(args.out, calibration_document(table, str(args.trace), hw, args.hw_set))
     print(f"{'class':14s} {'ops':>6s} {'measured ms':>12s} {'model ms':>10s} {'efficiency':>10s}")

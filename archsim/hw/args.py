@@ -8,11 +8,14 @@ from archsim.hw.presets import load_hw
 from archsim.hw.schema import HardwareConfig
 
 
-def add_hw_arguments(parser: argparse.ArgumentParser, default: str | None = "dgx1-v100") -> None:
+def add_hw_arguments(
+    parser: argparse.ArgumentParser, default: str | None = "dgx1-v100", required: bool | None = None
+) -> None:
+    """``required`` defaults to "no default given"; pass False for an optional --hw without default."""
     parser.add_argument(
         "--hw",
         default=default,
-        required=default is None,
+        required=(default is None) if required is None else required,
         metavar="NAME",
         help="hardware preset (archsim hw list), a YAML file, or 'local'"
         + (f" (default {default})" if default else ""),
