@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from archsim.cli import main
-from archsim.errors import ArchsimError
 from archsim.hw import load_hw
 from archsim.sim.config import SimConfig
 from archsim.sim.workload import derive_service_times
@@ -125,13 +124,19 @@ def test_workload_from_a_trace():
     assert central.learner_launch_cpu_s == pytest.approx(3 * 5.2e-6 * 0.897)  # 3 ops x 5.2 us
 
 
-def test_a_config_without_gpu_is_refused():
+def test_without_a_gpu_policy_and_learner_run_on_cpu_threads():
     from archsim.sim.run import simulate
 
-    hw = load_hw("dgx1-v100")
-    no_gpu = hw.model_copy(update={"gpu": None})
-    with pytest.raises(ArchsimError, match="no GPU"):
-        simulate(tiny_trace(), no_gpu, SimConfig(actors=8, inference_batch=8))
+    trace = tiny_trace()
+    no_gpu = load_hw("dgx1-v100").model_copy(update={"gpu": None})
+    result = simulate(trace, no_gpu, SimConfig(actors=8, inference_batch=8, sim_seconds=0.2))
+    m = result.metrics
+    assert m["gpu_util"] == 0 and m["gpu_power_w"] == 0
+    assert m["frames_per_s"] > 0 and m["learner_updates_per_s"] > 0
+    # The learner thread runs forward + backward (1,000 + 2,000 us at batch 32) + optimizer 500 us
+    # + replay sample 300 us = 3.8 ms of capture-machine CPU, / thread_speed_rel 0.897 = 4.24 ms:
+    # at most 236 updates/s (the learner has its own core: 8 actors + 2 learner threads < 40 cores).
+    assert m["learner_updates_per_s"] == pytest.approx(0.2 // (3.8e-3 / 0.897) / 0.2, rel=0.02)
 
 
 def test_more_cpu_threads_than_the_hardware_has_is_refused(trace_dir, tmp_path, capsys):

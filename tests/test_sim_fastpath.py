@@ -72,6 +72,7 @@ def systems(draw):
         learner_cpu_s=learner_cpu,
         launch_s=launch,
         max_batch=cfg.inference_batch,
+        on_gpu=draw(st.booleans()),
     )
     return cfg, times, machine(threads, cores=cores, smt_yield=draw(st.floats(0.3, 1.0)))
 

@@ -42,6 +42,7 @@ def service_times(
     learner_frac: float = 0.3,
     learner_cpu_s: float = 0.0,
     launch_s: float = 0.0,
+    on_gpu: bool = True,
 ) -> ServiceTimes:
     return ServiceTimes(
         actor_step_cpu_s=np.asarray(actor_step_s, dtype=float),
@@ -55,6 +56,7 @@ def service_times(
         learner_gpu_s=learner_gpu_s,
         learner_sm_fraction=learner_frac,
         publish_cpu_s=0.0,
+        on_gpu=on_gpu,
     )
 
 

@@ -49,13 +49,16 @@ def serve_batch(
     cpu_s = times.server_cpu_s_per_obs * n_obs
     yield from system.threads.execute(server, cpu_s, "inference_server")
     yield from system.replay.insert(n_obs)
-    done = system.gpu.submit(
-        INFERENCE,
-        float(times.inference_gpu_s[n_obs]),
-        float(times.inference_sm_fraction[n_obs]),
-        f"inference_batch b={n_obs}",
-    )
-    yield done
+    label = f"inference_batch b={n_obs}"
+    if times.on_gpu:
+        yield system.gpu.submit(
+            INFERENCE,
+            float(times.inference_gpu_s[n_obs]),
+            float(times.inference_sm_fraction[n_obs]),
+            label,
+        )
+    else:
+        yield from system.threads.execute(server, float(times.inference_gpu_s[n_obs]), label)
     if times.response_down_s > 0:
         yield env.timeout(times.response_down_s)
     deliver(members)

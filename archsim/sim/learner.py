@@ -1,5 +1,6 @@
 """The learner: sample a batch from replay, launch the training step (the CPU launch cost overlaps
-the GPU work, as asynchronous CUDA launches do), wait for it, and publish parameters."""
+the GPU work, as asynchronous CUDA launches do), wait for it, and publish parameters. Without a GPU
+the step runs on the learner's own thread."""
 
 from __future__ import annotations
 
@@ -16,9 +17,14 @@ def learner_process(system: System):
     while True:
         yield from replay.sample(batch)
         yield from threads.execute(thread, times.learner_sample_cpu_s, "replay_sample")
-        done = gpu.submit(LEARNER, times.learner_gpu_s, times.learner_sm_fraction, "learner_step")
-        yield from threads.execute(thread, times.learner_launch_cpu_s, "kernel_launches")
-        yield done
+        if times.on_gpu:
+            done = gpu.submit(
+                LEARNER, times.learner_gpu_s, times.learner_sm_fraction, "learner_step"
+            )
+            yield from threads.execute(thread, times.learner_launch_cpu_s, "kernel_launches")
+            yield done
+        else:
+            yield from threads.execute(thread, times.learner_gpu_s, "learner_step")
         updates += 1
         if env.now < rec.end:
             rec.learner_updates += 1

@@ -36,6 +36,9 @@ class ServiceTimes:
     learner_gpu_s: float  # one learner step on the GPU, batch copy included
     learner_sm_fraction: float
     publish_cpu_s: float  # learner CPU to publish parameters to the actors (local inference)
+    # False on a machine without a GPU: inference batches run on the server thread and learner steps
+    # on the learner thread, and the *_gpu_s figures are CPU seconds of the capture machine.
+    on_gpu: bool = True
 
     def check(self, config: SimConfig) -> None:
         if len(self.actor_step_cpu_s) == 0:

@@ -45,12 +45,7 @@ PARAM_FETCH_EVERY_ENV_STEPS = 400 / 4
 
 def derive_machine(hw, config: SimConfig) -> Machine:
     """The CPU and power figures of ``hw`` (a HardwareConfig) that the engine uses."""
-    if hw.gpu is None:
-        raise ArchsimError(
-            f"hardware config {hw.name}: has no GPU (gpu: null); the simulated learner runs on a "
-            "GPU, pick a config with one"
-        )
-    if config.gpus > hw.gpu.count:
+    if hw.gpu is not None and config.gpus > hw.gpu.count:
         raise ArchsimError(f"--gpus: {config.gpus} is more than the {hw.gpu.count} of {hw.name}")
     cpu = hw.cpu
     return Machine(
@@ -61,9 +56,9 @@ def derive_machine(hw, config: SimConfig) -> Machine:
         thread_speed_rel=cpu.thread_speed_rel,
         smt_yield=cpu.smt_yield,
         power=PowerModel(
-            gpus=config.gpus,
-            gpu_idle_w=hw.gpu.idle_power_w,
-            gpu_max_w=hw.gpu.max_power_w,
+            gpus=config.gpus if hw.gpu is not None else 0,
+            gpu_idle_w=hw.gpu.idle_power_w if hw.gpu is not None else 0.0,
+            gpu_max_w=hw.gpu.max_power_w if hw.gpu is not None else 0.0,
             sockets=cpu.sockets,
             cpu_idle_w=cpu.idle_power_w,
             cpu_max_w=cpu.max_power_w,
@@ -117,6 +112,16 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
     insert_us = float(np.nan_to_num(actor["replay_insert_us"].median(), nan=0.0))
     server_cpu_s_per_obs = insert_us / float(np.median(per_env)) * 1e-6 + stack_capture_s / envs
 
+    if hw.gpu is None:
+        return _cpu_only_times(
+            trace,
+            config,
+            learner_batch,
+            actor_cpu_s,
+            server_cpu_s_per_obs,
+            param_copy_capture_s,
+            hw,
+        )
     max_batch = config.inference_batch if config.inference == "central" else 1
     inf_ops, inf_steps, inf_from = _representative_ops(trace, PHASE_GROUPS["inference"], "actor")
     inference_gpu_s = np.zeros(max_batch + 1)
@@ -183,6 +188,47 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         learner_gpu_s=learner_gpu_s,
         learner_sm_fraction=float(np.clip(learner_frac, 0.0, 1.0)),
         publish_cpu_s=param_copy_capture_s,  # serialize once per publication; actors fetch it
+    )
+
+
+# Learner phases whose work grows with the batch (forward and backward passes, priorities); the
+# optimizer step and target sync touch only the parameters.
+BATCH_LEARNER_PHASES = ("train_forward_us", "train_backward_us", "priority_update_us")
+FIXED_LEARNER_PHASES = ("optimizer_step_us", "target_sync_us")
+
+
+def _cpu_only_times(
+    trace, config, learner_batch, actor_cpu_s, server_cpu_s_per_obs, param_copy_capture_s, hw
+) -> ServiceTimes:
+    """No GPU: the policy and the training step run on CPU threads, as the trace measured them
+    (phase durations of its steps, in capture-thread seconds), resized linearly to the batch."""
+    steps = trace.steps
+    actor = steps[steps["role"] == "actor"]
+    learner = steps[steps["role"] == "learner"]
+    per_env = np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0)
+    act_s = float(np.nan_to_num(np.median(actor["act_us"].fillna(0.0) / per_env), nan=0.0)) * 1e-6
+    if config.inference == "central" and act_s <= 0:
+        raise ArchsimError("trace: actor steps have no act phase to time CPU inference with")
+    max_batch = config.inference_batch if config.inference == "central" else 1
+    trace_batch = max(1.0, float(learner["batch_size"].median()))
+    grows = learner.reindex(columns=list(BATCH_LEARNER_PHASES)).fillna(0.0).sum(axis=1).median()
+    fixed = learner.reindex(columns=list(FIXED_LEARNER_PHASES)).fillna(0.0).sum(axis=1).median()
+    train_s = (float(grows) * learner_batch / trace_batch + float(fixed)) * 1e-6
+    sample_us = float(np.nan_to_num(learner["replay_sample_us"].median(), nan=0.0))
+    envs = config.envs_per_actor
+    return ServiceTimes(
+        actor_step_cpu_s=actor_cpu_s,
+        request_up_s=message_seconds(envs * OBS_BYTES, hw.network),
+        response_down_s=message_seconds(envs * ACTION_BYTES, hw.network),
+        server_cpu_s_per_obs=server_cpu_s_per_obs,
+        inference_gpu_s=act_s * np.arange(max_batch + 1, dtype=float),
+        inference_sm_fraction=np.zeros(max_batch + 1),
+        learner_sample_cpu_s=sample_us * 1e-6 * learner_batch / trace_batch,
+        learner_launch_cpu_s=0.0,
+        learner_gpu_s=train_s,
+        learner_sm_fraction=0.0,
+        publish_cpu_s=param_copy_capture_s,
+        on_gpu=False,
     )
 
 
