@@ -11,7 +11,6 @@ import csv
 import hashlib
 import itertools
 import json
-import math
 import os
 import sys
 import time
@@ -363,22 +362,3 @@ def run_sweep(
             if on_row is not None:
                 on_row(row)
     return results.read()
-
-
-def parse_jobs(text: str) -> int:
-    try:
-        jobs = int(text)
-    except ValueError:
-        raise ArchsimError(f"--jobs: {text!r} is not an integer") from None
-    return jobs
-
-
-def finite(value: Any) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def knob_kinds() -> dict[str, str]:
-    return {name: knob.kind for name, knob in KNOB_BY_NAME.items()}

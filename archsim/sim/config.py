@@ -31,8 +31,11 @@ class SimConfig:
     learner_batch: int | None = None  # None: the trace's learner batch
     # Samples drawn per inserted transition; None: no rate limiter (SEED RL, R2D2 run free).
     replay_ratio: float | None = None
-    # Rate limiter slack, in learner batches: how far either side may run ahead (Reverb's error buffer).
+    # Rate limiter slack, in learner batches: how far either side may run ahead (Reverb's error
+    # buffer). A design default: small against a run, at least one insert and one sample wide.
     replay_slack_batches: float = 4.0
+    # Steps take a millisecond or less, so 2 s holds thousands of learner and inference steps and the
+    # cold start is negligible; short enough for sweeps of many points.
     sim_seconds: float = 2.0
     seed: int = 0
     cpu_threads: int | None = None  # None: all hardware threads of the config
@@ -72,9 +75,10 @@ class SimConfig:
             )
         if self.replay_ratio is not None and not self.replay_ratio > 0:
             raise ArchsimError(f"--replay-ratio: expected > 0, got {self.replay_ratio}")
-        if not self.replay_slack_batches > 0:
+        if not self.replay_slack_batches >= 1:
             raise ArchsimError(
-                f"--replay-slack-batches: expected > 0, got {self.replay_slack_batches}"
+                f"--replay-slack-batches: expected >= 1 (below that both sides could wait on each "
+                f"other), got {self.replay_slack_batches}"
             )
         if self.inference == "central":
             envs = self.actors * self.envs_per_actor

@@ -10,7 +10,6 @@ at a time, and local-inference actors that own their thread and are never thrott
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import simpy
@@ -43,10 +42,6 @@ class SimResult:
     events: int  # simpy events processed
     timeline: list | None = None  # (label, track, start s, duration s) slices
     power_series: tuple[np.ndarray, np.ndarray] | None = None  # (bin start s, power W)
-
-    def record(self) -> dict[str, Any]:
-        """Resolved config, seed and metrics in one flat mapping (what metrics.json holds)."""
-        return {**{k: v for k, v in self.config.to_dict().items()}, **self.metrics}
 
 
 def simulate_system(
