@@ -102,7 +102,8 @@ def test_trace_without_actor_steps_is_a_clear_error(tmp_path, capsys):
     )
     path = save(no_actors, tmp_path / "learner-only")
     assert main(["simulate", str(path), "--out", str(tmp_path / "o")]) == 2
-    assert "no actor steps" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no actor steps" in err and str(path) in err
 
 
 def test_workload_from_a_trace():

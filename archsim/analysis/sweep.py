@@ -144,14 +144,15 @@ def run_point(trace: str, hw: str, hw_set: list[str], point: dict[str, Any]) -> 
     from archsim.commands._trace_input import load_trace_input
     from archsim.hw.presets import load_hw
     from archsim.sim.config import SimConfig
-    from archsim.sim.run import simulate
+    from archsim.sim.run import name_trace_in_errors, simulate
 
     started = time.perf_counter()
     if trace not in _TRACE_CACHE:
         _TRACE_CACHE[trace] = load_trace_input(Path(trace))
     sim, overrides = split_point(point)
     hw_config = load_hw(hw, [*hw_set, *overrides])
-    result = simulate(_TRACE_CACHE[trace], hw_config, SimConfig(**sim))
+    with name_trace_in_errors(trace):
+        result = simulate(_TRACE_CACHE[trace], hw_config, SimConfig(**sim))
     row: dict[str, Any] = {name: format_value(value) for name, value in point.items()}
     row.update({name: result.metrics.get(name, "") for name in METRIC_COLUMNS})
     row["hw_threads"] = hw_config.cpu.hw_threads

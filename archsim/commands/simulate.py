@@ -45,7 +45,7 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.sim.config import SimConfig
     from archsim.sim.knobs import knobs_from_args, split_point
     from archsim.sim.report import result_record, write_metrics
-    from archsim.sim.run import simulate
+    from archsim.sim.run import name_trace_in_errors, simulate
     from archsim.sim.timeline import write_chrome_trace
 
     point = {name: values[0] for name, values in knobs_from_args(args, lists=False).items()}
@@ -54,7 +54,8 @@ def handle(args: argparse.Namespace) -> int:
     hw = load_hw(args.hw, [*args.hw_set, *hw_overrides])
     trace = load_trace_input(args.trace)
     bins = TIMELINE_POWER_BINS if args.timeline else 0
-    result = simulate(trace, hw, config, timeline=args.timeline, series_bins=bins)
+    with name_trace_in_errors(args.trace):
+        result = simulate(trace, hw, config, timeline=args.timeline, series_bins=bins)
     record = result_record(result, hw, trace_path=args.trace, hw_name=args.hw, hw_set=args.hw_set)
     with atomic_output_dir(args.out, force=args.force) as tmp:
         write_metrics(tmp, record)
