@@ -22,6 +22,26 @@ from workloads.dqn.run import DqnRunStats, run_dqn
 from workloads.dqn.settings import DqnConfig
 
 
+def marker_cost_us(repeats: int = 100_000) -> tuple[float, float]:
+    """Microseconds per ``archsim.phase`` enter/exit with no profiler running, and per bare
+    ``torch.profiler.record_function`` (what the marker would cost without its enabled check)."""
+    from torch.profiler import record_function
+
+    from archsim.capture.markers import phase
+
+    start = time.perf_counter()
+    for _ in range(repeats):
+        with phase("act"):
+            pass
+    guarded = (time.perf_counter() - start) / repeats * 1e6
+    start = time.perf_counter()
+    for _ in range(repeats):
+        with record_function("archsim::act"):
+            pass
+    bare = (time.perf_counter() - start) / repeats * 1e6
+    return guarded, bare
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=700)
@@ -31,6 +51,13 @@ def main() -> None:
     args = parser.parse_args()
     config = DqnConfig(seed=args.seed, learn_start=args.learn_start)
     schedule = default_schedule(config)
+    if args.steps <= schedule.first_recorded_step():
+        parser.error(f"--steps must exceed {schedule.first_recorded_step()} to record a window")
+    guarded_us, bare_us = marker_cost_us()
+    print(
+        f"archsim.phase with no profiler: {guarded_us:.2f} us per use "
+        f"(bare record_function: {bare_us:.2f} us)"
+    )
     print(f"DQN Pong, {args.steps} steps, learn start {args.learn_start}, {schedule}")
     rates: dict[str, list[float]] = {
         k: [] for k in ("plain", "plain_cpu", "loop", "loop_cpu", "e2e", "e2e_cpu")
