@@ -31,6 +31,7 @@ import pandas as pd
 
 from archsim.errors import ArchsimError
 from archsim.hw.schema import GpuConfig, HardwareConfig
+from archsim.perf.batch import BATCH_PHASES, scale_ops_to_batch
 from archsim.perf.blocks import (
     GEMM_TILE_CANDIDATES,
     TILE_PATTERN,
@@ -39,10 +40,13 @@ from archsim.perf.blocks import (
     estimate_launch_shape,
     estimate_work_from_launch,
 )
+from archsim.perf.columns import MEASURED_KINDS
+from archsim.perf.columns import column as _column
+from archsim.perf.columns import strings as _strings
 from archsim.perf.occupancy import blocks_per_sm
+from archsim.perf.source import source_hw_for_gpu_name, source_hw_for_trace
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
-MEASURED_KINDS = ("kernel", "memcpy", "memset")
 
 # Bytes each resident thread keeps in flight to DRAM: PyTorch's vectorized element-wise kernels load
 # 4 x fp32 = 16 B per thread per iteration (aten/src/ATen/native/cuda/MemoryAccess.cuh, vec size 4).
@@ -68,18 +72,6 @@ def _require_gpu(hw: HardwareConfig) -> GpuConfig:
     if hw.gpu is None:
         raise ArchsimError(f"hardware config {hw.name}: has no GPU (gpu: null) to run kernels on")
     return hw.gpu
-
-
-def _column(ops: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
-    if name not in ops.columns:
-        return np.full(len(ops), default, dtype=float)
-    return pd.to_numeric(ops[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-
-
-def _strings(ops: pd.DataFrame, name: str) -> pd.Series:
-    if name not in ops.columns:
-        return pd.Series([""] * len(ops), dtype="string")
-    return ops[name].astype("string").fillna("").reset_index(drop=True)
 
 
 def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
@@ -417,143 +409,19 @@ def cpu_launch_seconds(ops: pd.DataFrame, target: HardwareConfig) -> np.ndarray:
     return np.full(len(ops), gpu.launch_overhead_us * _US)
 
 
-# Phases whose ops process one batch of samples: their work grows with the batch size. Optimizer,
-# target sync and parameter publication touch the parameters only, whose size does not depend on it.
-BATCH_PHASES = frozenset(
-    {
-        "preprocess",
-        "act",
-        "inference_batch",
-        "replay_sample",
-        "train_forward",
-        "train_backward",
-        "priority_update",
-        "other",
-    }
-)
-
-
-def _batch_fractions(input_dims: str, from_batch: int) -> tuple[float, bool, bool]:
-    """From an op's Input Dims JSON: (fraction of input elements in batch-major tensors, whether any
-    input is batch-major, whether the output is: its first multi-dimensional input is batch-major).
-    A tensor is batch-major when its first dimension equals the batch (1-D only when batch > 1).
-    The output rule follows the leading operand: linear/addmm/conv/element-wise outputs carry the
-    batch of their input, while a weight gradient mm([out, B], [B, in]) contracts it away."""
-    try:
-        shapes = json.loads(input_dims) if input_dims else None
-    except (ValueError, TypeError):
-        shapes = None
-    if not isinstance(shapes, list):
-        return math.nan, False, False
-    total = scaling = 0
-    output_scales: bool | None = None
-    for shape in shapes:
-        if not isinstance(shape, list) or not shape or not all(isinstance(d, int) for d in shape):
-            continue
-        elements = math.prod(shape)
-        total += elements
-        batch_major = shape[0] == from_batch and (len(shape) >= 2 or from_batch > 1)
-        if batch_major:
-            scaling += elements
-        if output_scales is None and (len(shape) >= 2 or batch_major):
-            output_scales = batch_major
-    if total == 0:
-        return math.nan, False, False
-    return scaling / total, scaling > 0, bool(output_scales)
-
-
-def scale_ops_to_batch(ops: pd.DataFrame, from_batch: int, to_batch: int) -> pd.DataFrame:
-    """The ops of one step re-sized from ``from_batch`` to ``to_batch`` samples.
-
-    Ops in batch-dependent phases (BATCH_PHASES) grow with the batch. When the op's Input Dims are
-    known (CPU captures), only batch-major inputs scale (weights and biases do not), FLOPs scale when
-    any input is batch-major, and the output scales when its leading operand is batch-major (not for a
-    weight gradient, which contracts the batch away).
-    Without Input Dims (kernels of real GPU traces) FLOPs, bytes and grid_x all scale by to/from.
-    The measured values are kept in ``measured_*`` columns so that predict_op_seconds scales the
-    measured duration by model(scaled, target) / model(as measured, source).
-    """
-    if from_batch < 1 or to_batch < 1:
-        raise ArchsimError(f"batch sizes must be >= 1 (got from {from_batch} to {to_batch})")
-    out = ops.reset_index(drop=True).copy()
-    factor = to_batch / from_batch
-    in_phase = _strings(out, "phase").isin(BATCH_PHASES).to_numpy(dtype=bool)
-    dims = _strings(out, "input_dims")
-    parsed = {text: _batch_fractions(text, from_batch) for text in dims.unique()}
-    read_frac = np.array([parsed[t][0] for t in dims], dtype=float)
-    any_batch = np.array([parsed[t][1] for t in dims], dtype=bool)
-    known = np.isfinite(read_frac)
-    output_batch = np.array([parsed[t][2] for t in dims], dtype=bool)
-    # per-column growth factor of each op
-    uniform = np.where(in_phase, factor, 1.0)
-    work_scale = np.where(known, np.where(in_phase & any_batch, factor, 1.0), uniform)
-    read_scale = np.where(
-        known, 1.0 + (np.where(in_phase, factor, 1.0) - 1.0) * np.nan_to_num(read_frac), uniform
-    )
-    write_scale = np.where(known, np.where(in_phase & output_batch, factor, 1.0), uniform)
-    scales = {
-        "flops": work_scale,
-        "bytes_read": read_scale,
-        "bytes_written": write_scale,
-        "grid_x": write_scale,
-    }
-    for column, scale in scales.items():
-        if column not in out.columns:
-            continue
-        original = f"measured_{column}"
-        if original not in out.columns:
-            out[original] = out[column]
-        base = pd.to_numeric(out[column], errors="coerce").to_numpy(dtype=float)
-        if column == "grid_x":
-            scaled = np.where(base > 0, np.maximum(np.ceil(base * scale), 1), base)
-            out[column] = scaled.astype("int64")
-        else:
-            out[column] = base * scale
-    return out
-
-
-# Substrings of a trace's GPU name -> preset (first match wins).
-GPU_NAME_PRESETS = (
-    ("H100", "dgx-h100"),
-    ("A100", "dgx-a100"),
-    ("V100", "dgx1-v100"),
-    ("2080 Ti", "rtx2080ti"),
-    ("GM20B", "jetson-tx1"),
-    ("Tegra X1", "jetson-tx1"),
-)
-
-
-def source_hw_for_gpu_name(gpu_name: str, num_sms: int | None = None) -> HardwareConfig:
-    """The preset matching a GPU name (with its SM count overridden to the trace's, e.g. MIG)."""
-    from archsim.hw.presets import list_presets, load_hw
-
-    for needle, preset in GPU_NAME_PRESETS:
-        if needle.lower() in gpu_name.lower() and preset in list_presets():
-            hw = load_hw(preset)
-            if num_sms and hw.gpu is not None and int(num_sms) != hw.gpu.sms:
-                hw = load_hw(preset, [f"gpu.sms={int(num_sms)}"])
-            return hw
-    raise ArchsimError(
-        f"trace GPU {gpu_name!r}: no hardware preset matches it (known: "
-        f"{', '.join(sorted({p for _, p in GPU_NAME_PRESETS}))}); pass its config with --source-hw"
-    )
-
-
-def source_hw_for_trace(trace) -> HardwareConfig | None:  # trace: archsim.trace.format.Trace
-    """Preset matching the trace's GPU, or None for traces captured on a CPU."""
-    source = (trace.meta or {}).get("source") or {}
-    device = str(source.get("device", "")).lower()
-    gpu_name = source.get("gpu_name") or ""
-    if device == "cpu" or (not gpu_name and device != "cuda"):
-        kinds = set(trace.ops["kind"].astype(str)) if len(trace.ops) else set()
-        if not kinds & set(MEASURED_KINDS):
-            return None
-    if not gpu_name:
-        props = source.get("device_properties") or []
-        if isinstance(props, list) and props:
-            gpu_name = props[0].get("name", "")
-        elif isinstance(props, dict):
-            gpu_name = props.get("name", "")
-    if not gpu_name:
-        raise ArchsimError("trace meta.yaml: source.gpu_name is missing for a trace with GPU ops")
-    return source_hw_for_gpu_name(gpu_name, source.get("gpu_num_sms"))
+__all__ = [
+    "BATCH_PHASES",
+    "IDEALIZATIONS",
+    "MEASURED_KINDS",
+    "body_seconds",
+    "cpu_launch_seconds",
+    "efficiency_class",
+    "kernel_terms",
+    "launch_shape",
+    "math_rate_per_sm",
+    "predict_op_seconds",
+    "scale_ops_to_batch",
+    "source_hw_for_gpu_name",
+    "source_hw_for_trace",
+    "work_inferred",
+]
