@@ -64,9 +64,10 @@ def detect_cpu(cpuinfo_text: str | None = None) -> CpuConfig:
         thread_speed_rel=1.0,  # by definition: the local machine is the capture machine
         # REFERENCE: EnvPool per-thread rate with all SMT threads busy vs alone, 4.2K/8.7K = 0.48
         smt_yield=0.48 if threads_per_core > 1 else 1.0,
-        # AnandTech EPYC Milan review: server packages idle at ~30-65 W; a laptop/VM exposes no figure.
-        idle_power_w=40.0,
-        max_power_w=150.0,  # assumed mid-range server TDP; override with --set cpu.max_power_w=...
+        # The OS reports no power figures: scale a known server part to the cores we see. AMD EPYC
+        # 7742: 225 W TDP (AMD) and ~65 W idle package power (AnandTech Milan review) for 64 cores.
+        idle_power_w=65.0 / 64 * max(1, cores // sockets),
+        max_power_w=225.0 / 64 * max(1, cores // sockets),
     )
 
 
@@ -119,7 +120,7 @@ def detect_local() -> HardwareConfig:
         ),
         network=NetworkConfig(
             nic_bw_gbs=1.25,  # 10GbE = 1.25 GB/s, REFERENCE network section
-            latency_us=10.0,
+            latency_us=10.0,  # assumed: NIC + one switch hop on commodity Ethernet; override with --set
             stack="kernel_tcp",
             kernel_tcp_us_per_msg=10.0,  # REFERENCE ~5-20 us
             kernel_bypass_us_per_msg=2.0,  # REFERENCE ~1-3 us
