@@ -53,13 +53,13 @@ def main() -> None:
     parser.add_argument("--sim-seconds", type=float, default=60.0)
     parser.add_argument("--actors", type=int, default=256)
     parser.add_argument(
-        "--plain-seconds", type=float, default=1.0, help="window for the plain path"
+        "--plain-seconds", type=float, default=5.0, help="window for the plain path"
     )
     args = parser.parse_args()
 
     from archsim.hw import load_hw
     from archsim.sim.config import SimConfig
-    from archsim.sim.run import simulate
+    from archsim.sim.run import simulate, simulate_system
 
     trace, name = load_trace(args.trace)
     hw = load_hw("dgx1-v100")
@@ -83,18 +83,26 @@ def main() -> None:
         f"bare simpy loop, same {result.events:,} events: {bare:.2f} s "
         f"-> archsim / bare = {wall / bare:.1f}x"
     )
-    # The plain simpy path over a shorter window, to show what the fast path saves.
-    short = config.replace(sim_seconds=args.plain_seconds)
+    # Engine only (service times derived once), fast path against the plain simpy path.
+    from archsim.sim.workload import derive_machine, derive_service_times
+
+    batch = result.config.learner_batch
     t0 = time.perf_counter()
-    fast = simulate(trace, hw, short)
-    fast_wall = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    plain = simulate(trace, hw, short.replace(engine="simpy"))
-    plain_wall = time.perf_counter() - t0
+    times = derive_service_times(trace, hw, result.config, batch)
+    machine = derive_machine(hw, result.config)
+    derive_wall = time.perf_counter() - t0
+    short = result.config.replace(sim_seconds=args.plain_seconds)
+    walls = {}
+    for engine in ("fast", "simpy"):
+        t0 = time.perf_counter()
+        run = simulate_system(times, machine, short.replace(engine=engine), batch)
+        walls[engine] = (time.perf_counter() - t0, run)
+    (fast_wall, fast), (plain_wall, plain) = walls["fast"], walls["simpy"]
+    print(f"service-time derivation (kernel model, all batch sizes): {derive_wall:.2f} s")
     print(
-        f"{args.plain_seconds:g} simulated s: fast path {fast_wall:.2f} s ({fast.events:,} events), "
-        f"plain simpy path {plain_wall:.2f} s ({plain.events:,} events) -> "
-        f"{plain_wall / fast_wall:.1f}x; frames/s {fast.metrics['frames_per_s']:,.0f} vs "
+        f"engine only, {args.plain_seconds:g} simulated s: fast path {fast_wall:.2f} s "
+        f"({fast.events:,} events), plain simpy path {plain_wall:.2f} s ({plain.events:,} events)"
+        f" -> {plain_wall / fast_wall:.1f}x; frames/s {fast.metrics['frames_per_s']:,.0f} vs "
         f"{plain.metrics['frames_per_s']:,.0f}"
     )
 
