@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workloads.dqn.env import (
     FRAME_SIZE,
@@ -159,3 +161,36 @@ def test_target_syncs_every_period_updates():
 def test_train_every_four_steps_after_learn_start():
     config = DqnConfig(learn_start=8, train_every=4)
     assert [t for t in range(20) if train_due(t, config)] == [8, 12, 16]
+
+
+@settings(max_examples=40, deadline=None)
+@given(capacity=st.integers(1, 6), adds=st.integers(0, 20))
+def test_replay_ring_invariants(capacity, adds):
+    replay = ReplayBuffer(capacity, (4, 2, 2), seed=0)
+    for k in range(adds):
+        obs = np.full((4, 2, 2), k % 256, dtype=np.uint8)
+        replay.add(obs, action=k, reward=0.0, done=False, next_obs=obs)
+    assert len(replay) == min(adds, capacity)
+    assert replay.cursor == adds % capacity
+    # every filled slot holds the newest transition written to it: k with k % capacity == slot
+    for slot in range(len(replay)):
+        newest = max(k for k in range(adds) if k % capacity == slot)
+        assert replay.actions[slot] == newest and (replay.obs[slot] == newest % 256).all()
+
+
+def test_updates_on_a_fixed_batch_reduce_the_loss():
+    """The learner really learns: RMSProp steps on one batch drive its Huber loss down."""
+    learner = DqnLearner(LearnerConfig(num_actions=6, target_period=10_000), seed=0)
+    replay = ReplayBuffer(4, (4, 84, 84), seed=0)
+    rng = np.random.default_rng(1)
+    for k in range(4):
+        obs = rng.integers(0, 256, (4, 84, 84), dtype=np.uint8)
+        replay.add(obs, k, float(k % 2), k == 3, obs)
+    batch = learner.to_tensors(replay.sample(4))
+    losses = []
+    for _ in range(30):
+        loss = learner.forward_loss(batch)
+        losses.append(float(loss.detach()))
+        learner.backward(loss)
+        learner.optimizer_step()
+    assert losses[-1] < 0.5 * losses[0]
