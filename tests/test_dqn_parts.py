@@ -24,6 +24,15 @@ from workloads.dqn.settings import DqnConfig
 RAW_SHAPE = (210, 160)  # ALE screen, rows x columns
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Like the workload's default: on this shared 2-core box two intra-op threads spin each other."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def test_area_resize_matrix_golden_5_to_2():
     # scale 2.5: output 0 covers inputs [0, 2.5) -> 1/2.5, 1/2.5, 0.5/2.5 = 0.4, 0.4, 0.2
     #            output 1 covers inputs [2.5, 5) -> 0.2, 0.4, 0.4 on inputs 2, 3, 4

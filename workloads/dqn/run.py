@@ -53,9 +53,24 @@ def run_dqn(
 ) -> DqnRunStats:
     """Run ``steps`` agent steps; call ``on_step()`` after each (e.g. a capture handle's ``step``)."""
     import torch
+
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(config.torch_threads)
+    try:
+        return _run(config, steps, on_step, progress)
+    finally:
+        torch.set_num_threads(threads_before)  # a notebook's own thread setting survives the run
+
+
+def _run(
+    config: DqnConfig,
+    steps: int,
+    on_step: Callable[[], None] | None,
+    progress: bool,
+) -> DqnRunStats:
+    import torch
     from tqdm import tqdm
 
-    torch.set_num_threads(config.torch_threads)
     env = AtariEnv(config.env_id, seed=config.seed)
     pre = FramePreprocessor(env.raw_shape)
     learner = DqnLearner(
