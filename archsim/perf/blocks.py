@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from archsim.perf.columns import by_unique
+
 GEMM_TILE_ELEMENTS = 128 * 128
 # Tiles tried for GEMM/conv ops captured without a grid: (edge, threads, registers, shared bytes) of
 # real cuBLAS kernels in the fixtures. The model keeps the fastest, as cuBLAS's heuristics pick small
@@ -66,8 +68,11 @@ DEFAULT_DTYPE_BYTES = 4  # fp32, the default torch dtype
 
 
 def element_bytes(dtype: pd.Series) -> np.ndarray:
-    names = dtype.astype("string").fillna("").str.replace("torch.", "", regex=False)
-    return names.map(DTYPE_BYTES).fillna(DEFAULT_DTYPE_BYTES).to_numpy(dtype=float)
+    def lookup(names: pd.Series) -> np.ndarray:
+        names = names.str.replace("torch.", "", regex=False)
+        return names.map(DTYPE_BYTES).fillna(DEFAULT_DTYPE_BYTES).to_numpy(dtype=float)
+
+    return by_unique(dtype.astype("string").fillna(""), lookup).astype(float)
 
 
 def estimate_launch_shape(
@@ -77,7 +82,8 @@ def estimate_launch_shape(
     out_elements = np.maximum(
         ops["bytes_written"].to_numpy(dtype=float) / element_bytes(ops["dtype"]), 1.0
     )
-    tiled = ops["op_class"].astype("string").isin(TILED_OP_CLASSES).to_numpy(dtype=bool)
+    tiled = by_unique(ops["op_class"].astype("string"), lambda u: u.isin(TILED_OP_CLASSES))
+    tiled = tiled.astype(bool)
     blocks = np.where(
         tiled,
         np.ceil(out_elements / GEMM_TILE_ELEMENTS),
@@ -122,25 +128,32 @@ def estimate_work_from_launch(
     # GEMM-like work only for kernels whose name says they are tiled GEMM/conv engines; cuDNN's
     # batch-norm kernels (bn_fw_*, bn_bw_*) and layout transforms under a conv op stream like
     # element-wise kernels.
-    tiled = (
-        ops["op_class"].astype("string").isin(TILED_OP_CLASSES)
-        & names.str.lower().str.contains(TILED_KERNEL_PATTERN, regex=True)
-    ).to_numpy(dtype=bool)
-    tiles = names.str.extract(TILE_PATTERN)
-    tile_m = pd.to_numeric(tiles[0], errors="coerce").fillna(128).to_numpy(dtype=float)
-    tile_n = pd.to_numeric(tiles[1], errors="coerce").fillna(128).to_numpy(dtype=float)
+    tiled_class = by_unique(ops["op_class"].astype("string"), lambda u: u.isin(TILED_OP_CLASSES))
+    tiled_name = by_unique(
+        names, lambda u: u.str.lower().str.contains(TILED_KERNEL_PATTERN, regex=True)
+    )
+    tiled = tiled_class.astype(bool) & tiled_name.astype(bool)
+
+    def number(pattern: str, group: int = 0):
+        return lambda u: pd.to_numeric(u.str.extract(pattern)[group], errors="coerce").to_numpy(
+            dtype=float
+        )
+
+    tile_m = np.nan_to_num(by_unique(names, number(TILE_PATTERN, 0)).astype(float), nan=128.0)
+    tile_n = np.nan_to_num(by_unique(names, number(TILE_PATTERN, 1)).astype(float), nan=128.0)
     tile_flops = 2.0 * tile_m * tile_n * ASSUMED_TILE_K
     tile_bytes = ((tile_m + tile_n) * ASSUMED_TILE_K + tile_m * tile_n) * size
-    per_thread = pd.to_numeric(names.str.extract(PER_THREAD_PATTERN)[0], errors="coerce")
-    operands = pd.to_numeric(names.str.extract(OPERANDS_PATTERN)[0], errors="coerce")
-    elements = blocks * threads * per_thread.fillna(ELEMENTS_PER_THREAD).to_numpy(dtype=float)
-    operand_bytes = operands.fillna(OPERANDS_PER_ELEMENT).to_numpy(dtype=float) * size
+    per_thread = by_unique(names, number(PER_THREAD_PATTERN)).astype(float)
+    operands = by_unique(names, number(OPERANDS_PATTERN)).astype(float)
+    elements = blocks * threads * np.nan_to_num(per_thread, nan=ELEMENTS_PER_THREAD)
+    operand_bytes = np.nan_to_num(operands, nan=OPERANDS_PER_ELEMENT) * size
     flops = np.where(tiled, blocks * tile_flops, elements)
     dram_bytes = np.where(tiled, blocks * tile_bytes, elements * operand_bytes)
-    depth = pd.to_numeric(names.str.extract(MULTI_TENSOR_PATTERN)[0], errors="coerce")
-    foreach = depth.notna().to_numpy(dtype=bool)
+    depth = by_unique(names, number(MULTI_TENSOR_PATTERN)).astype(float)
+    foreach = np.isfinite(depth)
+    depth = np.nan_to_num(depth, nan=1.0)
     chunk_elements = blocks * MULTI_TENSOR_CHUNK_ELEMENTS
-    flops = np.where(foreach, chunk_elements * depth.fillna(1).to_numpy(dtype=float), flops)
-    foreach_bytes = chunk_elements * (depth.fillna(1).to_numpy(dtype=float) + 1) * size
+    flops = np.where(foreach, chunk_elements * depth, flops)
+    foreach_bytes = chunk_elements * (depth + 1) * size
     dram_bytes = np.where(foreach, foreach_bytes, dram_bytes)
     return flops, dram_bytes

@@ -40,7 +40,7 @@ from archsim.perf.blocks import (
     estimate_launch_shape,
     estimate_work_from_launch,
 )
-from archsim.perf.columns import MEASURED_KINDS
+from archsim.perf.columns import MEASURED_KINDS, by_unique
 from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
 from archsim.perf.occupancy import blocks_per_sm
@@ -77,12 +77,12 @@ def _require_gpu(hw: HardwareConfig) -> GpuConfig:
 def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
     """FLOP/s of one SM for each op: tensor cores for fp16/bf16 GEMM/conv (or a tensor-core kernel
     name) when the GPU has them, else the fp16 or fp32 vector pipes."""
-    dtype = _strings(ops, "dtype").str.lower()
-    half = dtype.isin(HALF_DTYPES).to_numpy(dtype=bool)
-    tiled = _strings(ops, "op_class").isin(TILED_OP_CLASSES).to_numpy(dtype=bool)
-    named_tensor = (
-        _strings(ops, "name").str.lower().str.contains(TENSOR_CORE_NAME_PATTERN, regex=True)
-    ).to_numpy(dtype=bool)
+    half = by_unique(_strings(ops, "dtype"), lambda u: u.str.lower().isin(HALF_DTYPES)).astype(bool)
+    tiled = by_unique(_strings(ops, "op_class"), lambda u: u.isin(TILED_OP_CLASSES)).astype(bool)
+    names = _strings(ops, "name")
+    named_tensor = by_unique(
+        names, lambda u: u.str.lower().str.contains(TENSOR_CORE_NAME_PATTERN, regex=True)
+    ).astype(bool)
     # fp32 convolutions run in TF32 on tensor cores when the GPU has it: PyTorch's default
     # torch.backends.cudnn.allow_tf32 = True (fp32 matmuls default to allow_tf32 = False).
     # Tensor-core convolutions need input channels in multiples of 8 (FP16) or 4 (TF32) (NVIDIA Deep
@@ -92,7 +92,7 @@ def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
     aligned = np.isnan(channels) | (np.nan_to_num(channels) % np.where(half, 8, 4) == 0)
     conv = (_strings(ops, "op_class") == "conv").to_numpy(dtype=bool)
     conv_fp32 = conv & ~half & aligned
-    tf32 = _strings(ops, "name").str.lower().str.contains("tf32", regex=False).to_numpy(dtype=bool)
+    tf32 = by_unique(names, lambda u: u.str.lower().str.contains("tf32", regex=False)).astype(bool)
     tf32 = (tf32 | conv_fp32) & gpu.tf32
     half_tensor = half & tiled & (aligned | ~conv)
     use_tensor = (half_tensor | named_tensor | tf32) & (gpu.tensor_flops_per_clk_per_sm > 0)
@@ -186,7 +186,7 @@ def kernel_terms(
     dram_bytes = np.where(dram_bytes > 0, dram_bytes, est_bytes)
     rate = math_rate_per_sm(ops, gpu)
     size = element_bytes(_strings(ops, "dtype"))
-    tiled = _strings(ops, "op_class").isin(TILED_OP_CLASSES).to_numpy(dtype=bool)
+    tiled = by_unique(_strings(ops, "op_class"), lambda u: u.isin(TILED_OP_CLASSES)).astype(bool)
     tile_edge = _tile_edge(ops)
     terms = _terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
                    tile_edge / size, gpu, idealize)  # fmt: skip
@@ -210,10 +210,14 @@ def kernel_terms(
 
 def _tile_edge(ops: pd.DataFrame) -> np.ndarray:
     """Tile edge for L2 reuse: harmonic tile (2mn/(m+n)) from a kernel name like 128x64, else 128."""
-    tiles = _strings(ops, "name").str.extract(TILE_PATTERN)
-    m = pd.to_numeric(tiles[0], errors="coerce").fillna(GEMM_TILE_EDGE).to_numpy(dtype=float)
-    n = pd.to_numeric(tiles[1], errors="coerce").fillna(GEMM_TILE_EDGE).to_numpy(dtype=float)
-    return 2 * m * n / (m + n)
+
+    def edge(names: pd.Series) -> np.ndarray:
+        tiles = names.str.extract(TILE_PATTERN)
+        m = pd.to_numeric(tiles[0], errors="coerce").fillna(GEMM_TILE_EDGE).to_numpy(dtype=float)
+        n = pd.to_numeric(tiles[1], errors="coerce").fillna(GEMM_TILE_EDGE).to_numpy(dtype=float)
+        return 2 * m * n / (m + n)
+
+    return by_unique(_strings(ops, "name"), edge).astype(float)
 
 
 def _body(terms: dict[str, np.ndarray]) -> np.ndarray:
@@ -279,16 +283,17 @@ def _copy_seconds(
     )
     name = _strings(ops, "name")
     kind = _strings(ops, "kind")
-    on_device = (kind == "memset") | name.str.contains("DtoD", regex=False)
+    dtod = by_unique(name, lambda u: u.str.contains("DtoD", regex=False)).astype(bool)
+    on_device = (kind == "memset").to_numpy(dtype=bool) | dtod
     dram_traffic = np.where(kind == "memset", n_bytes, 2 * n_bytes)  # a copy reads and writes DRAM
     bw = np.inf if "dram_bw" in idealize else gpu.dram_bw_gbs * 1e9
     latency = 0.0 if "dram_latency" in idealize else gpu.dram_latency_ns * 1e-9
     device_s = np.maximum(dram_traffic / bw, latency)
     link = hw.host_link
-    pageable = name.str.contains("Pageable", regex=False).to_numpy(dtype=bool)
+    pageable = by_unique(name, lambda u: u.str.contains("Pageable", regex=False)).astype(bool)
     link_gbs = np.where(pageable, link.pageable_bw_gbs or link.bw_gbs, link.bw_gbs)
     host_s = link.latency_us * _US + n_bytes / (link_gbs * 1e9)
-    return np.where(on_device.to_numpy(dtype=bool), device_s, host_s)
+    return np.where(on_device, device_s, host_s)
 
 
 INFERRED_WORK_SUFFIX = "_grid"
@@ -306,8 +311,10 @@ def work_inferred(ops: pd.DataFrame) -> np.ndarray:
 
 def _on_device_copy(ops: pd.DataFrame) -> np.ndarray:
     kind = _strings(ops, "kind")
-    dtod = _strings(ops, "name").str.contains("DtoD", regex=False)
-    return ((kind == "memset") | ((kind == "memcpy") & dtod)).to_numpy(dtype=bool)
+    dtod = by_unique(_strings(ops, "name"), lambda u: u.str.contains("DtoD", regex=False))
+    return (kind == "memset").to_numpy(dtype=bool) | (
+        (kind == "memcpy").to_numpy(dtype=bool) & dtod
+    )
 
 
 def efficiency_class(ops: pd.DataFrame) -> pd.Series:
@@ -319,8 +326,12 @@ def efficiency_class(ops: pd.DataFrame) -> pd.Series:
     kind = _strings(ops, "kind")
     op_class = _strings(ops, "op_class").replace("", "other")
     op_class = op_class.where(~work_inferred(ops), op_class + INFERRED_WORK_SUFFIX)
-    direction = (
-        _strings(ops, "name").str.extract(r"(HtoD|DtoH|DtoD)")[0].str.lower().fillna("other")
+    direction = pd.Series(
+        by_unique(
+            _strings(ops, "name"),
+            lambda u: u.str.extract(r"(HtoD|DtoH|DtoD)")[0].str.lower().fillna("other"),
+        ),
+        dtype="string",
     )
     out = op_class.where(kind != "memset", "memset")
     return out.where(kind != "memcpy", "memcpy_" + direction)
@@ -347,11 +358,17 @@ def body_seconds(
     seconds = np.where(is_copy, _copy_seconds(ops, hw, gpu, frozenset(idealize)), kernel_s)
     on_device = ~is_copy | _on_device_copy(ops)
     seconds = np.where(on_device, np.maximum(seconds, gpu.kernel_min_us * _US), seconds)
-    if efficiency:
-        # classes the calibration did not see keep the model's own bound (efficiency 1)
-        eff = efficiency_class(ops).map(lambda c: efficiency.get(c, 1.0)).to_numpy(dtype=float)
-        seconds = seconds / np.clip(eff, 1e-6, None)
-    return seconds
+    return _apply_efficiency(ops, seconds, efficiency)
+
+
+def _apply_efficiency(
+    ops: pd.DataFrame, seconds: np.ndarray, efficiency: Mapping[str, float] | None
+) -> np.ndarray:
+    if not efficiency:
+        return seconds
+    # classes the calibration did not see keep the model's own bound (efficiency 1)
+    eff = efficiency_class(ops).map(lambda c: efficiency.get(c, 1.0)).to_numpy(dtype=float)
+    return seconds / np.clip(eff, 1e-6, None)
 
 
 def _source_view(ops: pd.DataFrame) -> pd.DataFrame:
@@ -383,7 +400,8 @@ def predict_op_seconds(
     """
     ops = ops.reset_index(drop=True)
     gpu = _require_gpu(target)
-    predicted = body_seconds(ops, target, idealize, efficiency)
+    target_model = body_seconds(ops, target, idealize)
+    predicted = _apply_efficiency(ops, target_model, efficiency)
     if source is not None:
         measured_us = _column(ops, "dur_us", np.nan)
         kind = _strings(ops, "kind")
@@ -393,7 +411,6 @@ def predict_op_seconds(
             & (measured_us > 0)
         )
         if anchored.any():
-            target_model = body_seconds(ops, target, idealize)
             source_model = body_seconds(_source_view(ops), source)
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = np.where(source_model > 0, target_model / source_model, 1.0)
