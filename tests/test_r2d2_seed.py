@@ -165,7 +165,10 @@ def test_multi_process_capture(tmp_path):
     # steps from every actor, each with env and wait phases and its K envs as batch size
     assert sorted(actor_rows.actor.unique()) == [0, 1]
     assert (actor_rows.batch_size == 2).all()
-    assert actor_rows.env_step_us.notna().all() and actor_rows.inference_wait_us.notna().all()
+    assert actor_rows.inference_wait_us.notna().all()
+    # the stop can cut an actor's last step while it waits for its action: no env_step in that one
+    last = actor_rows.groupby("actor").step_id.transform("max") == actor_rows.step_id
+    assert actor_rows[~last].env_step_us.notna().all()
     # batched central inference: batches above 1 observation, never above --inference-batch
     inference = steps[steps.role == "inference"]
     assert (inference.batch_size > 1).any() and (inference.batch_size <= 4).all()

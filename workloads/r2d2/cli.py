@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 
 from workloads.r2d2.config import R2D2Config
 from workloads.r2d2.seed.settings import INFERENCE_MODES, SeedSettings
@@ -154,6 +155,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch threads per process (default: %(default)s)",
     )
     parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument(
+        "--process-dir",
+        type=Path,
+        default=None,
+        help="also keep each process's own trace, sidecar and processes.json here (default: discard)",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> SeedSettings:
@@ -200,7 +207,9 @@ def run_capture(args: argparse.Namespace) -> int:
             f"--{given[0].replace('_', '-')}: r2d2 records each process's whole run "
             "(length set by --seconds); profiler schedule options do not apply"
         )
-    trace = capture_r2d2(settings_from_args(args), args.out, force=args.force)
+    trace = capture_r2d2(
+        settings_from_args(args), args.out, force=args.force, process_dir=args.process_dir
+    )
     steps = trace.steps
     actors = steps[steps.role == "actor"]
     inference = steps[steps.role == "inference"]

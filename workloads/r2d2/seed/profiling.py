@@ -46,7 +46,9 @@ class ProcessProfiler:
             record_shapes=self.record_shapes,
             experimental_config=_ExperimentalConfig(profile_all_threads=True),
         )
+        entered_ns = time.perf_counter_ns()
         self._profiler.__enter__()
+        self.sidecar["profiler_start_s"] = (time.perf_counter_ns() - entered_ns) / 1e9
         wall_ns, perf_ns = time.time_ns(), time.perf_counter_ns()
         with record_function(CLOCK_SYNC_NAME):
             torch.zeros(1)

@@ -26,6 +26,7 @@ from workloads.r2d2.seed.profiling import part_paths
 from workloads.r2d2.seed.settings import SeedSettings
 
 WATCH_PERIOD_S = 0.1
+ABORT_GRACE_S = 2.0
 THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 PROCESSES_FILE = "processes.json"  # written as soon as processes start: who is who (pid -> role)
 
@@ -190,7 +191,8 @@ def run_seed(settings: SeedSettings, raw_dir: Path) -> SeedRunResult:
             failure = _first_exit(procs, started)
         run_seconds = time.monotonic() - started
     except BaseException:
-        _stop_all(procs, stop, settings.shutdown_timeout_s)
+        # a start-up failure or an interrupt: whatever is still starting has nothing worth waiting for
+        _stop_all(procs, stop, ABORT_GRACE_S)
         raise
     _stop_all(procs, stop, settings.shutdown_timeout_s)
     for record, proc in procs:
