@@ -81,6 +81,26 @@ def test_protocol_round_trip():
     assert protocol.decode_reply(protocol.encode_reply(np.array([3, 5]))).tolist() == [3, 5]
 
 
+def test_sequence_message_round_trip():
+    # local-inference actors ship whole sequences: every field must survive the wire unchanged
+    from workloads.r2d2.sequences import SequenceBuilder
+
+    builder = SequenceBuilder(4, 2, (4, 84, 84), lstm_size=3)
+    rng = np.random.default_rng(1)
+    out = []
+    for t in range(4):
+        obs = rng.integers(0, 255, (4, 84, 84), dtype=np.uint8)
+        h = np.full(3, t, dtype=np.float32)
+        out += builder.add(obs, t, 0.5 * t, t == 3, t - 1, 0.5 * (t - 1), h, -h)
+    seq = out[0]
+    payload = protocol.encode_sequence(seq)
+    # 1 kind byte + 8 start + 7 frames x 7,056 + T=4 x (8 + 4 + 4 + 1 + 8 + 4) + 2 x 3 x 4 = 49,541 B
+    assert len(payload) == 1 + 8 + 7 * 7056 + 4 * 29 + 24
+    back = protocol.decode_sequence(payload, 4, 4, 3)
+    for field in dataclasses.fields(seq):
+        assert np.array_equal(getattr(back, field.name), getattr(seq, field.name)), field.name
+
+
 def test_env_states_builds_sequences_from_observations():
     # One env, sequences of 4 overlapping by 2. The actor reports (frame_t, r_{t-1}, done_{t-1}).
     cfg = dataclasses.replace(SMALL_R2D2, sequence_length=4, burn_in=2, sequence_overlap=2)
