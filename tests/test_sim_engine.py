@@ -97,15 +97,21 @@ def test_timeout_closes_a_partial_batch():
         assert m["inference_wait_mean_us"] == pytest.approx(100.0, rel=1e-6)
 
 
-def test_smt_yield_slows_both_threads_of_a_shared_core():
-    # 4 threads on 2 cores (2 per core), smt_yield 0.5, local inference, no learner CPU. Two learner
-    # threads are reserved (local mode reserves 1: the training loop) -> learner on thread 0 (core 0);
-    # actors on threads 1..3: thread 1 is core 1, thread 2 is core 0's sibling, thread 3 core 1's.
-    # Every core then has both threads occupied: each actor runs at 0.5, one step per 500 us.
+def test_smt_yield_slows_a_thread_by_its_siblings_busy_time():
+    # 4 threads on 2 cores (2 per core), smt_yield 0.5, local inference. The learner (1 thread in
+    # local mode) is on thread 0 = core 0 and uses no CPU (its step is all GPU). Actors go to core 1
+    # first (threads 1 and 3), then to the learner core's sibling (thread 2).
+    # - threads 1 and 3 share core 1 and are always busy: each runs at 0.5 -> 500 us per step,
+    #   200 steps in the window;
+    # - thread 2's sibling (the learner's thread 0) is never busy: under the "busy" model it runs at
+    #   full speed, 250 us per step, 400 steps; under "static" at 0.5 like the others, 200 steps.
     times = service_times(actor_step_s=(250e-6,))
-    cfg = SimConfig(actors=3, inference="local", sim_seconds=0.1 + 250e-6, engine="fast")
-    m = simulate_system(times, machine(4, cores=2, smt_yield=0.5), cfg, 32).metrics
-    assert m["env_steps_per_s"] == pytest.approx(3 * 200 / cfg.sim_seconds, rel=1e-12)
+    cfg = SimConfig(actors=3, inference="local", sim_seconds=0.1 + 250e-6)
+    mach = machine(4, cores=2, smt_yield=0.5)
+    busy = simulate_system(times, mach, cfg, 32).metrics
+    static = simulate_system(times, mach, cfg.replace(smt_model="static"), 32).metrics
+    assert busy["env_steps_per_s"] == pytest.approx((200 + 200 + 400) / cfg.sim_seconds)
+    assert static["env_steps_per_s"] == pytest.approx(3 * 200 / cfg.sim_seconds)
 
 
 def test_gpu_streams_share_sms_by_processor_sharing():

@@ -10,13 +10,16 @@ threads first-come first-served, which is a FIFO queue (Lindley recursion). Linu
 thread ``t`` lives on core ``t % cores``: the first ``cores`` software threads get a core each and
 SMT only starts when more are placed.
 
-SMT is static: a hardware thread whose core sibling also hosts a software thread runs at the
-hardware's ``smt_yield`` for the whole run. This is exact when both siblings are always busy (the
-EnvPool measurement ``smt_yield`` comes from) and pessimistic when they often wait.
+SMT: a hardware thread whose core sibling also hosts a software thread runs at the hardware's
+``smt_yield`` while the sibling is busy and at full speed while it idles. The simulator uses each
+thread's expected speed, ``1 - (1 - smt_yield) * u``, with ``u`` the sibling's busy fraction
+(measured in short calibration runs, :func:`smt_speeds`); ``u = 1`` (both always busy, the EnvPool
+measurement ``smt_yield`` comes from) gives ``smt_yield`` itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +35,7 @@ class ThreadLayout:
     cores_per_socket: int
     speed: np.ndarray  # per hardware thread, relative to the capture machine's thread
     placement: np.ndarray  # software thread index -> hardware thread
+    shared: np.ndarray  # per hardware thread: its core's other thread also hosts software
 
     def core_of(self, thread: int) -> int:
         return thread % self.cores
@@ -79,7 +83,24 @@ def place_threads(
         cores_per_socket=cores_per_socket,
         speed=speed.astype(float),
         placement=placement,
+        shared=shared,
     )
+
+
+def smt_speeds(
+    layout: ThreadLayout, busy_fraction: np.ndarray, thread_speed_rel: float, smt_yield: float
+) -> ThreadLayout:
+    """``layout`` with each SMT-shared thread at its expected speed given its sibling's busy
+    fraction: ``thread_speed_rel * (1 - (1 - smt_yield) * u_sibling)``."""
+    threads = np.arange(layout.hw_threads)
+    core = threads % layout.cores
+    # Busy fraction of the other threads of the same core (at most one more with 2-way SMT).
+    per_core = np.bincount(core, weights=busy_fraction, minlength=layout.cores)
+    sibling = np.clip(per_core[core] - busy_fraction, 0.0, 1.0)
+    speed = np.where(
+        layout.shared, thread_speed_rel * (1.0 - (1.0 - smt_yield) * sibling), thread_speed_rel
+    )
+    return dataclasses.replace(layout, speed=speed.astype(float))
 
 
 def scale_cpu_seconds(capture_seconds: np.ndarray | float, thread_speed: float) -> np.ndarray:

@@ -12,6 +12,7 @@ from archsim.errors import ArchsimError
 
 INFERENCE_MODES = ("central", "local")
 ENGINES = ("auto", "fast", "simpy")
+SMT_MODELS = ("busy", "static")
 # Default largest inference batch: R2D2's batch of 64 (REFERENCE.md "RL workloads"); SEED RL leaves
 # it a knob. A design default, capped at the number of environments so a batch can fill.
 DEFAULT_INFERENCE_BATCH = 64
@@ -45,6 +46,9 @@ class SimConfig:
     gpus: int = 1  # GPUs in use (power and the per-GPU CPU/GPU ratio)
     publish_every: int = 1  # learner steps between parameter publications (local inference)
     engine: str = "auto"  # fast path where it is exact, else the plain simpy model
+    # SMT: "busy" slows a thread by its sibling's measured busy fraction (archsim.perf.cpu);
+    # "static" runs every thread of a shared core at smt_yield (the pessimistic bound).
+    smt_model: str = "busy"
 
     def __post_init__(self) -> None:
         if self.inference_batch is None and isinstance(self.actors, int):
@@ -62,6 +66,10 @@ class SimConfig:
         if self.inference not in INFERENCE_MODES:
             raise ArchsimError(
                 f"--inference: {self.inference!r} is not one of {', '.join(INFERENCE_MODES)}"
+            )
+        if self.smt_model not in SMT_MODELS:
+            raise ArchsimError(
+                f"--smt-model: {self.smt_model!r} is not one of {', '.join(SMT_MODELS)}"
             )
         if self.engine not in ENGINES:
             raise ArchsimError(f"--engine: {self.engine!r} is not one of {', '.join(ENGINES)}")

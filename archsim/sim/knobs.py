@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archsim.errors import ArchsimError
-from archsim.sim.config import ENGINES, INFERENCE_MODES
+from archsim.sim.config import ENGINES, INFERENCE_MODES, SMT_MODELS
 
 
 def _int(text: str) -> int:
@@ -68,6 +68,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("sim_seconds", _float, "number", "simulated seconds (default 2)"),
     Knob("seed", _int, "integer", "random seed (default 0)"),
     Knob("engine", _choice(ENGINES), "auto|fast|simpy", "simulation path (default auto)"),
+    Knob("smt_model", _choice(SMT_MODELS), "busy|static", "SMT slowdown model (default busy)"),
     Knob("sms", _int, "integer", "SMs of the GPU (sets gpu.sms)", hw_field="gpu.sms"),
 )
 KNOB_BY_NAME = {knob.name: knob for knob in KNOBS}

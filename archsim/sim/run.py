@@ -15,7 +15,7 @@ import numpy as np
 import simpy
 
 from archsim.errors import ArchsimError
-from archsim.perf.cpu import place_threads
+from archsim.perf.cpu import ThreadLayout, place_threads, smt_speeds
 from archsim.sim.actors import (
     ActorFleet,
     closed_form_local,
@@ -44,6 +44,13 @@ class SimResult:
     power_series: tuple[np.ndarray, np.ndarray] | None = None  # (bin start s, power W)
 
 
+# SMT calibration: short runs that measure each hardware thread's busy fraction, from which the
+# next run's SMT speeds follow (archsim.perf.cpu.smt_speeds). Two passes from the static bound settle
+# the fixed point to well under a percent on the presets; each covers a tenth of the window.
+SMT_CALIBRATION_PASSES = 2
+SMT_CALIBRATION_FRACTION = 0.1
+
+
 def simulate_system(
     times: ServiceTimes,
     machine: Machine,
@@ -62,9 +69,8 @@ def simulate_system(
                 "hardware threads of the hardware config"
             )
         hw_threads = config.cpu_threads
-    n_learner = config.learner_threads
     layout = place_threads(
-        n_reserved=n_learner,
+        n_reserved=config.learner_threads,
         n_actors=config.actors,
         hw_threads=hw_threads,
         cores=machine.cores,
@@ -73,8 +79,41 @@ def simulate_system(
         thread_speed_rel=machine.thread_speed_rel,
         smt_yield=machine.smt_yield,
     )
+    if config.smt_model == "busy" and layout.shared.any() and machine.smt_yield < 1:
+        short = config.replace(sim_seconds=config.sim_seconds * SMT_CALIBRATION_FRACTION)
+        for _ in range(SMT_CALIBRATION_PASSES):
+            rec, _, _ = _run(times, layout, short, learner_batch, False, 0)
+            busy = rec.cpu_busy_s / short.sim_seconds
+            layout = smt_speeds(layout, busy, machine.thread_speed_rel, machine.smt_yield)
+    rec, engine, events = _run(times, layout, config, learner_batch, timeline, series_bins)
+    socket_of_thread = layout.socket_of_thread()
+    threads_per_socket = np.bincount(socket_of_thread, minlength=machine.sockets)
+    metrics = summarize(rec, machine.power, socket_of_thread, threads_per_socket)
+    series = None
+    if series_bins:
+        series = power_series(rec, machine.power, socket_of_thread, threads_per_socket)
+    return SimResult(
+        metrics=metrics,
+        config=config,
+        engine=engine,
+        events=events,
+        timeline=rec.timeline,
+        power_series=series,
+    )
+
+
+def _run(
+    times: ServiceTimes,
+    layout: ThreadLayout,
+    config: SimConfig,
+    learner_batch: int,
+    timeline: bool,
+    series_bins: int,
+) -> tuple[Recorder, str, int]:
+    """One simulation of ``config.sim_seconds`` with fixed thread speeds: (recorder, path, events)."""
+    n_learner = config.learner_threads
     env = simpy.Environment()
-    rec = Recorder(end=config.sim_seconds, hw_threads=hw_threads, series_bins=series_bins)
+    rec = Recorder(end=config.sim_seconds, hw_threads=layout.hw_threads, series_bins=series_bins)
     if timeline:
         rec.timeline = []
     plain = config.engine == "simpy"
@@ -108,20 +147,7 @@ def simulate_system(
     env.process(learner_process(system))
     env.run(until=config.sim_seconds)
     threads.flush()
-    socket_of_thread = layout.socket_of_thread()
-    threads_per_socket = np.bincount(socket_of_thread, minlength=machine.sockets)
-    metrics = summarize(rec, machine.power, socket_of_thread, threads_per_socket)
-    series = None
-    if series_bins:
-        series = power_series(rec, machine.power, socket_of_thread, threads_per_socket)
-    return SimResult(
-        metrics=metrics,
-        config=config,
-        engine=engine,
-        events=_events_processed(env),
-        timeline=rec.timeline,
-        power_series=series,
-    )
+    return rec, engine, _events_processed(env)
 
 
 def _start_processes(system: System, plain: bool, timeline: bool) -> str:
