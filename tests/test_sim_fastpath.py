@@ -55,6 +55,7 @@ def systems(draw):
         replay_ratio=ratio,
         sim_seconds=0.02,
         seed=draw(st.integers(0, 2**16)),
+        smt_model=draw(st.sampled_from(["busy", "static"])),
     )
     bounds = [(0, 40), (0, 40), (0, 30), (10, 500), (100, 2000), (0, 300), (0, 300)]
     up, down, server, inference, learner, learner_cpu, launch = _untied(
