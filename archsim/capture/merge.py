@@ -29,7 +29,7 @@ from archsim.errors import ArchsimError
 NS_PER_US = 1000.0
 CLOCK_SYNC_NAME = "archsim_clock_sync"
 # Two processes on one host read the same clock; their offsets differ only by record_function's entry
-# cost (measured here: offsets 160-240 us, spread under 100 us across 3 processes, capture of
+# cost (measured here: offsets 160-290 us, spread under 150 us across 3 processes, captures of
 # 2026-11-22). 1 ms separates that from a genuinely different clock.
 CLOCK_TOLERANCE_US = 1000.0
 _ROLE_ORDER = {"learner": 0, "inference": 1, "actor": 2}

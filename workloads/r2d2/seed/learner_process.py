@@ -236,7 +236,8 @@ def learner_main(settings: SeedSettings, raw_dir: str, status: Any, stop: Any) -
         torch.set_num_threads(settings.torch_threads)
         listener = bind_listener(settings.host, settings.port)
     except BaseException as exc:
-        status.put(("error", "learner", str(exc)))
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        status.put(("error", "learner", reason))
         raise SystemExit(1) from None
     try:
         cfg = settings.r2d2
