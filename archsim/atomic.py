@@ -16,6 +16,13 @@ from pathlib import Path
 from archsim.errors import ArchsimError
 
 
+def _default_mode(base: int) -> int:
+    """``base`` less the process umask: the mode a plain mkdir/open would have given."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return base & ~umask
+
+
 def check_output_dir(out: Path, force: bool) -> None:
     """Refuse a non-empty output directory unless ``force`` (an existing file is always refused)."""
     out = Path(out)
@@ -32,6 +39,7 @@ def atomic_output_dir(out: Path, force: bool = False) -> Iterator[Path]:
     check_output_dir(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    tmp.chmod(_default_mode(0o777))  # mkdtemp makes 0700; the result should look like `mkdir`'s
     try:
         yield tmp
     except BaseException:
@@ -50,6 +58,7 @@ def atomic_output_file(path: Path, mode: str = "w") -> Iterator[object]:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
     os.close(fd)
     tmp = Path(tmp_name)
+    tmp.chmod(_default_mode(0o666))  # mkstemp makes 0600; the result should look like `open`'s
     try:
         with open(tmp, mode) as handle:
             yield handle

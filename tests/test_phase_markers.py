@@ -74,3 +74,25 @@ def test_import_archsim_and_cli_do_not_import_torch():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def test_markers_on_another_thread_are_recorded_under_an_all_threads_profiler():
+    """torch's enabled-check is per thread; all_threads_recording keeps markers on worker threads."""
+    import threading
+
+    from torch._C._profiler import _ExperimentalConfig
+
+    from archsim.capture.markers import all_threads_recording
+
+    def worker() -> None:
+        with archsim.phase("train_forward"):
+            torch.ones(4).sum()
+
+    config = _ExperimentalConfig(profile_all_threads=True)
+    with all_threads_recording(), torch.profiler.profile(experimental_config=config) as prof:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+    names = {event.name for event in prof.events()}
+    assert "archsim::train_forward" in names
+    assert archsim.phase("act") is archsim.phase("env_step")  # shortcut is back once it ends

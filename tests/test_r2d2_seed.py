@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import torch
 
+from archsim.capture.markers import phase, step
 from archsim.capture.merge import CLOCK_TOLERANCE_US, ProcessPart, merge_process_traces
 from archsim.errors import ArchsimError
 from archsim.trace.format import load
 from workloads.r2d2.config import R2D2Config
-from workloads.r2d2.markers import phase, step
 from workloads.r2d2.model import R2D2Net
 from workloads.r2d2.seed import protocol
 from workloads.r2d2.seed.inference import EnvStates, apex_epsilons

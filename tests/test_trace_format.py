@@ -73,3 +73,14 @@ def test_load_names_the_missing_piece(tmp_path):
     (tmp_path / "t" / "ops.parquet").unlink()
     with pytest.raises(ArchsimError, match="ops.parquet"):
         load(tmp_path / "t")
+
+
+def test_saved_directory_gets_the_usual_permissions_not_mkdtemp_s(tmp_path):
+    import os
+    import stat
+
+    save(_small_trace(), tmp_path / "t")
+    umask = os.umask(0)
+    os.umask(umask)
+    mode = stat.S_IMODE((tmp_path / "t").stat().st_mode)
+    assert mode == 0o777 & ~umask

@@ -3,12 +3,16 @@
 ``phase("act")`` and ``step("actor", actor=0)`` wrap ``torch.profiler.record_function`` with the names
 agreed in the interfaces brief (``archsim::<phase>``, ``archsim::<role>_step#k=v,...``). When no
 profiler is recording they return a shared no-op context, so they can stay in production loops.
+
+torch's "is the profiler on" check is per thread: a profiler started with ``profile_all_threads``
+records other threads too, but on those threads the check reads False. Code that profiles that way
+wraps the run in :func:`all_threads_recording`, which turns the no-op shortcut off process-wide.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch.autograd.profiler import record_function
@@ -18,7 +22,23 @@ from archsim.trace.schema import PHASES, STEP_ROLES
 
 PREFIX = "archsim::"
 _NOOP = contextlib.nullcontext()
-_profiler_enabled = torch._C._autograd._profiler_enabled
+_thread_profiler_enabled = torch._C._autograd._profiler_enabled
+_all_threads_recorders = 0  # > 0 while a profile_all_threads profiler runs in this process
+
+
+@contextlib.contextmanager
+def all_threads_recording() -> Iterator[None]:
+    """Emit markers on every thread while a ``profile_all_threads`` profiler is running."""
+    global _all_threads_recorders
+    _all_threads_recorders += 1
+    try:
+        yield
+    finally:
+        _all_threads_recorders -= 1
+
+
+def _profiler_enabled() -> bool:
+    return _all_threads_recorders > 0 or _thread_profiler_enabled()
 
 
 def _check(name: str, allowed: Iterable[str], what: str) -> None:

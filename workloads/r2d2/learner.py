@@ -12,8 +12,8 @@ import dataclasses
 import numpy as np
 import torch
 
+from archsim.capture.markers import phase
 from workloads.r2d2.config import R2D2Config
-from workloads.r2d2.markers import phase
 from workloads.r2d2.model import R2D2Net
 from workloads.r2d2.nstep import double_q_bootstrap, nstep_targets
 from workloads.r2d2.priority import sequence_priority

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from workloads.r2d2.markers import phase, step
+from archsim.capture.markers import phase, step
 from workloads.r2d2.seed import protocol
 from workloads.r2d2.seed.settings import SeedSettings
 

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from types import TracebackType
 
+from archsim.capture.markers import all_threads_recording
 from archsim.capture.merge import CLOCK_SYNC_NAME
 
 
@@ -47,6 +48,8 @@ class ProcessProfiler:
             experimental_config=_ExperimentalConfig(profile_all_threads=True),
         )
         entered_ns = time.perf_counter_ns()
+        self._all_threads = all_threads_recording()
+        self._all_threads.__enter__()
         self._profiler.__enter__()
         self.sidecar["profiler_start_s"] = (time.perf_counter_ns() - entered_ns) / 1e9
         wall_ns, perf_ns = time.time_ns(), time.perf_counter_ns()
@@ -64,6 +67,7 @@ class ProcessProfiler:
     ) -> None:
         assert self._profiler is not None
         self._profiler.__exit__(None, None, None)
+        self._all_threads.__exit__(None, None, None)
         self._profiler.export_chrome_trace(str(self.trace_path))
         self.sidecar["finished_time_ns"] = time.time_ns()
         self.sidecar["complete"] = exc_type is None
