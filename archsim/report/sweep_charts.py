@@ -57,7 +57,7 @@ def sweep_charts(table: pd.DataFrame, swept: list[str], out: Path, title: str) -
 def actor_sweep_chart(table: pd.DataFrame, out: Path, title: str) -> list[Path]:
     plt = _pyplot()
     t = table.sort_values("actors")
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), layout="constrained")
     panels = (
         ("frames_per_s", "frames/s"),
         ("gpu_power_w", "GPU power (W)"),
@@ -77,7 +77,7 @@ def sm_sweep_chart(table: pd.DataFrame, out: Path, title: str) -> list[Path]:
     plt = _pyplot()
     t = table.sort_values("sms")
     base = t.iloc[-1]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
     for column, label in (("frames_per_s", "frames/s"), ("learner_updates_per_s", "updates/s")):
         slowdown = base[column] / t[column]
         ax.plot(t["sms"], slowdown, marker="o", label=f"{label} slowdown")
@@ -93,7 +93,7 @@ def sm_sweep_chart(table: pd.DataFrame, out: Path, title: str) -> list[Path]:
 def ratio_map_chart(table: pd.DataFrame, out: Path, title: str) -> list[Path]:
     plt = _pyplot()
     paths: list[Path] = []
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), layout="constrained")
     for ax, (column, label) in zip(
         axes, (("frames_per_s", "frames/s"), ("frames_per_joule", "frames per joule")), strict=True
     ):
@@ -107,7 +107,7 @@ def ratio_map_chart(table: pd.DataFrame, out: Path, title: str) -> list[Path]:
         fig.colorbar(image, ax=ax)
     fig.suptitle(f"CPU/GPU ratio map: {title}")
     paths += _save(fig, out, "ratio_map")
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
     ratio = table["cpu_threads"] / table["sms"]
     for ax, (column, label) in zip(
         axes, (("frames_per_s", "frames/s"), ("frames_per_joule", "frames per joule")), strict=True
@@ -124,7 +124,7 @@ def ratio_map_chart(table: pd.DataFrame, out: Path, title: str) -> list[Path]:
 def generic_chart(table: pd.DataFrame, swept: list[str], out: Path, title: str) -> list[Path]:
     plt = _pyplot()
     x, others = swept[0], swept[1:]
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(6.5, 4), layout="constrained")
     groups = table.groupby(others) if others else [((), table)]
     for key, group in groups:
         key = key if isinstance(key, tuple) else (key,)
