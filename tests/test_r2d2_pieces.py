@@ -270,3 +270,14 @@ def test_learner_step_updates_priorities_and_syncs_target():
     assert second.target_synced
     for a, b in zip(learner.online.parameters(), learner.target.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_replay_ratio_gate_worked_by_hand():
+    from workloads.r2d2.seed.rate import may_train
+
+    # ratio 0.5, batch 4: 16 inserted sequences allow 0.5*16/4 = 2 updates; the third waits
+    assert may_train(replay_len=16, updates=0, batch_size=4, replay_ratio=0.5, inserted=16)
+    assert may_train(replay_len=16, updates=1, batch_size=4, replay_ratio=0.5, inserted=16)
+    assert not may_train(replay_len=16, updates=2, batch_size=4, replay_ratio=0.5, inserted=16)
+    # never with less than one batch in replay, however large the budget
+    assert not may_train(replay_len=3, updates=0, batch_size=4, replay_ratio=100.0, inserted=16)

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import argparse
 
+from archsim.argtypes import positive_int
+
 SUMMARY = "AlexNet inference (torchvision layers, random weights, 224x224 images)"
 DTYPE_CHOICES = ("fp32", "fp16")
 CAPTURE_DTYPE_CHOICES = ("auto", "target", "fp32")  # == workloads.alexnet.run.CAPTURE_DTYPE_CHOICES
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--batch", type=_positive, default=32, help="images per forward pass (default: %(default)s)"
+        "--batch",
+        type=positive_int,
+        default=32,
+        help="images per forward pass (default: %(default)s)",
     )
     parser.add_argument(
         "--dtype",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from archsim.argtypes import non_negative_int, positive_int
 from workloads.dqn.settings import (
     DEFAULT_LEARN_START,
     DEFAULT_REPLAY_CAPACITY,
@@ -17,42 +18,28 @@ SUMMARY = "Nature DQN learning ALE Pong (real env, real network, phase-marked)"
 DEFAULT_STEPS = 600  # with the default schedule: 6 windows, 48 recorded steps, 12 of them training
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--steps",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_STEPS,
         help="agent steps, 4 frames each (default: %(default)s)",
     )
     parser.add_argument(
         "--learn-start",
-        type=_non_negative,
+        type=non_negative_int,
         default=DEFAULT_LEARN_START,
         help=f"steps of pure acting before training starts (default: %(default)s; full DQN run: {FULL_LEARN_START})",
     )
     parser.add_argument(
         "--target-period",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_TARGET_PERIOD,
         help=f"learner updates between target-network syncs (default: %(default)s; full DQN run: {FULL_TARGET_PERIOD})",
     )
     parser.add_argument(
         "--replay-capacity",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_REPLAY_CAPACITY,
         help=f"transitions kept in replay (default: %(default)s; full DQN run: {FULL_REPLAY_CAPACITY})",
     )
@@ -62,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--torch-threads",
-        type=_positive,
+        type=positive_int,
         default=1,
         help="torch intra-op threads (default: %(default)s)",
     )

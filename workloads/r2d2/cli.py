@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from archsim.argtypes import non_negative_int, positive_float, positive_int
 from workloads.r2d2.config import R2D2Config
 from workloads.r2d2.seed.settings import INFERENCE_MODES, SeedSettings
 
@@ -21,42 +22,24 @@ DEFAULT_REPLAY_SEQUENCES = 256
 DEFAULT_CPU_BATCH = 8
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = SeedSettings()
     c = R2D2Config()
     parser.add_argument(
-        "--actors", type=_positive, default=d.actors, help="actor processes (default: %(default)s)"
+        "--actors",
+        type=positive_int,
+        default=d.actors,
+        help="actor processes (default: %(default)s)",
     )
     parser.add_argument(
         "--envs-per-actor",
-        type=_positive,
+        type=positive_int,
         default=d.envs_per_actor,
         help="ALE Pong envs per actor (default: %(default)s)",
     )
     parser.add_argument(
         "--seconds",
-        type=_positive_float,
+        type=positive_float,
         default=d.seconds,
         help="run length once all actors are connected (default: %(default)s)",
     )
@@ -69,67 +52,67 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--param-update-interval",
-        type=_positive,
+        type=positive_int,
         default=d.param_update_interval,
         help="local inference: actor steps between parameter fetches (default: %(default)s)",
     )
     parser.add_argument(
         "--inference-batch",
-        type=_positive,
+        type=positive_int,
         default=d.inference_batch,
         help="max observations per inference batch (default: %(default)s)",
     )
     parser.add_argument(
         "--inference-timeout-ms",
-        type=_positive_float,
+        type=positive_float,
         default=d.inference_timeout_ms,
         help="max wait for a batch to fill (default: %(default)s)",
     )
     parser.add_argument(
         "--replay-ratio",
-        type=_positive_float,
+        type=positive_float,
         default=d.replay_ratio,
         help="sequences sampled per sequence inserted (default: %(default)s)",
     )
     parser.add_argument(
         "--batch-size",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_CPU_BATCH,
         help=f"learner batch in sequences (default: %(default)s; R2D2: {c.batch_size})",
     )
     parser.add_argument(
         "--sequence-length",
-        type=_positive,
+        type=positive_int,
         default=c.sequence_length,
         help="steps per replay sequence (default: %(default)s)",
     )
     parser.add_argument(
         "--burn-in",
-        type=_non_negative,
+        type=non_negative_int,
         default=c.burn_in,
         help="leading steps that only warm up the LSTM (default: %(default)s)",
     )
     parser.add_argument(
         "--sequence-overlap",
-        type=_non_negative,
+        type=non_negative_int,
         default=c.sequence_overlap,
         help="steps shared by adjacent sequences (default: %(default)s)",
     )
     parser.add_argument(
         "--n-step",
-        type=_positive,
+        type=positive_int,
         default=c.n_step,
         help="n of the n-step targets (default: %(default)s)",
     )
     parser.add_argument(
         "--target-update-period",
-        type=_positive,
+        type=positive_int,
         default=c.target_update_period,
         help="learner updates between target syncs (default: %(default)s)",
     )
     parser.add_argument(
         "--replay-capacity",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_REPLAY_SEQUENCES,
         help=f"replay size in sequences (default: %(default)s; R2D2: {c.replay_capacity_sequences})",
     )
@@ -138,19 +121,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--port",
-        type=_non_negative,
+        type=non_negative_int,
         default=d.port,
         help="learner port (default: 0 = any free port)",
     )
     parser.add_argument(
         "--learner-start-timeout",
-        type=_positive_float,
+        type=positive_float,
         default=d.learner_start_timeout_s,
         help="seconds to wait for the learner process (default: %(default)s)",
     )
     parser.add_argument(
         "--torch-threads",
-        type=_positive,
+        type=positive_int,
         default=d.torch_threads,
         help="torch threads per process (default: %(default)s)",
     )

@@ -25,6 +25,7 @@ from archsim.capture.markers import phase, step
 from workloads.r2d2.seed import protocol
 from workloads.r2d2.seed.inference import EnvStates
 from workloads.r2d2.seed.profiling import ProcessProfiler
+from workloads.r2d2.seed.rate import may_train
 from workloads.r2d2.seed.settings import SeedSettings
 
 POLL_S = 0.001  # selector poll / idle sleep: short against a ~ms inference batch
@@ -83,10 +84,12 @@ class Trainer(threading.Thread):
         self.error: BaseException | None = None
 
     def _may_train(self) -> bool:
-        cfg = self.settings.r2d2
-        budget = self.settings.replay_ratio * self.inserted
-        return len(self.replay) >= cfg.batch_size and (
-            (self.learner.updates + 1) * cfg.batch_size <= budget
+        return may_train(
+            len(self.replay),
+            self.learner.updates,
+            self.settings.r2d2.batch_size,
+            self.settings.replay_ratio,
+            self.inserted,
         )
 
     def run(self) -> None:

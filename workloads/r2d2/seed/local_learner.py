@@ -18,6 +18,7 @@ import numpy as np
 
 from archsim.capture.markers import phase, step
 from workloads.r2d2.seed import protocol
+from workloads.r2d2.seed.rate import may_train
 from workloads.r2d2.seed.settings import SeedSettings
 
 POLL_S = 0.001
@@ -86,10 +87,12 @@ class SequenceServer:
             raise ValueError(f"unknown message kind {payload[0]} from actor {self.actors[conn]}")
 
     def _may_train(self) -> bool:
-        cfg = self.settings.r2d2
-        budget = self.settings.replay_ratio * self.inserted
-        return len(self.replay) >= cfg.batch_size and (
-            (self.learner.updates + 1) * cfg.batch_size <= budget
+        return may_train(
+            len(self.replay),
+            self.learner.updates,
+            self.settings.r2d2.batch_size,
+            self.settings.replay_ratio,
+            self.inserted,
         )
 
     def _train(self) -> None:
