@@ -17,6 +17,9 @@ import pandas as pd
 
 from archsim.perf.columns import by_unique
 
+# Bytes each resident thread keeps in flight to DRAM: PyTorch's vectorized element-wise kernels load
+# 4 x fp32 = 16 B per thread per iteration (aten/src/ATen/native/cuda/MemoryAccess.cuh, vec size 4).
+BYTES_IN_FLIGHT_PER_THREAD = 16.0
 GEMM_TILE_ELEMENTS = 128 * 128
 # Tiles tried for GEMM/conv ops captured without a grid: (edge, threads, registers, shared bytes) of
 # real cuBLAS kernels in the fixtures. The model keeps the fastest, as cuBLAS's heuristics pick small
@@ -36,6 +39,17 @@ GEMM_TILE_CANDIDATES = (
         32768.0,
     ),  # a100_alexnet_forward ampere_sgemm_32x32_sliced1x4_tn: 128 thr, 86 regs, 32 KB
 )
+# Split-K kernel for skinny GEMM/conv (few output tiles, long reduction): cuBLAS's
+# volta_sgemm_64x32_sliced1x4_tn in v100_cnn_ddp_train runs with 256 threads, 82 registers and 26 KB
+# of shared memory on split-K grids [16, 1, 5] = 80 blocks (one per V100 SM) and [32, 1, 5] = 160
+# (two per SM), each followed by cublasLt::splitKreduce_kernel<..., float, ...> summing the fp32
+# partials; cuDNN does the same for convolutions (cudnn_train_volta_scudnn_128x128_stridedB_splitK_*,
+# grid z = 7 to 28 K-slices), and the A100 fixture splits AlexNet's batch-128 fc8 GEMM
+# (ampere_sgemm_32x32_sliced1x4_tn, grid [32, 4, 6]: 128 output tiles x 6 K-slices = 768 blocks).
+# CUTLASS exposes the same scheme (cutlass/gemm/device/gemm_splitk_parallel.h: "a reduction over K
+# partitions in parallel"). (tile m, tile n, threads, registers, shared bytes)
+SPLIT_K_TILE = (64, 32, 256, 82.0, 26624.0)
+SPLIT_K_ACCUMULATOR_BYTES = 4  # splitKreduce_kernel<..., float, float, ...>: fp32 partial sums
 GEMM_THREADS_PER_BLOCK = 256
 GEMM_REGISTERS_PER_THREAD = 128.0
 GEMM_SHARED_MEMORY_BYTES = 32768.0
@@ -93,6 +107,43 @@ def estimate_launch_shape(
     registers = np.where(tiled, GEMM_REGISTERS_PER_THREAD, ELEMENTWISE_REGISTERS_PER_THREAD)
     shared = np.where(tiled, GEMM_SHARED_MEMORY_BYTES, 0.0)
     return np.maximum(blocks, 1.0), threads, registers, shared
+
+
+# K-slice counts tried for the split-K launch (the model keeps the fastest, like GEMM_TILE_CANDIDATES).
+# The fixtures show 5-28 slices over several output tiles; the list reaches 256 because the tile count
+# below is output elements / (64 x 32), which for a batch-1 GEMV (M = 1) undercounts the real N / 32
+# column tiles 64-fold: tiles x slices, the block count, is what the model needs. The candidates are
+# the same on every GPU, so more SMs, bandwidth or clock can never make the chosen launch slower.
+SPLIT_K_SLICES = (2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def split_k_blocks(
+    out_elements: np.ndarray,
+    reduction_depth: np.ndarray,
+    dram_bytes: np.ndarray,
+    slices: float,
+    wave_blocks: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(blocks, usable) of a split-K launch with ``slices`` K-slices over SPLIT_K_TILE output tiles.
+
+    WHY: a batch-1 linear layer has one or two output tiles; one block per tile leaves all but one SM
+    idle and the weights crawl in at one SM's share of DRAM latency. cuBLAS/cuDNN split the reduction
+    instead (the fixtures' split-K grids, see SPLIT_K_TILE) so every SM streams weights.
+    A split is usable when each slice keeps at least one step of the reduction (slices <= K) and
+    the next smaller split (slices / 2) had fewer blocks than both one full wave of the GPU
+    (``wave_blocks`` = SMs x resident blocks; cuBLAS splits only problems too small to fill it) and
+    the blocks it takes to have every DRAM byte in flight at once (BYTES_IN_FLIGHT_PER_THREAD per
+    thread): beyond those, more blocks cannot shorten the latency or tail terms."""
+    tile_m, tile_n, threads = SPLIT_K_TILE[0], SPLIT_K_TILE[1], SPLIT_K_TILE[2]
+    tiles = np.maximum(np.ceil(np.asarray(out_elements, dtype=float) / (tile_m * tile_n)), 1.0)
+    blocks = tiles * slices
+    streaming_blocks = np.ceil(
+        np.asarray(dram_bytes, dtype=float) / (threads * BYTES_IN_FLIGHT_PER_THREAD)
+    )
+    usable = (np.asarray(reduction_depth, dtype=float) >= slices) & (
+        tiles * (slices / 2) < np.minimum(streaming_blocks, wave_blocks)
+    )
+    return blocks, usable
 
 
 # ---- work from the launch shape ------------------------------------------------------------------

@@ -33,12 +33,17 @@ from archsim.errors import ArchsimError
 from archsim.hw.schema import GpuConfig, HardwareConfig
 from archsim.perf.batch import BATCH_PHASES, scale_ops_to_batch
 from archsim.perf.blocks import (
+    BYTES_IN_FLIGHT_PER_THREAD,
     GEMM_TILE_CANDIDATES,
+    SPLIT_K_ACCUMULATOR_BYTES,
+    SPLIT_K_SLICES,
+    SPLIT_K_TILE,
     TILE_PATTERN,
     TILED_OP_CLASSES,
     element_bytes,
     estimate_launch_shape,
     estimate_work_from_launch,
+    split_k_blocks,
 )
 from archsim.perf.columns import MEASURED_KINDS, by_unique
 from archsim.perf.columns import column as _column
@@ -48,9 +53,6 @@ from archsim.perf.source import source_hw_for_gpu_name, source_hw_for_trace
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
 
-# Bytes each resident thread keeps in flight to DRAM: PyTorch's vectorized element-wise kernels load
-# 4 x fp32 = 16 B per thread per iteration (aten/src/ATen/native/cuda/MemoryAccess.cuh, vec size 4).
-BYTES_IN_FLIGHT_PER_THREAD = 16.0
 # An m x n threadblock tile re-reads A and B panels from L2 once per tile: 2*m*n*k FLOPs per (m+n)*k
 # elements, i.e. (2mn/(m+n)) / element_bytes FLOPs per L2 byte; 128 for the default 128x128 tile.
 GEMM_TILE_EDGE = 128.0
@@ -205,7 +207,42 @@ def kernel_terms(
             better = choose & (_body(candidate) < best)
             best = np.where(better, _body(candidate), best)
             terms = {k: np.where(better, candidate[k], v) for k, v in terms.items()}
+        for slices in SPLIT_K_SLICES:
+            candidate, usable = _split_k_terms(flops, dram_bytes, out_elements, rate, tiled, size,
+                                               slices, gpu, idealize)  # fmt: skip
+            better = choose & usable & (_body(candidate) < best)
+            best = np.where(better, _body(candidate), best)
+            terms = {k: np.where(better, candidate[k], v) for k, v in terms.items()}
     return terms
+
+
+def _split_k_terms(
+    flops: np.ndarray,
+    dram_bytes: np.ndarray,
+    out_elements: np.ndarray,
+    rate: np.ndarray,
+    tiled: np.ndarray,
+    size: np.ndarray,
+    slices: int,
+    gpu: GpuConfig,
+    idealize: frozenset[str],
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Terms of a split-K launch (archsim.perf.blocks.SPLIT_K_TILE) with ``slices`` K-slices, and
+    where that split is usable (archsim.perf.blocks.split_k_blocks).
+
+    The K-slices write fp32 partial sums that a reduce kernel reads back: 2 x (slices - 1) x output
+    elements x 4 B more DRAM traffic, which is what stops the model from splitting large GEMMs.
+    """
+    tile_m, tile_n, threads, registers, shared = SPLIT_K_TILE
+    depth = flops / (2.0 * out_elements)  # GEMM: 2 M N K FLOPs over M N outputs
+    full = np.ones(len(flops))
+    wave = gpu.sms * blocks_per_sm(full * threads, full * registers, full * shared, gpu)
+    blocks, usable = split_k_blocks(out_elements, depth, dram_bytes, slices, wave)
+    partial_bytes = 2.0 * (slices - 1.0) * out_elements * SPLIT_K_ACCUMULATOR_BYTES
+    edge = 2.0 * tile_m * tile_n / (tile_m + tile_n)
+    terms = _terms(flops, dram_bytes + partial_bytes, blocks, full * threads, full * registers,
+                   full * shared, rate, tiled, edge / size, gpu, idealize)  # fmt: skip
+    return terms, usable
 
 
 def _tile_edge(ops: pd.DataFrame) -> np.ndarray:
