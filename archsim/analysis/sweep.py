@@ -43,6 +43,7 @@ METRIC_COLUMNS = (
     "frames_per_joule",
     "actor_wait_s_per_step",
     "inference_batch_mean",
+    "recorded_inference_batch_mean",  # SEED traces: the capture's own mean batch
     "inference_queue_mean",
     "inference_wait_mean_us",
     "cpu_run_queue_mean",

@@ -38,15 +38,15 @@ class LateTimeout(Event):
 def serve_batch(
     system: System, members: list[int], deliver: Callable[[list[int]], None], index: int
 ):
-    """Closed batch number ``index``: server CPU (receive and insert) on the server thread whose
-    turn it is, replay insert, GPU, actions back."""
+    """Closed batch number ``index``: server CPU (per batch, plus receive and insert per observation)
+    on the server thread whose turn it is, replay insert, GPU, actions back."""
     env, times, rec = system.env, system.times, system.rec
     server = system.server_threads[index % len(system.server_threads)]
     n_obs = len(members) * system.config.envs_per_actor
     if env.now < rec.end:
         rec.inference_batches += 1
         rec.inference_obs += n_obs
-    cpu_s = times.server_cpu_s_per_obs * n_obs
+    cpu_s = times.server_cpu_s_per_batch + times.server_cpu_s_per_obs * n_obs
     yield from system.threads.execute(server, cpu_s, "inference_server")
     yield from system.replay.insert(n_obs)
     label = f"inference_batch b={n_obs}"

@@ -204,6 +204,7 @@ def simulate(
     trace, hw, config: SimConfig, timeline: bool = False, series_bins: int = 0
 ) -> SimResult:
     """Simulate ``trace``'s workload on ``hw`` (a HardwareConfig) with the knobs of ``config``."""
+    from archsim.sim.recorded import recorded_inference_batch_mean
     from archsim.sim.workload import derive_machine, derive_service_times, trace_learner_batch
 
     learner_batch = config.learner_batch or trace_learner_batch(trace)
@@ -211,4 +212,8 @@ def simulate(
         config = config.replace(learner_batch=learner_batch)
     machine = derive_machine(hw, config)
     times = derive_service_times(trace, hw, config, learner_batch)
-    return simulate_system(times, machine, config, learner_batch, timeline, series_bins)
+    result = simulate_system(times, machine, config, learner_batch, timeline, series_bins)
+    recorded_mean = recorded_inference_batch_mean(trace)
+    if recorded_mean is not None:  # next to the simulated inference_batch_mean
+        result.metrics["recorded_inference_batch_mean"] = recorded_mean
+    return result

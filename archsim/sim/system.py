@@ -36,6 +36,9 @@ class ServiceTimes:
     learner_gpu_s: float  # one learner step on the GPU, batch copy included
     learner_sm_fraction: float
     publish_cpu_s: float  # learner CPU to publish parameters to the actors (local inference)
+    # Server CPU per inference batch whatever its size (a SEED trace's recorded request handling and
+    # the batch's kernel launches); 0 for traces that record no inference batches.
+    server_cpu_s_per_batch: float = 0.0
     # False on a machine without a GPU: inference batches run on the server thread and learner steps
     # on the learner thread, and the *_gpu_s figures are CPU seconds of the capture machine.
     on_gpu: bool = True

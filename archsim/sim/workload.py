@@ -11,6 +11,10 @@ passes: the engine then only draws and adds numbers.
 - Learner step: the train ops at ``learner_batch``; CPU launch overhead = kernels x
   ``gpu.launch_overhead_us`` on the learner thread; replay sampling from the learner steps.
 - SM share of a job: blocks / (SMs x resident blocks per SM), capped at 1, time-weighted over its ops.
+- SEED-style traces (R2D2, central inference, archsim.sim.recorded): the inference GPU time comes from
+  the learner's recorded inference batches' ops (LSTM step included); the server pays, per batch,
+  the recorded time outside those ops plus one launch per kernel; ``learner_batch`` counts
+  sequences of the trace's length (meta.workload.settings.r2d2.sequence_length + burn_in).
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ from archsim.perf.network import (
 )
 from archsim.sim.config import SimConfig
 from archsim.sim.metrics import PowerModel
+from archsim.sim.recorded import (
+    fold_sequence_dims,
+    recorded_inference_steps,
+    sequence_settings,
+    server_overhead_capture_s,
+)
 from archsim.sim.system import Machine, ServiceTimes
 from archsim.trace.schema import PHASE_GROUPS
 
@@ -111,6 +121,11 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
 
     insert_us = float(np.nan_to_num(actor["replay_insert_us"].median(), nan=0.0))
     server_cpu_s_per_obs = insert_us / float(np.median(per_env)) * 1e-6 + stack_capture_s / envs
+    # A SEED trace times the server itself: its replay insert and request handling are in the
+    # recorded per-batch overhead (the actor rows hold no replay_insert then).
+    recorded = not recorded_inference_steps(trace).empty
+    server_cpu_s_per_batch = server_overhead_capture_s(trace) if recorded else 0.0
+    sequence = sequence_settings(trace)
 
     if hw.gpu is None:
         return _cpu_only_times(
@@ -121,6 +136,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
             server_cpu_s_per_obs,
             param_copy_capture_s,
             hw,
+            server_cpu_s_per_batch,
         )
     max_batch = config.inference_batch if config.inference == "central" else 1
     inf_ops, inf_steps, inf_from = _representative_ops(trace, PHASE_GROUPS["inference"], "actor")
@@ -148,12 +164,25 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         )
         inference_gpu_s[1:] = seconds + copies
         inference_frac[1:] = frac * seconds / np.maximum(seconds + copies, 1e-30)
+        if recorded:
+            # On a GPU the policy's ops leave the server thread but each costs a kernel launch.
+            kernels_per_batch = len(inf_ops) / inf_steps
+            server_cpu_s_per_batch += (
+                kernels_per_batch * hw.gpu.launch_overhead_us * 1e-6 * speed_rel
+            )
 
     train_ops, train_steps, train_from = _representative_ops(
         trace, PHASE_GROUPS["train"], "learner"
     )
     if train_ops.empty:
         raise ArchsimError("trace: no training ops (train_forward/backward/optimizer phases)")
+    steps_per_sample = 2  # DQN: s and s' per transition (REFERENCE.md "RL workloads")
+    if sequence is not None:
+        length, burn_in = sequence
+        # The learner unrolls burn-in and training parts apart or together: fold those time axes.
+        unrolls = tuple(sorted({length, burn_in, length + burn_in} - {0}))
+        train_ops = fold_sequence_dims(train_ops, train_from, unrolls)
+        steps_per_sample = length + burn_in  # one observation per step of a sequence
     seconds, frac = _job_times(
         train_ops,
         train_steps,
@@ -164,8 +193,8 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         predict_op_seconds,
     )
     has_copies = train_ops["kind"].isin(COPY_KINDS).any()
-    # A DQN batch carries two observations per transition (s and s'), REFERENCE.md "RL workloads".
-    copy_s = 0.0 if has_copies else host_copy_seconds(learner_batch * 2 * OBS_BYTES, hw.host_link)
+    batch_bytes = learner_batch * steps_per_sample * OBS_BYTES
+    copy_s = 0.0 if has_copies else host_copy_seconds(batch_bytes, hw.host_link)
     learner_gpu_s = float(seconds[0]) + copy_s
     learner_frac = float(frac[0]) * float(seconds[0]) / max(learner_gpu_s, 1e-30)
     kernels_per_step = len(train_ops) / train_steps
@@ -188,6 +217,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         learner_gpu_s=learner_gpu_s,
         learner_sm_fraction=float(np.clip(learner_frac, 0.0, 1.0)),
         publish_cpu_s=param_copy_capture_s,  # serialize once per publication; actors fetch it
+        server_cpu_s_per_batch=server_cpu_s_per_batch,
     )
 
 
@@ -198,7 +228,14 @@ FIXED_LEARNER_PHASES = ("optimizer_step_us", "target_sync_us")
 
 
 def _cpu_only_times(
-    trace, config, learner_batch, actor_cpu_s, server_cpu_s_per_obs, param_copy_capture_s, hw
+    trace,
+    config,
+    learner_batch,
+    actor_cpu_s,
+    server_cpu_s_per_obs,
+    param_copy_capture_s,
+    hw,
+    server_cpu_s_per_batch=0.0,
 ) -> ServiceTimes:
     """No GPU: the policy and the training step run on CPU threads, as the trace measured them
     (phase durations of its steps, in capture-thread seconds), resized linearly to the batch."""
@@ -207,6 +244,8 @@ def _cpu_only_times(
     learner = steps[steps["role"] == "learner"]
     per_env = np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0)
     act_s = float(np.nan_to_num(np.median(actor["act_us"].fillna(0.0) / per_env), nan=0.0)) * 1e-6
+    if act_s <= 0:
+        act_s = _recorded_inference_s_per_obs(trace)
     if config.inference == "central" and act_s <= 0:
         raise ArchsimError("trace: actor steps have no act phase to time CPU inference with")
     max_batch = config.inference_batch if config.inference == "central" else 1
@@ -229,7 +268,19 @@ def _cpu_only_times(
         learner_sm_fraction=0.0,
         publish_cpu_s=param_copy_capture_s,
         on_gpu=False,
+        server_cpu_s_per_batch=server_cpu_s_per_batch,
     )
+
+
+def _recorded_inference_s_per_obs(trace) -> float:
+    """Median CPU seconds per observation of the policy's ops in the recorded inference batches."""
+    rows = recorded_inference_steps(trace)
+    if rows.empty:
+        return 0.0
+    ops = trace.ops[trace.ops["phase"].isin(PHASE_GROUPS["inference"])]
+    ops_us = ops.groupby("step_id")["dur_us"].sum().reindex(rows["step_id"]).fillna(0.0)
+    per_obs = ops_us.to_numpy(dtype=float) / np.maximum(rows["batch_size"].to_numpy(float), 1.0)
+    return float(np.median(per_obs)) * 1e-6
 
 
 def _representative_ops(
