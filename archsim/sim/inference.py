@@ -4,7 +4,10 @@ inference server thread, the replay insert, the GPU and back to the actors.
 A batch opens with its first request and closes when it holds ``inference_batch`` observations or
 ``inference_timeout_us`` after its first request arrived, whichever is first; a request arriving at
 the closing instant still rides. Closed batches queue FIFO on the GPU's inference stream while the
-next batch fills. Two batchers implement the same rule: ``PlainBatcher`` keeps requests in a simpy
+next batch fills. With ``ServiceTimes.batch_when_server_free`` (SEED traces that record their server)
+a batch that is due while every server thread is still busy with earlier batches' CPU work keeps
+filling (up to ``inference_batch``) and closes when a server thread comes free, as the recorded
+server does: it takes whatever is waiting when it returns. Two batchers implement the same rule: ``PlainBatcher`` keeps requests in a simpy
 Store (one event per request); ``FleetBatcher`` keeps the known future arrival times of the actors'
 next requests in a sorted list and wakes only when a batch can close (a few events per batch).
 """
@@ -36,7 +39,11 @@ class LateTimeout(Event):
 
 
 def serve_batch(
-    system: System, members: list[int], deliver: Callable[[list[int]], None], index: int
+    system: System,
+    members: list[int],
+    deliver: Callable[[list[int]], None],
+    index: int,
+    server_free: Callable[[], None] = lambda: None,
 ):
     """Closed batch number ``index``: server CPU (per batch, plus receive and insert per observation)
     on the server thread whose turn it is, replay insert, GPU, actions back."""
@@ -48,6 +55,7 @@ def serve_batch(
         rec.inference_obs += n_obs
     cpu_s = times.server_cpu_s_per_batch + times.server_cpu_s_per_obs * n_obs
     yield from system.threads.execute(server, cpu_s, "inference_server")
+    server_free()
     yield from system.replay.insert(n_obs)
     label = f"inference_batch b={n_obs}"
     if times.on_gpu:
@@ -74,6 +82,15 @@ class PlainBatcher:
         self.capacity = system.config.inference_batch // system.config.envs_per_actor
         self.timeout_s = system.config.inference_timeout_us * 1e-6
         self.batches = 0
+        self.wait_for_server = system.times.batch_when_server_free
+        self.servers = len(system.server_threads)
+        self.busy = 0  # closed batches whose server CPU work has not finished
+        self.freed = system.env.event()
+
+    def server_free(self) -> None:
+        self.busy -= 1
+        if not self.freed.triggered:
+            self.freed.succeed()
 
     def request(self, actor: int) -> Event:
         """Called by an actor when its request arrives; returns the event of its actions."""
@@ -105,11 +122,28 @@ class PlainBatcher:
                 else:
                     get.cancel()
                     break
+            while self.wait_for_server and self.busy >= self.servers:
+                if self.freed.triggered:
+                    self.freed = env.event()
+                if len(batch) >= self.capacity:
+                    yield self.freed
+                    continue
+                get = store.get()
+                yield get | self.freed
+                if get.triggered:
+                    batch.append(get.value)
+                else:
+                    get.cancel()
+            self.busy += 1
             for arrived, _, _ in batch:
                 self.queue.leave(env.now, arrived)
             responses = {actor: response for _, actor, response in batch}
             members = [actor for _, actor, _ in batch]
-            env.process(serve_batch(self.system, members, _succeed_all(responses), self.batches))
+            env.process(
+                serve_batch(
+                    self.system, members, _succeed_all(responses), self.batches, self.server_free
+                )
+            )
             self.batches += 1
 
 
@@ -134,6 +168,13 @@ class FleetBatcher:
         self.batches = 0
         self.wake = system.env.event()
         self.deliver: Callable[[list[int]], None] = lambda members: None
+        self.wait_for_server = system.times.batch_when_server_free
+        self.servers = len(system.server_threads)
+        self.busy = 0  # closed batches whose server CPU work has not finished
+
+    def server_free(self) -> None:
+        self.busy -= 1
+        self.notify()
 
     def add(self, arrival: float, actor: int) -> None:
         """Register an actor's next request (its arrival time is >= now)."""
@@ -166,6 +207,13 @@ class FleetBatcher:
                 if timer.processed:
                     late_at = env.now
                 continue
+            if self.wait_for_server:
+                if self.busy >= self.servers:
+                    self.wake = env.event()
+                    yield self.wake
+                    continue
+                close = now  # everything that arrived while the servers were busy may ride
+                self.busy += 1
             n = 0
             while n < len(pending) and n < cap and pending[n][0] <= close:
                 n += 1
@@ -180,5 +228,7 @@ class FleetBatcher:
             queue.wait_sum += waited
             queue.area += waited
             members = [actor for _, _, actor in batch]
-            env.process(serve_batch(self.system, members, self.deliver, self.batches))
+            env.process(
+                serve_batch(self.system, members, self.deliver, self.batches, self.server_free)
+            )
             self.batches += 1

@@ -39,6 +39,10 @@ class ServiceTimes:
     # Server CPU per inference batch whatever its size (a SEED trace's recorded request handling and
     # the batch's kernel launches); 0 for traces that record no inference batches.
     server_cpu_s_per_batch: float = 0.0
+    # True: a batch closes only when a server thread is free of earlier batches' CPU work, and keeps
+    # filling until then (a SEED trace's server takes what is waiting when it comes back; see
+    # workloads/r2d2/seed/learner_process.py). False: batches close on size or timeout alone.
+    batch_when_server_free: bool = False
     # False on a machine without a GPU: inference batches run on the server thread and learner steps
     # on the learner thread, and the *_gpu_s figures are CPU seconds of the capture machine.
     on_gpu: bool = True

@@ -218,6 +218,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         learner_sm_fraction=float(np.clip(learner_frac, 0.0, 1.0)),
         publish_cpu_s=param_copy_capture_s,  # serialize once per publication; actors fetch it
         server_cpu_s_per_batch=server_cpu_s_per_batch,
+        batch_when_server_free=recorded,
     )
 
 
@@ -269,6 +270,7 @@ def _cpu_only_times(
         publish_cpu_s=param_copy_capture_s,
         on_gpu=False,
         server_cpu_s_per_batch=server_cpu_s_per_batch,
+        batch_when_server_free=server_cpu_s_per_batch > 0,
     )
 
 
