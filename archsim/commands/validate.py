@@ -1,0 +1,54 @@
+"""``archsim validate --out DIR [--quick]``: archsim's predictions versus real runs of this machine.
+
+Captures one baseline trace per workload (DQN; R2D2 with central inference), runs the real workloads
+at the other configurations of the plan (archsim/validate/configs.py) without the profiler, predicts
+each from its baseline trace on the `local` hardware config, and writes ``validation.csv``,
+``validation.md``, ``validation_scatter.png``/``.svg``, ``summary.json`` and the baseline traces.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from archsim.commands._common import add_out_argument
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "validate",
+        help="compare archsim's predictions with real runs of the bundled workloads on this machine",
+        description=(
+            "Capture a baseline trace of DQN and of SEED-style R2D2, run both for real at other "
+            "configurations (no profiler), and compare measured frames/s, learner updates/s and CPU "
+            "utilization with archsim's predictions for --hw local from the baseline traces alone."
+        ),
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="two variants and runs of a few seconds (the test suite's version; minutes in all)",
+    )
+    add_out_argument(parser)
+    parser.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    import json
+
+    from archsim.atomic import atomic_output_dir, check_output_dir
+    from archsim.validate.configs import FULL_PLAN, QUICK_PLAN
+    from archsim.validate.report import markdown_table, scatter_chart, summary, write_csv
+    from archsim.validate.run import run_validation
+
+    check_output_dir(args.out, args.force)  # refuse before minutes of runs, not after
+    plan = QUICK_PLAN if args.quick else FULL_PLAN
+    with atomic_output_dir(args.out, force=args.force) as tmp:
+        rows = run_validation(plan, tmp, progress=True)
+        write_csv(rows, tmp / "validation.csv")
+        table = markdown_table(rows)
+        (tmp / "validation.md").write_text(table)
+        scatter_chart(rows, tmp / "validation_scatter")
+        (tmp / "summary.json").write_text(json.dumps(summary(rows), indent=1) + "\n")
+    print(table, end="")
+    print(f"wrote {args.out}/validation.csv, validation.md, validation_scatter.png/.svg")
+    return 0

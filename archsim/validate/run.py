@@ -1,0 +1,118 @@
+"""The validation run (a notebook can call it): capture each workload's baseline trace, measure every
+configuration on the real workloads, predict each from its baseline trace, and return the rows."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from pathlib import Path
+
+from archsim.validate.configs import Plan, RunConfig
+from archsim.validate.measure import Measurement, measure
+from archsim.validate.report import signed_rel_error, spread
+
+
+def capture_baseline(workload: str, config: RunConfig, plan: Plan, out_dir: Path) -> object:
+    """Profile one baseline run of ``workload`` into ``out_dir``; returns the Trace."""
+    if workload == "dqn":
+        from archsim.validate.measure import dqn_settings
+        from workloads.dqn.capture import capture_dqn, default_schedule
+        from workloads.dqn.settings import DqnConfig
+
+        settings: DqnConfig = dqn_settings(config)
+        base = default_schedule(settings)
+        schedule = type(base)(
+            skip_first=base.skip_first,
+            wait=base.wait,
+            warmup=base.warmup,
+            active=base.active,
+            repeat=plan.dqn_capture_repeat,
+        )
+        steps = base.skip_first + plan.dqn_capture_repeat * (base.wait + base.warmup + base.active)
+        return capture_dqn(settings, steps, out_dir, schedule=schedule)
+    from archsim.validate.measure import seed_settings
+    from workloads.r2d2.capture import capture_r2d2
+
+    return capture_r2d2(seed_settings(config, plan.r2d2_capture_s), out_dir)
+
+
+def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dict]:
+    """Capture baselines into ``out_dir/traces``, measure and predict every configuration."""
+    from tqdm import tqdm
+
+    from archsim.hw.presets import load_hw
+    from archsim.validate.predict import predict
+
+    hw = load_hw("local", [])
+    runs = [(c, i) for c in plan.configs for i in range(_repeats(plan, c))]
+    bar = tqdm(
+        total=len(plan.baselines) + len(runs), desc="validate", unit="run", disable=not progress
+    )
+    traces = {}
+    for workload, config in plan.baselines.items():
+        bar.set_postfix_str(f"capture {config.name}")
+        traces[workload] = capture_baseline(
+            workload, config, plan, out_dir / "traces" / config.name
+        )
+        bar.update()
+    measured: dict[str, list[Measurement]] = {}
+    with tempfile.TemporaryDirectory(prefix="archsim-validate-") as tmp:
+        for n, (config, repeat) in enumerate(runs):
+            bar.set_postfix_str(f"run {config.name}" + (f" #{repeat + 1}" if repeat else ""))
+            m = measure(config, plan.dqn_measure_steps, plan.r2d2_measure_s, Path(tmp) / str(n))
+            measured.setdefault(config.name, []).append(m)
+            bar.update()
+    bar.close()
+    rows = []
+    for config in plan.configs:
+        role = "baseline" if plan.baselines[config.workload] is config else "variant"
+        rows.append(
+            make_row(
+                config, role, measured[config.name], predict(config, traces[config.workload], hw)
+            )
+        )
+    return rows
+
+
+def _repeats(plan: Plan, config: RunConfig) -> int:
+    return plan.baseline_repeats if plan.baselines[config.workload] is config else 1
+
+
+def make_row(
+    config: RunConfig, role: str, runs: list[Measurement], predicted: dict[str, float]
+) -> dict:
+    """One CSV row: the knobs, the mean of the measured runs, the prediction and the errors."""
+    fps = [float(m.frames_per_s) for m in runs]
+    mean = {
+        "frames_per_s": statistics.fmean(fps),
+        "updates_per_s": statistics.fmean(float(m.learner_updates_per_s) for m in runs),
+        "cpu_util": statistics.fmean(float(m.cpu_util) for m in runs),
+    }
+    return {
+        "config": config.name,
+        "workload": config.workload,
+        "role": role,
+        "knobs": config.knobs(),
+        "actors": config.actors,
+        "envs_per_actor": config.envs_per_actor,
+        "inference_batch": config.inference_batch,
+        "learner_batch": config.learner_batch,
+        "train_every": config.train_every,
+        "replay_ratio": config.dqn_replay_ratio
+        if config.workload == "dqn"
+        else config.replay_ratio,
+        "repeats": len(runs),
+        "window_s": statistics.fmean(float(m.window_s) for m in runs),
+        "measured_frames_per_s": mean["frames_per_s"],
+        "frames_spread": spread(fps),
+        "predicted_frames_per_s": predicted["frames_per_s"],
+        "frames_error": signed_rel_error(predicted["frames_per_s"], mean["frames_per_s"]),
+        "measured_updates_per_s": mean["updates_per_s"],
+        "predicted_updates_per_s": predicted["learner_updates_per_s"],
+        "updates_error": signed_rel_error(
+            predicted["learner_updates_per_s"], mean["updates_per_s"]
+        ),
+        "measured_cpu_util": mean["cpu_util"],
+        "predicted_cpu_util": predicted["cpu_util"],
+        "cpu_util_error": signed_rel_error(predicted["cpu_util"], mean["cpu_util"]),
+    }
