@@ -131,3 +131,24 @@ def test_batches_fill_while_the_server_is_busy_and_both_paths_agree(trace, v100)
     # 64 actors against a server busy ~3 ms per batch: requests pile up while it works, so batches
     # fill to the 64 cap rather than closing on the 1 ms timeout with a handful each.
     assert runs["fast"]["inference_batch_mean"] > 32
+
+
+def test_lstm_lowering_conserves_the_forward_flops_and_adds_the_trained_backward(trace):
+    from archsim.sim.rnn_lowering import lower_lstm_ops
+
+    lstm = trace.ops[trace.ops["op_class"] == "rnn"]
+    one = lstm[lstm["input_dims"].str.startswith("[[4,1,519]")].head(1)  # inference, B=4, T=1
+    low = lower_lstm_ops(one)
+    # T = 1: one input GEMM [4,519]x[519,2048], one recurrent GEMM [4,512]x[512,2048], one cell.
+    assert list(low["name"]) == ["lstm_input_gemm", "lstm_recurrent_gemm", "lstm_cell"]
+    gemm_flops = 2 * 4 * 519 * 2048 + 2 * 4 * 512 * 2048  # = 8,445,952
+    assert low["flops"].sum() == pytest.approx(gemm_flops + 9 * 4 * 512)  # + cell = 8,464,384
+    # The ingest's LSTM formula (archsim.trace.flops._rnn_sequence) counts the same work, within 1%.
+    assert low["flops"].sum() == pytest.approx(float(one["flops"].iloc[0]), rel=0.01)
+    # The trained unroll (B=2, T=20) gets 2 x 20 per-step backward kernels and 3 whole-sequence GEMMs.
+    trained = lstm[lstm["input_dims"].str.startswith("[[2,20,519]")].head(1)
+    low = lower_lstm_ops(trained, backward_steps=20)
+    backward = low[low["phase"] == "train_backward"]
+    assert len(low) - len(backward) == 1 + 2 * 20
+    assert len(backward) == 2 * 20 + 3
+    assert np.all(low["flops"] > 0) and np.all(low["bytes_read"] > 0)

@@ -88,9 +88,10 @@ class PlainBatcher:
         self.freed = system.env.event()
 
     def server_free(self) -> None:
-        self.busy -= 1
-        if not self.freed.triggered:
-            self.freed.succeed()
+        if self.wait_for_server:
+            self.busy -= 1
+            if not self.freed.triggered:
+                self.freed.succeed()
 
     def request(self, actor: int) -> Event:
         """Called by an actor when its request arrives; returns the event of its actions."""
@@ -134,7 +135,8 @@ class PlainBatcher:
                     batch.append(get.value)
                 else:
                     get.cancel()
-            self.busy += 1
+            if self.wait_for_server:
+                self.busy += 1
             for arrived, _, _ in batch:
                 self.queue.leave(env.now, arrived)
             responses = {actor: response for _, actor, response in batch}
@@ -173,8 +175,9 @@ class FleetBatcher:
         self.busy = 0  # closed batches whose server CPU work has not finished
 
     def server_free(self) -> None:
-        self.busy -= 1
-        self.notify()
+        if self.wait_for_server:  # otherwise no wake-up: it would reorder same-instant closes
+            self.busy -= 1
+            self.notify()
 
     def add(self, arrival: float, actor: int) -> None:
         """Register an actor's next request (its arrival time is >= now)."""

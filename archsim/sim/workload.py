@@ -38,6 +38,7 @@ from archsim.sim.recorded import (
     sequence_settings,
     server_overhead_capture_s,
 )
+from archsim.sim.rnn_lowering import lower_lstm_ops
 from archsim.sim.system import Machine, ServiceTimes
 from archsim.trace.schema import PHASE_GROUPS
 
@@ -140,6 +141,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         )
     max_batch = config.inference_batch if config.inference == "central" else 1
     inf_ops, inf_steps, inf_from = _representative_ops(trace, PHASE_GROUPS["inference"], "actor")
+    inf_ops, inf_from = _lowered(inf_ops, inf_from, backward_steps=None)
     inference_gpu_s = np.zeros(max_batch + 1)
     inference_frac = np.zeros(max_batch + 1)
     if config.inference == "central":
@@ -181,6 +183,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         length, burn_in = sequence
         # The learner unrolls burn-in and training parts apart or together: fold those time axes.
         unrolls = tuple(sorted({length, burn_in, length + burn_in} - {0}))
+        train_ops, train_from = _lowered(train_ops, train_from, backward_steps=length)
         train_ops = fold_sequence_dims(train_ops, train_from, unrolls)
         steps_per_sample = length + burn_in  # one observation per step of a sequence
     seconds, frac = _job_times(
@@ -304,6 +307,17 @@ def _representative_ops(
     chosen = linked[linked["step_id"].isin(pick)].reset_index(drop=True)
     batch = steps.loc[chosen["step_id"], "batch_size"].to_numpy(dtype=float)
     return chosen, len(np.unique(pick)), np.maximum(batch, 1.0)
+
+
+def _lowered(
+    ops: pd.DataFrame, from_batch: np.ndarray, backward_steps: int | None
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """LSTM ops as their GPU kernels (archsim.sim.rnn_lowering), keeping each row's batch."""
+    tagged = ops.assign(_from_batch=from_batch)
+    low = lower_lstm_ops(tagged, backward_steps)
+    return low.drop(columns="_from_batch").reset_index(drop=True), low["_from_batch"].to_numpy(
+        dtype=float
+    )
 
 
 def _job_times(
