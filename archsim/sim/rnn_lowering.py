@@ -127,3 +127,12 @@ def _written_elements(row: pd.Series) -> float:
         return 1.0
     batch, steps, _, hidden = shape
     return float(batch * steps * hidden)
+
+
+def lower_trace_ops(trace) -> pd.DataFrame:
+    """Every op of ``trace`` with its LSTMs lowered; the trained unroll (a recurrent trace's
+    meta.workload.settings.r2d2.sequence_length) gets its backward kernels too."""
+    from archsim.sim.recorded import sequence_settings
+
+    sequence = sequence_settings(trace)
+    return lower_lstm_ops(trace.ops, backward_steps=sequence[0] if sequence else None)
