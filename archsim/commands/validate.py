@@ -9,6 +9,7 @@ each from its baseline trace on the `local` hardware config, and writes ``valida
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from archsim.commands._common import add_out_argument
 
@@ -28,6 +29,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="two variants and runs of a few seconds (the test suite's version; minutes in all)",
     )
+    parser.add_argument(
+        "--from",
+        dest="from_dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="no runs: redo the predictions from an earlier --out DIR's traces and measurements "
+        "(after a model change)",
+    )
     add_out_argument(parser)
     parser.set_defaults(func=handle)
 
@@ -38,12 +48,19 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.atomic import atomic_output_dir, check_output_dir
     from archsim.validate.configs import FULL_PLAN, QUICK_PLAN
     from archsim.validate.report import markdown_table, scatter_chart, summary, write_csv
-    from archsim.validate.run import run_validation
+    from archsim.validate.run import MEASUREMENTS_FILE, repredict, run_validation
 
     check_output_dir(args.out, args.force)  # refuse before minutes of runs, not after
     plan = QUICK_PLAN if args.quick else FULL_PLAN
     with atomic_output_dir(args.out, force=args.force) as tmp:
-        rows = run_validation(plan, tmp, progress=True)
+        if args.from_dir is not None:
+            import shutil
+
+            rows = repredict(args.from_dir)
+            shutil.copytree(args.from_dir / "traces", tmp / "traces")
+            shutil.copy2(args.from_dir / MEASUREMENTS_FILE, tmp / MEASUREMENTS_FILE)
+        else:
+            rows = run_validation(plan, tmp, progress=True)
         write_csv(rows, tmp / "validation.csv")
         table = markdown_table(rows)
         (tmp / "validation.md").write_text(table)

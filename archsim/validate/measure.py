@@ -48,6 +48,9 @@ class Measurement:
     learner_updates_per_s: float
     cpu_util: float  # fraction of all hardware threads of this machine
     window_s: float
+    # 1-minute load average of the machine at the end of the run (os.getloadavg): other jobs on this
+    # shared box move the measured rates; a run at a load well above the cores is suspect.
+    loadavg_1min: float = float("nan")
 
 
 def dqn_settings(config: RunConfig) -> Any:
@@ -79,8 +82,10 @@ def seed_settings(config: RunConfig, seconds: float) -> Any:
 
 def measure(config: RunConfig, dqn_steps: int, r2d2_seconds: float, work_dir: Path) -> Measurement:
     if config.workload == "dqn":
-        return measure_dqn(config, dqn_steps)
-    return measure_r2d2(config, r2d2_seconds, work_dir)
+        m = measure_dqn(config, dqn_steps)
+    else:
+        m = measure_r2d2(config, r2d2_seconds, work_dir)
+    return dataclasses.replace(m, loadavg_1min=os.getloadavg()[0])
 
 
 # --- DQN: one process, in this one ---------------------------------------------------------------

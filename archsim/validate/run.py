@@ -3,10 +3,14 @@ configuration on the real workloads, predict each from its baseline trace, and r
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 import statistics
 import tempfile
 from pathlib import Path
 
+from archsim.errors import ArchsimError
 from archsim.validate.configs import Plan, RunConfig
 from archsim.validate.measure import Measurement, measure
 from archsim.validate.report import signed_rel_error, spread
@@ -37,7 +41,8 @@ def capture_baseline(workload: str, config: RunConfig, plan: Plan, out_dir: Path
 
 
 def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dict]:
-    """Capture baselines into ``out_dir/traces``, measure and predict every configuration."""
+    """Capture baselines into ``out_dir/traces``, measure every configuration (raw runs saved in
+    ``out_dir/measurements.json``) and predict each."""
     from tqdm import tqdm
 
     from archsim.hw.presets import load_hw
@@ -63,6 +68,7 @@ def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dic
             measured.setdefault(config.name, []).append(m)
             bar.update()
     bar.close()
+    save_measurements(out_dir / MEASUREMENTS_FILE, plan, measured)
     rows = []
     for config in plan.configs:
         role = "baseline" if plan.baselines[config.workload] is config else "variant"
@@ -71,7 +77,28 @@ def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dic
                 config, role, measured[config.name], predict(config, traces[config.workload], hw)
             )
         )
+    add_baseline_columns(rows, traces)
     return rows
+
+
+def add_baseline_columns(rows: list[dict], traces: dict) -> None:
+    """Diagnostics beside the headline error: the profiled baseline run's own frames/s (baseline
+    rows), and each prediction scaled by its baseline's measured / predicted ratio ("calibrated":
+    what is left is the model's error in how frames/s CHANGES with the knobs)."""
+    from archsim.validate.capture_rate import capture_frames_per_s
+
+    base = {r["workload"]: r for r in rows if r["role"] == "baseline"}
+    for row in rows:
+        b = base[row["workload"]]
+        is_base = row is b
+        row["capture_frames_per_s"] = (
+            capture_frames_per_s(traces[row["workload"]], row["workload"]) if is_base else math.nan
+        )
+        scale = b["measured_frames_per_s"] / b["predicted_frames_per_s"]
+        row["calibrated_frames_per_s"] = row["predicted_frames_per_s"] * scale
+        row["calibrated_frames_error"] = signed_rel_error(
+            row["calibrated_frames_per_s"], row["measured_frames_per_s"]
+        )
 
 
 def _repeats(plan: Plan, config: RunConfig) -> int:
@@ -103,6 +130,7 @@ def make_row(
         else config.replay_ratio,
         "repeats": len(runs),
         "window_s": statistics.fmean(float(m.window_s) for m in runs),
+        "loadavg_1min": statistics.fmean(float(m.loadavg_1min) for m in runs),
         "measured_frames_per_s": mean["frames_per_s"],
         "frames_spread": spread(fps),
         "predicted_frames_per_s": predicted["frames_per_s"],
@@ -116,3 +144,42 @@ def make_row(
         "predicted_cpu_util": predicted["cpu_util"],
         "cpu_util_error": signed_rel_error(predicted["cpu_util"], mean["cpu_util"]),
     }
+
+
+MEASUREMENTS_FILE = "measurements.json"
+
+
+def save_measurements(path: Path, plan: Plan, measured: dict[str, list[Measurement]]) -> None:
+    """The raw runs, so that predictions can be redone (``repredict``) when the model changes."""
+    doc = {
+        "configs": [dataclasses.asdict(c) for c in plan.configs],
+        "baselines": {w: c.name for w, c in plan.baselines.items()},
+        "runs": {name: [dataclasses.asdict(m) for m in ms] for name, ms in measured.items()},
+    }
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def repredict(from_dir: Path) -> list[dict]:
+    """Rows from an earlier run's traces and measurements, with today's model's predictions."""
+    from archsim.hw.presets import load_hw
+    from archsim.trace.format import load
+    from archsim.validate.predict import predict
+
+    path = Path(from_dir) / MEASUREMENTS_FILE
+    if not path.exists():
+        raise ArchsimError(
+            f"{path}: not found (expected the output of an earlier archsim validate)"
+        )
+    doc = json.loads(path.read_text())
+    configs = [RunConfig(**c) for c in doc["configs"]]
+    by_name = {c.name: c for c in configs}
+    baselines = {w: by_name[name] for w, name in doc["baselines"].items()}
+    traces = {w: load(Path(from_dir) / "traces" / c.name) for w, c in baselines.items()}
+    hw = load_hw("local", [])
+    rows = []
+    for config in configs:
+        runs = [Measurement(**m) for m in doc["runs"][config.name]]
+        role = "baseline" if baselines[config.workload] is config else "variant"
+        rows.append(make_row(config, role, runs, predict(config, traces[config.workload], hw)))
+    add_baseline_columns(rows, traces)
+    return rows
