@@ -49,7 +49,6 @@ GEMM_TILE_CANDIDATES = (
 # CUTLASS exposes the same scheme (cutlass/gemm/device/gemm_splitk_parallel.h: "a reduction over K
 # partitions in parallel"). (tile m, tile n, threads, registers, shared bytes)
 SPLIT_K_TILE = (64, 32, 256, 82.0, 26624.0)
-SPLIT_K_ACCUMULATOR_BYTES = 4  # splitKreduce_kernel<..., float, float, ...>: fp32 partial sums
 GEMM_THREADS_PER_BLOCK = 256
 GEMM_REGISTERS_PER_THREAD = 128.0
 GEMM_SHARED_MEMORY_BYTES = 32768.0
@@ -109,41 +108,49 @@ def estimate_launch_shape(
     return np.maximum(blocks, 1.0), threads, registers, shared
 
 
-# K-slice counts tried for the split-K launch (the model keeps the fastest, like GEMM_TILE_CANDIDATES).
-# The fixtures show 5-28 slices over several output tiles; the list reaches 256 because the tile count
-# below is output elements / (64 x 32), which for a batch-1 GEMV (M = 1) undercounts the real N / 32
-# column tiles 64-fold: tiles x slices, the block count, is what the model needs. The candidates are
-# the same on every GPU, so more SMs, bandwidth or clock can never make the chosen launch slower.
-SPLIT_K_SLICES = (2, 4, 8, 16, 32, 64, 128, 256)
+# Slice counts tried for the split launch (the model keeps the fastest, like GEMM_TILE_CANDIDATES).
+# The fixtures show 5-28 K-slices over several output tiles; the list reaches 512 because the tile
+# count below is output elements / (64 x 32), which for a batch-1 GEMV (M = 1) undercounts the real
+# N / 32 column tiles 64-fold (cuBLAS runs a GEMV kernel with blocks along N there rather than a tile
+# per 64 x 32 outputs): tiles x slices, the block count, is what the model needs. 512 blocks cover a
+# full wave of the split tile on every preset (H100: 132 SMs x 2 resident = 264).
+# FILL_SLICES stands for "as many slices as reach the smallest cap of split_k_blocks exactly" (the
+# powers of two overshoot it by up to 2x, and where the cap is a full wave that overshoot changes the
+# tail of the last wave from one batch size to the next).
+FILL_SLICES = 0
+SPLIT_K_SLICES = (2, 4, 8, 16, 32, 64, 128, 256, 512, FILL_SLICES)
 
 
 def split_k_blocks(
     out_elements: np.ndarray,
-    reduction_depth: np.ndarray,
+    flops: np.ndarray,
     dram_bytes: np.ndarray,
     slices: float,
-    wave_blocks: float,
+    wave_blocks: np.ndarray,
+    tile_elements: float,
+    threads: float,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(blocks, usable) of a split-K launch with ``slices`` K-slices over SPLIT_K_TILE output tiles.
+    """(blocks, usable) of a launch with ``slices`` K-slices of each output tile of ``tile_elements``
+    outputs, ``threads`` per block.
 
     WHY: a batch-1 linear layer has one or two output tiles; one block per tile leaves all but one SM
-    idle and the weights crawl in at one SM's share of DRAM latency. cuBLAS/cuDNN split the reduction
-    instead (the fixtures' split-K grids, see SPLIT_K_TILE) so every SM streams weights.
-    A split is usable when each slice keeps at least one step of the reduction (slices <= K) and
-    the next smaller split (slices / 2) had fewer blocks than both one full wave of the GPU
-    (``wave_blocks`` = SMs x resident blocks; cuBLAS splits only problems too small to fill it) and
-    the blocks it takes to have every DRAM byte in flight at once (BYTES_IN_FLIGHT_PER_THREAD per
-    thread): beyond those, more blocks cannot shorten the latency or tail terms."""
-    tile_m, tile_n, threads = SPLIT_K_TILE[0], SPLIT_K_TILE[1], SPLIT_K_TILE[2]
-    tiles = np.maximum(np.ceil(np.asarray(out_elements, dtype=float) / (tile_m * tile_n)), 1.0)
-    blocks = tiles * slices
-    streaming_blocks = np.ceil(
-        np.asarray(dram_bytes, dtype=float) / (threads * BYTES_IN_FLIGHT_PER_THREAD)
-    )
-    usable = (np.asarray(reduction_depth, dtype=float) >= slices) & (
-        tiles * (slices / 2) < np.minimum(streaming_blocks, wave_blocks)
-    )
-    return blocks, usable
+    idle and the weights crawl in at one SM's share of DRAM latency. cuBLAS/cuDNN split the work
+    instead (the fixtures' split-K grids, see SPLIT_K_TILE; GEMV kernels for M = 1) so every SM
+    streams weights.
+    A split is usable when the next smaller one (slices / 2) had fewer blocks than each of: one full
+    wave of the GPU (``wave_blocks`` = SMs x resident blocks; cuBLAS splits only problems too small to
+    fill it), the blocks it takes to have every DRAM byte in flight at once
+    (BYTES_IN_FLIGHT_PER_THREAD per thread), and the blocks that still give every thread at least one
+    multiply-add (FLOPs / 2 / threads). Beyond those, more blocks shorten no term, so the chosen
+    split reaches the smallest of the three and the latency term cannot fall as the batch grows."""
+    tiles = np.maximum(np.ceil(np.asarray(out_elements, dtype=float) / tile_elements), 1.0)
+    streaming_blocks = np.asarray(dram_bytes, dtype=float) / (threads * BYTES_IN_FLIGHT_PER_THREAD)
+    work_blocks = np.asarray(flops, dtype=float) / (2.0 * threads)
+    cap = np.minimum(np.minimum(streaming_blocks, work_blocks), wave_blocks)
+    if slices == FILL_SLICES:  # exactly enough slices to reach the cap
+        fill = np.maximum(np.ceil(cap / tiles), 1.0)
+        return tiles * fill, fill > 1
+    return tiles * slices, tiles * (slices / 2) < cap
 
 
 # ---- work from the launch shape ------------------------------------------------------------------

@@ -35,7 +35,6 @@ from archsim.perf.batch import BATCH_PHASES, scale_ops_to_batch
 from archsim.perf.blocks import (
     BYTES_IN_FLIGHT_PER_THREAD,
     GEMM_TILE_CANDIDATES,
-    SPLIT_K_ACCUMULATOR_BYTES,
     SPLIT_K_SLICES,
     SPLIT_K_TILE,
     TILE_PATTERN,
@@ -197,50 +196,57 @@ def kernel_terms(
     choose = tiled & ~grid_known
     if choose.any():
         out_elements = np.maximum(np.nan_to_num(_column(ops, "bytes_written"), nan=0.0) / size, 1.0)
-        best = _body(terms)
-        for edge, cand_threads, cand_regs, cand_smem in GEMM_TILE_CANDIDATES:
-            cand_blocks = np.maximum(np.ceil(out_elements / (edge * edge)), 1.0)
-            full = np.ones(len(ops))
-            candidate = _terms(flops, dram_bytes, cand_blocks, full * cand_threads,
-                               full * cand_regs, full * cand_smem, rate, tiled, edge / size,
-                               gpu, idealize)  # fmt: skip
-            better = choose & (_body(candidate) < best)
-            best = np.where(better, _body(candidate), best)
-            terms = {k: np.where(better, candidate[k], v) for k, v in terms.items()}
-        for slices in SPLIT_K_SLICES:
-            candidate, usable = _split_k_terms(flops, dram_bytes, out_elements, rate, tiled, size,
-                                               slices, gpu, idealize)  # fmt: skip
-            better = choose & usable & (_body(candidate) < best)
-            best = np.where(better, _body(candidate), best)
-            terms = {k: np.where(better, candidate[k], v) for k, v in terms.items()}
+        best = np.where(choose, np.inf, _body(terms))
+        for tile in _candidate_tiles():
+            for slices in (1, *SPLIT_K_SLICES):
+                candidate, usable = _tile_terms(flops, dram_bytes, out_elements, rate, tiled, size,
+                                                tile, slices, gpu, idealize)  # fmt: skip
+                better = choose & usable & (_body(candidate) < best)
+                best = np.where(better, _body(candidate), best)
+                terms = {k: np.where(better, candidate[k], v) for k, v in terms.items()}
     return terms
 
 
-def _split_k_terms(
+def _candidate_tiles() -> list[tuple[int, int, int, float, float]]:
+    """(tile m, tile n, threads, registers, shared bytes) of every tile tried for grid-less ops."""
+    square = [
+        (edge, edge, threads, regs, smem) for edge, threads, regs, smem in GEMM_TILE_CANDIDATES
+    ]
+    return [*square, SPLIT_K_TILE]
+
+
+def _tile_terms(
     flops: np.ndarray,
     dram_bytes: np.ndarray,
     out_elements: np.ndarray,
     rate: np.ndarray,
     tiled: np.ndarray,
     size: np.ndarray,
+    tile: tuple[int, int, int, float, float],
     slices: int,
     gpu: GpuConfig,
     idealize: frozenset[str],
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Terms of a split-K launch (archsim.perf.blocks.SPLIT_K_TILE) with ``slices`` K-slices, and
-    where that split is usable (archsim.perf.blocks.split_k_blocks).
+    """Terms of a launch of ``tile`` output tiles, each split into ``slices`` K-slices, and where that
+    split is usable (archsim.perf.blocks.split_k_blocks; always for one slice).
 
-    The K-slices write fp32 partial sums that a reduce kernel reads back: 2 x (slices - 1) x output
-    elements x 4 B more DRAM traffic, which is what stops the model from splitting large GEMMs.
+    Approximation: the fp32 partial sums of K-slices (2 x slices x outputs x 4 B, written and read
+    back by cuBLAS's splitKreduce_kernel) are not charged. Splits happen only below one wave of
+    blocks, so the partials are at most 2 x wave x tile outputs x 4 B, most of it L2-resident, and
+    for GEMV-like shapes the slices stand for the finer column tiles of a GEMV kernel, which need no
+    partials at all. (Charging them as DRAM traffic made the fastest split jump between slice counts
+    from one batch size to the next, and the predicted time with it.)
     """
-    tile_m, tile_n, threads, registers, shared = SPLIT_K_TILE
-    depth = flops / (2.0 * out_elements)  # GEMM: 2 M N K FLOPs over M N outputs
+    tile_m, tile_n, threads, registers, shared = tile
     full = np.ones(len(flops))
     wave = gpu.sms * blocks_per_sm(full * threads, full * registers, full * shared, gpu)
-    blocks, usable = split_k_blocks(out_elements, depth, dram_bytes, slices, wave)
-    partial_bytes = 2.0 * (slices - 1.0) * out_elements * SPLIT_K_ACCUMULATOR_BYTES
+    blocks, usable = split_k_blocks(
+        out_elements, flops, dram_bytes, slices, wave, tile_m * tile_n, threads
+    )
+    if slices == 1:
+        usable = np.ones(len(flops), dtype=bool)
     edge = 2.0 * tile_m * tile_n / (tile_m + tile_n)
-    terms = _terms(flops, dram_bytes + partial_bytes, blocks, full * threads, full * registers,
+    terms = _terms(flops, dram_bytes, blocks, full * threads, full * registers,
                    full * shared, rate, tiled, edge / size, gpu, idealize)  # fmt: skip
     return terms, usable
 
@@ -273,7 +279,11 @@ def _terms(
     tile_intensity: np.ndarray,
     gpu: GpuConfig,
     idealize: frozenset[str],
+    padding: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
+    """``padding`` (>= 1): outputs the launched tiles compute over the op's outputs. Ragged edge tiles
+    do a full tile's math, so the busiest SM's work is padded; None for traced launches (grid and
+    work as measured)."""
     n_ops = len(flops)
     n_sms = gpu.sms
     resident_limit = blocks_per_sm(threads, registers, shared, gpu)
@@ -288,6 +298,8 @@ def _terms(
         resident = np.minimum(resident_limit, blocks_on_busiest_sm)
         usable = np.minimum(1.0, resident * threads / SATURATING_THREADS_PER_SM)
         t_comp = t_math * n_sms * blocks_on_busiest_sm / blocks / usable
+        if padding is not None:
+            t_comp = t_comp * padding
         threads_in_flight = np.minimum(blocks, n_sms * resident_limit) * threads
 
     bw = np.inf if "dram_bw" in idealize else gpu.dram_bw_gbs * 1e9
