@@ -5,8 +5,8 @@ A batch opens with its first request and closes when it holds ``inference_batch`
 ``inference_timeout_us`` after its first request arrived, whichever is first; a request arriving at
 the closing instant still rides. Closed batches queue FIFO on the GPU's inference stream while the
 next batch fills. With ``ServiceTimes.batch_when_server_free`` (SEED traces that record their server)
-a batch that is due while every server thread is still busy with earlier batches' CPU work keeps
-filling (up to ``inference_batch``) and closes when a server thread comes free, as the recorded
+a batch that is due while every server thread is still busy with an earlier batch (until its actions
+are back from the GPU) keeps filling (up to ``inference_batch``) and closes when a server thread comes free, as the recorded
 server does: it takes whatever is waiting when it returns. Two batchers implement the same rule: ``PlainBatcher`` keeps requests in a simpy
 Store (one event per request); ``FleetBatcher`` keeps the known future arrival times of the actors'
 next requests in a sorted list and wakes only when a batch can close (a few events per batch).
@@ -55,7 +55,6 @@ def serve_batch(
         rec.inference_obs += n_obs
     cpu_s = times.server_cpu_s_per_batch + times.server_cpu_s_per_obs * n_obs
     yield from system.threads.execute(server, cpu_s, "inference_server")
-    server_free()
     yield from system.replay.insert(n_obs)
     label = f"inference_batch b={n_obs}"
     if times.on_gpu:
@@ -67,6 +66,8 @@ def serve_batch(
         )
     else:
         yield from system.threads.execute(server, float(times.inference_gpu_s[n_obs]), label)
+    # The recorded server sends the replies once it has the actions: it is free again only then.
+    server_free()
     if times.response_down_s > 0:
         yield env.timeout(times.response_down_s)
     deliver(members)
@@ -84,7 +85,7 @@ class PlainBatcher:
         self.batches = 0
         self.wait_for_server = system.times.batch_when_server_free
         self.servers = len(system.server_threads)
-        self.busy = 0  # closed batches whose server CPU work has not finished
+        self.busy = 0  # closed batches whose server has not got their actions yet
         self.freed = system.env.event()
 
     def server_free(self) -> None:
@@ -172,7 +173,7 @@ class FleetBatcher:
         self.deliver: Callable[[list[int]], None] = lambda members: None
         self.wait_for_server = system.times.batch_when_server_free
         self.servers = len(system.server_threads)
-        self.busy = 0  # closed batches whose server CPU work has not finished
+        self.busy = 0  # closed batches whose server has not got their actions yet
 
     def server_free(self) -> None:
         if self.wait_for_server:  # otherwise no wake-up: it would reorder same-instant closes
