@@ -152,3 +152,11 @@ def test_lstm_lowering_conserves_the_forward_flops_and_adds_the_trained_backward
     assert len(low) - len(backward) == 1 + 2 * 20
     assert len(backward) == 2 * 20 + 3
     assert np.all(low["flops"] > 0) and np.all(low["bytes_read"] > 0)
+
+
+def test_local_inference_is_refused_for_a_central_capture(trace, v100):
+    from archsim.errors import ArchsimError
+
+    # The SEED actors never ran the policy: local inference would get it for free.
+    with pytest.raises(ArchsimError, match="no act phase"):
+        derive_service_times(trace, v100, SimConfig(actors=8, inference="local"), learner_batch=2)

@@ -104,6 +104,11 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
             "trace: no actor steps with an env_step phase (steps.parquet role == 'actor'); "
             f"--inference {config.inference} needs them for environment-step times"
         )
+    if config.inference == "local" and actor["act_us"].isna().all():
+        raise ArchsimError(
+            "trace: its actor steps have no act phase (a central-inference capture), so "
+            "--inference local has no policy time to give the actors; use --inference central"
+        )
     per_env = np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0)
     phases = ["env_step_us", "preprocess_us"]
     if config.inference == "local":
