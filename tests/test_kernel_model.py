@@ -313,3 +313,45 @@ def test_tiny_kernels_take_the_measured_floor() -> None:
     assert predict_op_seconds(measured, h100, V100, include_launch=False)[0] == pytest.approx(
         1.5e-6
     )
+
+
+# Grid-less GEMM/conv rows (CPU captures): the model searches tiles and K-splits for these, and the
+# search must keep the hardware monotonicity the traced rows above have.
+gridless_rows = st.fixed_dictionaries(
+    {
+        "kind": st.just("cpu"),
+        "op_class": st.sampled_from(["gemm", "conv", "matmul"]),
+        "dtype": st.sampled_from(["float32", "float16"]),
+        "flops": st.floats(1.0, 1e12),
+        "bytes_read": st.floats(1.0, 1e9),
+        "bytes_written": st.floats(4.0, 1e8),
+    }
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(gridless_rows, min_size=1, max_size=6),
+    preset=st.sampled_from(["dgx1-v100", "dgx-a100", "dgx-h100", "jetson-tx1"]),
+    sm_factor=st.floats(1.0, 4.0),
+    bw_factor=st.floats(1.0, 4.0),
+)
+def test_gridless_tiled_ops_never_slower_on_a_bigger_gpu(rows, preset, sm_factor, bw_factor):
+    ops = make_ops(rows)
+    base_hw = load_hw(preset)
+    base = predict_op_seconds(ops, base_hw)
+    gpu = base_hw.gpu
+    for override in (
+        f"gpu.sms={max(gpu.sms, int(gpu.sms * sm_factor))}",
+        f"gpu.dram_bw_gbs={gpu.dram_bw_gbs * bw_factor}",
+        f"gpu.clock_mhz={gpu.clock_mhz * bw_factor}",
+    ):
+        faster = predict_op_seconds(ops, load_hw(preset, [override]))
+        assert np.all(faster <= base * (1 + 1e-12)), override
+    applied: set[str] = set()
+    previous = base
+    for component in IDEALIZATIONS:
+        applied.add(component)
+        now = predict_op_seconds(ops, base_hw, idealize=frozenset(applied))
+        assert np.all(now <= previous * (1 + 1e-12)), component
+        previous = now

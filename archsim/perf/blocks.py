@@ -5,6 +5,8 @@ Estimated from the op's output size and the tile one thread block would compute 
   cuBLAS's common sm70/sm80 kernels, e.g. ``volta_sgemm_128x128``; 256 threads = 8 warps).
   Registers and shared memory as the V100 fixture's cuBLAS/cuDNN tile kernels use
   (v100_cnn_ddp_train: volta_sgemm_*/scudnn_128x* at 126-128 registers per thread, 16-32 KB shared).
+- skinny GEMM/conv (fewer output tiles than one wave of blocks): the same tiles split into K-slices
+  (split_k_blocks; cuBLAS split-K and GEMV kernels), which kernel.kernel_terms tries as candidates.
 - everything else: PyTorch's element-wise launch, 128 threads x 4 elements per thread = 512 output
   elements per block (aten/src/ATen/native/cuda/CUDALoops.cuh: num_threads = 4 * warp size,
   thread_work_size = 4).
@@ -108,17 +110,15 @@ def estimate_launch_shape(
     return np.maximum(blocks, 1.0), threads, registers, shared
 
 
-# Slice counts tried for the split launch (the model keeps the fastest, like GEMM_TILE_CANDIDATES).
-# The fixtures show 5-28 K-slices over several output tiles; the list reaches 512 because the tile
-# count below is output elements / (64 x 32), which for a batch-1 GEMV (M = 1) undercounts the real
-# N / 32 column tiles 64-fold (cuBLAS runs a GEMV kernel with blocks along N there rather than a tile
-# per 64 x 32 outputs): tiles x slices, the block count, is what the model needs. 512 blocks cover a
-# full wave of the split tile on every preset (H100: 132 SMs x 2 resident = 264).
-# FILL_SLICES stands for "as many slices as reach the smallest cap of split_k_blocks exactly" (the
-# powers of two overshoot it by up to 2x, and where the cap is a full wave that overshoot changes the
-# tail of the last wave from one batch size to the next).
-FILL_SLICES = 0
-SPLIT_K_SLICES = (2, 4, 8, 16, 32, 64, 128, 256, 512, FILL_SLICES)
+# K-slice counts tried for every tile (the model keeps the fastest, like GEMM_TILE_CANDIDATES).
+# The fixtures show 5-28 K-slices over several output tiles; the list goes further because the tile
+# count below is output elements / tile outputs, which for a batch-1 GEMV (M = 1) undercounts the
+# real N / tile-n column tiles tile-m-fold (cuBLAS runs a GEMV kernel with blocks along N there):
+# tiles x slices, the block count, is what the model needs. 2048 slices of one output tile cover a
+# full wave of any candidate tile on every preset (largest: 64x64 tiles on the H100, 132 SMs x 8
+# resident = 1056 blocks). The counts are the same on every GPU and a split is usable below one wave,
+# so a GPU with more SMs only gains candidates: it can never be predicted slower.
+SPLIT_K_SLICES = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
 
 def split_k_blocks(
@@ -147,9 +147,6 @@ def split_k_blocks(
     streaming_blocks = np.asarray(dram_bytes, dtype=float) / (threads * BYTES_IN_FLIGHT_PER_THREAD)
     work_blocks = np.asarray(flops, dtype=float) / (2.0 * threads)
     cap = np.minimum(np.minimum(streaming_blocks, work_blocks), wave_blocks)
-    if slices == FILL_SLICES:  # exactly enough slices to reach the cap
-        fill = np.maximum(np.ceil(cap / tiles), 1.0)
-        return tiles * fill, fill > 1
     return tiles * slices, tiles * (slices / 2) < cap
 
 

@@ -173,7 +173,9 @@ def kernel_terms(
     """The model's time terms in seconds for every op treated as a kernel (see module docstring).
 
     GEMM/conv ops captured without a CUDA grid are tried with each tile of GEMM_TILE_CANDIDATES and
-    keep the fastest, as cuBLAS/cuDNN heuristics pick small tiles for skinny problems.
+    SPLIT_K_TILE, each unsplit and split into K-slices (SPLIT_K_SLICES, usable below one wave of
+    blocks), and keep the fastest, as cuBLAS/cuDNN heuristics pick small tiles and split-K or GEMV
+    kernels for skinny problems (a batch-1 linear layer streams its weights on every SM).
     """
     flops = np.nan_to_num(_column(ops, "flops"), nan=0.0)
     dram_bytes = np.nan_to_num(_column(ops, "bytes_read"), nan=0.0) + np.nan_to_num(
@@ -195,15 +197,23 @@ def kernel_terms(
     grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
     choose = tiled & ~grid_known
     if choose.any():
+        rows = np.flatnonzero(choose)  # candidates only where they apply: the search is ~40 passes
         out_elements = np.maximum(np.nan_to_num(_column(ops, "bytes_written"), nan=0.0) / size, 1.0)
-        best = np.where(choose, np.inf, _body(terms))
+        args = [a[rows] for a in (flops, dram_bytes, out_elements, rate, tiled, size)]
+        best_terms: dict[str, np.ndarray] = {}
+        best = np.full(len(rows), np.inf)
         for tile in _candidate_tiles():
             for slices in (1, *SPLIT_K_SLICES):
-                candidate, usable = _tile_terms(flops, dram_bytes, out_elements, rate, tiled, size,
-                                                tile, slices, gpu, idealize)  # fmt: skip
-                better = choose & usable & (_body(candidate) < best)
-                best = np.where(better, _body(candidate), best)
-                terms = {k: np.where(better, candidate[k], v) for k, v in terms.items()}
+                candidate, usable = _tile_terms(*args, tile, slices, gpu, idealize)
+                body = _body(candidate)
+                better = usable & (body < best)
+                best = np.where(better, body, best)
+                best_terms = {
+                    k: np.where(better, v, best_terms.get(k, v)) for k, v in candidate.items()
+                }
+        for k, v in best_terms.items():
+            terms[k] = terms[k].copy()
+            terms[k][rows] = v
     return terms
 
 
@@ -246,8 +256,15 @@ def _tile_terms(
     if slices == 1:
         usable = np.ones(len(flops), dtype=bool)
     edge = 2.0 * tile_m * tile_n / (tile_m + tile_n)
+    # Ragged tiles: beyond one tile the last one is padded to full size. A single partial tile is not
+    # (GEMV-like shapes run GEMV kernels, whose blocks share out the rows), which keeps the padded
+    # work continuous at one tile: T outputs in 1 tile, T + 1 in 2 tiles of the same per-block work.
+    tile_outputs = float(tile_m * tile_n)
+    padded = np.where(out_elements > tile_outputs, np.ceil(out_elements / tile_outputs) * tile_outputs,
+                      out_elements)  # fmt: skip
     terms = _terms(flops, dram_bytes, blocks, full * threads, full * registers,
-                   full * shared, rate, tiled, edge / size, gpu, idealize)  # fmt: skip
+                   full * shared, rate, tiled, edge / size, gpu, idealize,
+                   padded / out_elements)  # fmt: skip
     return terms, usable
 
 
@@ -279,11 +296,10 @@ def _terms(
     tile_intensity: np.ndarray,
     gpu: GpuConfig,
     idealize: frozenset[str],
-    padding: np.ndarray | None = None,
+    padding: np.ndarray | float = 1.0,
 ) -> dict[str, np.ndarray]:
-    """``padding`` (>= 1): outputs the launched tiles compute over the op's outputs. Ragged edge tiles
-    do a full tile's math, so the busiest SM's work is padded; None for traced launches (grid and
-    work as measured)."""
+    """``padding`` (>= 1): outputs the launched tiles compute over the op's outputs; the busiest SM
+    runs whole tiles, ragged or not (1 for traced launches, whose grid is as measured)."""
     n_ops = len(flops)
     n_sms = gpu.sms
     resident_limit = blocks_per_sm(threads, registers, shared, gpu)
@@ -297,9 +313,7 @@ def _terms(
         blocks_on_busiest_sm = np.ceil(blocks / n_sms)
         resident = np.minimum(resident_limit, blocks_on_busiest_sm)
         usable = np.minimum(1.0, resident * threads / SATURATING_THREADS_PER_SM)
-        t_comp = t_math * n_sms * blocks_on_busiest_sm / blocks / usable
-        if padding is not None:
-            t_comp = t_comp * padding
+        t_comp = t_math * padding * n_sms * blocks_on_busiest_sm / blocks / usable
         threads_in_flight = np.minimum(blocks, n_sms * resident_limit) * threads
 
     bw = np.inf if "dram_bw" in idealize else gpu.dram_bw_gbs * 1e9
