@@ -111,6 +111,9 @@ class Plan:
     r2d2_capture_s: float  # seconds of the profiled R2D2 baseline capture
     r2d2_measure_s: float  # seconds of each unprofiled R2D2 run
     baseline_repeats: int = 2  # unprofiled runs of each baseline (their spread is the noise floor)
+    # unprofiled runs of each variant: on this shared 2-core box one R2D2 run moved by up to 50%
+    # between two validation runs (other jobs' load), so the full plan averages two
+    variant_repeats: int = 1
 
     @property
     def configs(self) -> tuple[RunConfig, ...]:
@@ -126,6 +129,7 @@ FULL_PLAN = Plan(
     dqn_measure_steps=600,
     r2d2_capture_s=8.0,
     r2d2_measure_s=15.0,
+    variant_repeats=2,
 )
 # --quick (the test suite): two variants, runs of a few seconds; minutes in all.
 QUICK_PLAN = Plan(

@@ -75,6 +75,12 @@ def summary(rows: list[dict]) -> dict:
         "calibrated_frames_mae_variants": mean_abs_error(
             [r["calibrated_frames_error"] for r in rows if r["role"] == "variant"]
         ),
+        **{
+            f"frames_mae_{w}": mean_abs_error(
+                [r["frames_error"] for r in rows if r["workload"] == w]
+            )
+            for w in sorted({r["workload"] for r in rows})
+        },
         "meets_goal": mean_abs_error(errors) <= GOAL_MAE
         and all(abs(e) <= GOAL_WORST for e in errors if math.isfinite(e)),
     }
@@ -114,9 +120,7 @@ def markdown_table(rows: list[dict]) -> str:
     ]
     for r in rows:
         name = r["config"] + (" (baseline)" if r["role"] == "baseline" else "")
-        spread_note = (
-            f" (±{r['frames_spread'] / 2:.1%})" if r["repeats"] > 1 and r["frames_spread"] else ""
-        )
+        spread_note = f" (±{r['frames_spread'] / 2:.0%})" if r["repeats"] > 1 else ""
         lines.append(
             f"| {name} | {r['knobs']} | {r['measured_frames_per_s']:,.0f}{spread_note} | "
             f"{r['predicted_frames_per_s']:,.0f} | {_pct(r['frames_error'])} | "
@@ -131,7 +135,13 @@ def markdown_table(rows: list[dict]) -> str:
     lines.append(
         f"Mean absolute error of frames/s over {s['configs']} configurations: "
         f"{s['frames_mae']:.1%} (goal <= {GOAL_MAE:.0%}); worst: {s['worst_config']} "
-        f"{_pct(s['worst_frames_error'])} (goal: none beyond {GOAL_WORST:.0%}). "
+        f"{_pct(s['worst_frames_error'])} (goal: none beyond {GOAL_WORST:.0%}). By workload: "
+        + ", ".join(
+            f"{k.removeprefix('frames_mae_').upper()} {v:.1%}"
+            for k, v in s.items()
+            if k.startswith("frames_mae_")
+        )
+        + ". "
         f"Learner updates/s MAE {s['updates_mae']:.1%}; CPU utilization MAE {s['cpu_util_mae']:.1%}. "
         f"Calibrated to each baseline's measurement, the variants' frames/s MAE is "
         f"{s['calibrated_frames_mae_variants']:.1%}."
@@ -176,16 +186,21 @@ def scatter_chart(rows: list[dict], stem: Path) -> None:
             label=workload.upper(),
             zorder=3,
         )
-        for r in pts:
+        for i, r in enumerate(pts):  # staggered so that neighbouring labels do not overlap
             ax.annotate(
                 r["config"],
                 (r["measured_frames_per_s"], r["predicted_frames_per_s"]),
                 textcoords="offset points",
-                xytext=(4, 4),
+                xytext=(4, 4 - 9 * (i % 3)),
                 fontsize=7,
             )
     ax.set_xscale("log")
     ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel("measured frames/s (real run, no profiler)")

@@ -49,7 +49,9 @@ def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dic
     from archsim.validate.predict import predict
 
     hw = load_hw("local", [])
-    runs = [(c, i) for c in plan.configs for i in range(_repeats(plan, c))]
+    # repeats interleaved (every configuration once, then again): load drift hits all of them
+    rounds = max(plan.baseline_repeats, plan.variant_repeats)
+    runs = [(c, i) for i in range(rounds) for c in plan.configs if i < _repeats(plan, c)]
     bar = tqdm(
         total=len(plan.baselines) + len(runs), desc="validate", unit="run", disable=not progress
     )
@@ -102,7 +104,9 @@ def add_baseline_columns(rows: list[dict], traces: dict) -> None:
 
 
 def _repeats(plan: Plan, config: RunConfig) -> int:
-    return plan.baseline_repeats if plan.baselines[config.workload] is config else 1
+    if plan.baselines[config.workload] is config:
+        return plan.baseline_repeats
+    return plan.variant_repeats
 
 
 def make_row(
