@@ -108,11 +108,11 @@ def test_sim_config_mapping():
 
 # --- the real thing, small ----------------------------------------------------------------------
 
-# Gross bound on the quick run's frames/s MAE. The quick runs last seconds on a shared 2-core box
-# (other jobs move a run by +-20%), and the R2D2 baseline trace is a 3 s profiled capture whose
-# phase times carry the profiler's per-op overhead (docs/VALIDATION.md); the full run's MAE is the
-# figure to quote. 0.75 catches a broken pipeline (a rate off by a factor of 4 from frameskip, a
-# wrong unit, a swapped knob give errors of 75% to 300%+) without failing on a loaded machine.
+# Gross bound on the quick run's frames/s MAE. Known today (docs/VALIDATION.md): DQN within ~10%,
+# R2D2 under-predicted by ~50% (pinned FIFO threads, per-batch server cost from profiled wall time),
+# so two DQN and two R2D2 rows give ~30%; the quick runs last seconds on a shared 2-core box where
+# other jobs move an R2D2 run by up to 50%. 0.75 still catches a broken pipeline (frameskip or a unit
+# lost, a knob swapped: errors of 75% to 300%+) without failing on a loaded machine.
 QUICK_MAE_BOUND = 0.75
 
 
@@ -144,7 +144,8 @@ def test_quick_validation_outputs(quick_run):
         )
         assert 0 < float(r["measured_cpu_util"]) <= 1.05  # a little over 1: sampling at the edges
     table = (quick_run / "validation.md").read_text()
-    assert table.count("\n| ") == 1 + len(rows)  # header row + one per configuration
+    table_rows = [line for line in table.splitlines() if line.startswith("| ")]
+    assert len(table_rows) == 1 + len(rows)  # header row + one per configuration
     assert "Mean absolute error of frames/s" in table
     for suffix in (".png", ".svg"):
         assert (quick_run / f"validation_scatter{suffix}").stat().st_size > 1000
