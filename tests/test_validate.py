@@ -168,3 +168,21 @@ def test_validate_refuses_non_empty_out(tmp_path):
     )
     assert proc.returncode == 2
     assert "not empty" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_from_redoes_the_same_predictions(quick_run, tmp_path):
+    # The simulator is deterministic (seed 0), so predictions redone from the saved traces and
+    # measurements equal the run's own, and the measured columns are carried over unchanged.
+    out = tmp_path / "again"
+    proc = subprocess.run(
+        [sys.executable, "-m", "archsim", "validate", "--from", str(quick_run), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with open(quick_run / "validation.csv") as f:
+        first = list(csv.DictReader(f))
+    with open(out / "validation.csv") as f:
+        again = list(csv.DictReader(f))
+    assert first == again
