@@ -251,8 +251,8 @@ def window_rates(
     updates = sum(delta(a, 1) for role, a in arrays if role == "learner")
     cpu_s = sum(delta(a, 2) for _, a in arrays)
     return Measurement(
-        frames_per_s=FRAMESKIP * env_steps / window_s,
-        learner_updates_per_s=updates / window_s,
-        cpu_util=cpu_s / (window_s * hw_threads),
-        window_s=window_s,
+        frames_per_s=float(FRAMESKIP * env_steps / window_s),
+        learner_updates_per_s=float(updates / window_s),
+        cpu_util=float(cpu_s / (window_s * hw_threads)),
+        window_s=float(window_s),
     )
