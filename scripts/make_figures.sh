@@ -4,7 +4,7 @@
 # Tables (CSV) and SVGs stay in runs/figures/; docs/FIGURES.md quotes their numbers.
 # The R2D2 sweeps use --learner-batch 64: R2D2's 64 sequences per update (REFERENCE.md "RL
 # workloads"); for an R2D2 trace the learner batch counts sequences of the trace's length.
-# Takes about two minutes on two cores.
+# Takes under a minute on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/archsim ] || bash scripts/setup.sh
