@@ -126,10 +126,9 @@ def test_env_states_builds_sequences_from_observations():
     assert seq.frames[:, 0, 0].tolist() == [0, 0, 0, 0, 1, 2, 3]
 
 
-def test_merge_aligns_clocks_and_names_processes(tmp_path):
-    # Two real profiler recordings; B's wall-clock sample is moved 5 ms back, as if its host's wall
-    # clock ran 5 ms behind its Kineto clock: offset_B - offset_A ~ +5,000 us > 1,000 us tolerance, so
-    # the merge shifts B's events by about -5,000 us and records it.
+def _two_actor_recordings(tmp_path, late_ns: int, other_host: bool):
+    """Two real profiler recordings; B's wall-clock sample moved ``late_ns`` back (as if B's clock ran
+    behind), and B's sidecar on another host when ``other_host``. Returns (parts, first step ts each)."""
     parts = []
     for i in range(2):
         with (
@@ -141,7 +140,9 @@ def test_merge_aligns_clocks_and_names_processes(tmp_path):
         sidecar = dict(prof.sidecar)
         if i == 1:
             sidecar["clock_sync"] = dict(sidecar["clock_sync"])
-            sidecar["clock_sync"]["time_ns"] -= 5_000_000
+            sidecar["clock_sync"]["time_ns"] -= late_ns
+            if other_host:
+                sidecar["host"] = {"hostname": "node-b", "boot_id": "another-boot"}
         parts.append(ProcessPart("actor", i, os.getpid(), prof.trace_path, sidecar, 0))
     before = {}
     for i, part in enumerate(parts):
@@ -149,6 +150,13 @@ def test_merge_aligns_clocks_and_names_processes(tmp_path):
         before[i] = [
             e["ts"] for e in events if e.get("name", "").startswith("archsim::actor_step")
         ][0]
+    return parts, before
+
+
+def test_merge_aligns_clocks_and_names_processes(tmp_path):
+    # B's host clock runs 5 ms behind: offset_B - offset_A ~ +5,000 us > 1,000 us tolerance, so the
+    # merge shifts B's events by about -5,000 us and records it.
+    parts, before = _two_actor_recordings(tmp_path, 5_000_000, other_host=True)
     out = tmp_path / "merged.json.gz"
     summary = merge_process_traces(parts, out)
     shifts = [p["clock_shift_us"] for p in summary["processes"]]
@@ -167,6 +175,25 @@ def test_merge_aligns_clocks_and_names_processes(tmp_path):
     names = {e["args"]["name"] for e in merged["traceEvents"] if e.get("name") == "process_name"}
     assert names == {"actor 0", "actor 1"}
     assert [p["index"] for p in merged["archsimProcesses"]] == [0, 1]
+
+
+def test_merge_never_shifts_processes_of_one_host(tmp_path):
+    # A sample taken 5 ms late (a preempted process on a loaded box) on the same host: one clock, so
+    # no shift, and the offsets still record the difference.
+    parts, before = _two_actor_recordings(tmp_path, 5_000_000, other_host=False)
+    out = tmp_path / "merged.json.gz"
+    summary = merge_process_traces(parts, out)
+    assert [p["clock_shift_us"] for p in summary["processes"]] == [0.0, 0.0]
+    offsets = [p["clock_offset_us"] for p in summary["processes"]]
+    assert offsets[1] - offsets[0] == pytest.approx(5000.0, abs=CLOCK_TOLERANCE_US)
+    with gzip.open(out) as handle:
+        merged = json.loads(handle.read())
+    step_ts = [
+        e["ts"]
+        for e in merged["traceEvents"]
+        if e.get("name", "").startswith("archsim::actor_step")
+    ]
+    assert step_ts == pytest.approx([before[0], before[1]])
 
 
 # ---------------------------------------------------------------- real processes

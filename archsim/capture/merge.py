@@ -6,11 +6,12 @@ its role, index, pid and one clock sample (``time.time_ns()`` taken just before 
 
 * puts every trace on one time base: Kineto timestamps are microseconds after the trace's
   ``baseTimeNanoseconds``, so each file is shifted onto the earliest base;
-* checks that the processes share a clock: for each one, (annotation time on the Kineto clock) minus
-  (its wall-clock sample) is the offset between the two clocks. On one host all offsets agree to a few
-  microseconds (the cost of entering record_function); a process whose offset differs from the first
-  process's by more than ``CLOCK_TOLERANCE_US`` (another host, another clock) is shifted by the
-  difference;
+* aligns processes of other hosts: for each process, (annotation time on the Kineto clock) minus
+  (its wall-clock sample) is the offset between the two clocks. Processes on the reference process's
+  host (same hostname and kernel boot id in their sidecars) read one clock and are never shifted; their
+  offsets differ only by when the sample was taken (record_function's entry cost, or a preemption on
+  a loaded machine). A process on another host whose offset differs from the reference's by more than
+  ``CLOCK_TOLERANCE_US`` is shifted by the difference;
 * names every process by its role (Perfetto shows "learner 0", "actor 1") and lists them in the
   header under ``archsimProcesses`` (pid -> role, index, exit code, clock offset, shift applied).
 """
@@ -28,9 +29,9 @@ from archsim.errors import ArchsimError
 
 NS_PER_US = 1000.0
 CLOCK_SYNC_NAME = "archsim_clock_sync"
-# Two processes on one host read the same clock; their offsets differ only by record_function's entry
-# cost (measured here: offsets 160-290 us, spread under 150 us across 3 processes, captures of
-# 2026-11-22). 1 ms separates that from a genuinely different clock.
+# Across hosts, offsets differ by the clock difference plus the sample's lateness: record_function's
+# entry cost (measured on one host: offsets 160-290 us, spread under 150 us across 3 processes,
+# captures of 2026-11-22). 1 ms separates that from a genuinely different clock.
 CLOCK_TOLERANCE_US = 1000.0
 _ROLE_ORDER = {"learner": 0, "inference": 1, "actor": 2}
 
@@ -91,8 +92,9 @@ def merge_process_traces(parts: Sequence[ProcessPart], out_path: Path) -> dict[s
         for part, data in loaded
     }
     # The first process with a clock sample (the learner, in a SEED run) defines the clock.
-    known = [offsets[id(part)] for part, _ in loaded if offsets[id(part)] is not None]
-    reference = known[0] if known else 0.0
+    known = [part for part, _ in loaded if offsets[id(part)] is not None]
+    reference = offsets[id(known[0])] if known else 0.0
+    reference_host = _host(known[0]) if known else None
     header = {k: v for k, v in loaded[0][1].items() if k != "traceEvents"}
     events: list[dict[str, Any]] = []
     summary = []
@@ -100,7 +102,8 @@ def merge_process_traces(parts: Sequence[ProcessPart], out_path: Path) -> dict[s
     for part, data in loaded:
         offset = offsets[id(part)]
         correction = 0.0
-        if offset is not None and abs(offset - reference) > CLOCK_TOLERANCE_US:
+        other_host = reference_host is None or _host(part) != reference_host
+        if offset is not None and other_host and abs(offset - reference) > CLOCK_TOLERANCE_US:
             correction = reference - offset
         shift_us = (bases[id(part)] - base_ns) / NS_PER_US + correction
         pids = set()
@@ -130,6 +133,14 @@ def merge_process_traces(parts: Sequence[ProcessPart], out_path: Path) -> dict[s
     with gzip.open(out_path, "wt", compresslevel=6) as handle:
         json.dump(header, handle, separators=(",", ":"))
     return {"processes": summary, "events": len(events)}
+
+
+def _host(part: ProcessPart) -> tuple[str, str] | None:
+    """(hostname, boot id) from the sidecar; None when unknown (then clocks are compared)."""
+    host = (part.sidecar or {}).get("host")
+    if not host:
+        return None
+    return (str(host.get("hostname", "")), str(host.get("boot_id", "")))
 
 
 def _process_meta(pid: int, name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -1,15 +1,17 @@
 """Each process of a run records its own torch.profiler trace and a small sidecar describing it.
 
 The sidecar (``<role>-<index>.json``) names the process (role, index, pid), says whether the process
-finished normally, and holds one clock-sync sample: ``time.time_ns()`` and ``time.perf_counter_ns()``
-taken right before an ``archsim_clock_sync`` annotation. The merge uses it to check (and if needed
-correct) that every process's Kineto timestamps share one clock.
+finished normally, names its host (hostname and kernel boot id: processes with the same boot id read
+one clock), and holds one clock-sync sample: ``time.time_ns()`` taken right before an
+``archsim_clock_sync`` annotation (``uncertainty_ns``: from the sample to the annotation's end). The merge uses it to align processes that ran on other hosts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import time
 import traceback
 from pathlib import Path
@@ -23,6 +25,26 @@ def part_paths(raw_dir: Path, role: str, index: int) -> tuple[Path, Path]:
     """(Kineto JSON, sidecar JSON) of one process."""
     stem = f"{role}-{index}"
     return Path(raw_dir) / f"{stem}.trace.json", Path(raw_dir) / f"{stem}.json"
+
+
+def host_identity() -> dict[str, str]:
+    """Hostname and Linux boot id: two processes with the same boot id share CLOCK_REALTIME."""
+    boot_id = ""
+    with contextlib.suppress(OSError):  # not Linux: the hostname alone identifies the host
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return {"hostname": socket.gethostname(), "boot_id": boot_id}
+
+
+def _clock_sync_sample(record_function, torch) -> dict[str, int]:
+    """Wall clock right before an annotation; ``uncertainty_ns`` bounds how late the annotation is."""
+    wall_ns, perf_ns = time.time_ns(), time.perf_counter_ns()
+    with record_function(CLOCK_SYNC_NAME):
+        torch.zeros(1)
+    return {
+        "time_ns": wall_ns,
+        "perf_counter_ns": perf_ns,
+        "uncertainty_ns": time.time_ns() - wall_ns,
+    }
 
 
 class ProcessProfiler:
@@ -52,11 +74,9 @@ class ProcessProfiler:
         self._all_threads.__enter__()
         self._profiler.__enter__()
         self.sidecar["profiler_start_s"] = (time.perf_counter_ns() - entered_ns) / 1e9
-        wall_ns, perf_ns = time.time_ns(), time.perf_counter_ns()
-        with record_function(CLOCK_SYNC_NAME):
-            torch.zeros(1)
-        self.sidecar["clock_sync"] = {"time_ns": wall_ns, "perf_counter_ns": perf_ns}
-        self.sidecar["started_time_ns"] = wall_ns
+        self.sidecar["host"] = host_identity()
+        self.sidecar["clock_sync"] = _clock_sync_sample(record_function, torch)
+        self.sidecar["started_time_ns"] = self.sidecar["clock_sync"]["time_ns"]
         return self
 
     def __exit__(
