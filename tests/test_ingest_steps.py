@@ -102,3 +102,37 @@ def test_bad_step_attribute_names_the_marker():
         ArchsimError, match=r"t.json: step marker 'archsim::actor_step#actor=three'"
     ):
         build_steps(Path("t.json"), bad)
+
+
+def test_cpu_markers_fill_the_enclosing_step_and_phase():
+    # Each marker's CPU figure is the last thing inside it. Timestamps touch: the second env step's
+    # figure ends where inference_wait starts, and the step's own figure starts where
+    # inference_wait ends; each still belongs to its own marker.
+    rows = [
+        ("archsim::actor_step#actor=0,batch_size=2", 1, 0.0, 100.0),
+        ("archsim::env_step", 1, 10.0, 30.0),
+        ("archsim::cpu#us=25.5", 1, 39.0, 1.0),
+        ("archsim::env_step", 1, 50.0, 30.0),
+        ("archsim::cpu#us=20", 1, 79.0, 1.0),
+        ("archsim::inference_wait", 1, 80.0, 18.0),
+        ("archsim::cpu#us=0.5", 1, 97.0, 1.0),
+        ("archsim::cpu#us=60", 1, 98.0, 1.0),
+        ("archsim::actor_step#actor=0,batch_size=2", 1, 100.0, 50.0),  # made without CPU markers
+        ("archsim::env_step", 1, 110.0, 30.0),
+    ]
+    steps, phases, unknown = build_steps(Path("t.json"), _annotations(rows))
+    assert unknown == 0
+    assert steps["cpu_us"].tolist()[0] == 60.0 and np.isnan(steps["cpu_us"].tolist()[1])
+    assert steps["env_step_cpu_us"].tolist()[0] == 45.5  # two env steps, summed like their walls
+    assert steps["env_step_us"].tolist() == [60.0, 30.0]
+    assert steps["inference_wait_cpu_us"].tolist()[0] == 0.5
+    assert np.isnan(steps["env_step_cpu_us"].tolist()[1])
+
+
+def test_a_cpu_marker_that_is_not_a_number_names_the_file():
+    rows = [
+        ("archsim::actor_step#actor=0", 1, 0.0, 10.0),
+        ("archsim::cpu#us=lots", 1, 8.0, 1.0),
+    ]
+    with pytest.raises(ArchsimError, match=r"t\.json.*CPU-time marker 'archsim::cpu#us=lots'"):
+        build_steps(Path("t.json"), _annotations(rows))

@@ -96,3 +96,28 @@ def test_markers_on_another_thread_are_recorded_under_an_all_threads_profiler():
     names = {event.name for event in prof.events()}
     assert "archsim::train_forward" in names
     assert archsim.phase("act") is archsim.phase("env_step")  # shortcut is back once it ends
+
+
+def test_markers_record_thread_cpu_time_apart_from_wall_time(tmp_path):
+    # A phase that sleeps (a lock or socket wait) is long in wall time and nearly free in CPU time;
+    # one that computes has CPU time close to its wall time. Ingest keeps both.
+    import time
+
+    from archsim.trace.ingest import ingest
+
+    with torch.profiler.profile() as prof, archsim.step("actor", actor=0, batch_size=1):
+        with archsim.phase("inference_wait"):
+            time.sleep(0.02)
+        with archsim.phase("env_step"):
+            torch.ones(8).sum()  # a cpu op, so the trace has something to ingest
+            deadline = time.thread_time() + 0.01
+            while time.thread_time() < deadline:
+                pass
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    row = ingest(path).steps.iloc[0]
+    assert row["inference_wait_us"] >= 20_000 and row["inference_wait_cpu_us"] < 5_000
+    assert row["env_step_cpu_us"] >= 10_000
+    assert row["env_step_cpu_us"] <= row["env_step_us"] + 1.0  # CPU never exceeds wall (1 us slack)
+    assert row["env_step_cpu_us"] + row["inference_wait_cpu_us"] <= row["cpu_us"] + 1.0
+    assert row["cpu_us"] <= row["dur_us"] + 1.0

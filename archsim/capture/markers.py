@@ -4,6 +4,12 @@
 agreed in the interfaces brief (``archsim::<phase>``, ``archsim::<role>_step#k=v,...``). When no
 profiler is recording they return a shared no-op context, so they can stay in production loops.
 
+While recording, each marker also measures its thread's CPU time (``time.thread_time_ns``) and, just
+before it closes, records it as a nested zero-work annotation ``archsim::cpu#us=<microseconds>``.
+The profiler records wall time only: a phase that waited for a lock, the GIL or a descheduled core
+looks as long as one that computed. Ingest attaches each CPU figure to its enclosing marker
+(``<phase>_cpu_us``, ``cpu_us`` of the step), and the simulator charges CPU threads with CPU time.
+
 torch's "is the profiler on" check is per thread: a profiler started with ``profile_all_threads``
 records other threads too, but on those threads the check reads False. Code that profiles that way
 wraps the run in :func:`all_threads_recording`, which turns the no-op shortcut off process-wide.
@@ -12,6 +18,7 @@ wraps the run in :func:`all_threads_recording`, which turns the no-op shortcut o
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable, Iterator
 
 import torch
@@ -21,6 +28,7 @@ from archsim.errors import ArchsimError
 from archsim.trace.schema import PHASES, STEP_ROLES
 
 PREFIX = "archsim::"
+CPU_MARKER = PREFIX + "cpu"  # archsim::cpu#us=<float>: thread CPU time of the enclosing marker
 _NOOP = contextlib.nullcontext()
 _thread_profiler_enabled = torch._C._autograd._profiler_enabled
 _all_threads_recorders = 0  # > 0 while a profile_all_threads profiler runs in this process
@@ -46,12 +54,33 @@ def _check(name: str, allowed: Iterable[str], what: str) -> None:
         raise ArchsimError(f"unknown {what} {name!r} (expected one of: {', '.join(allowed)})")
 
 
+class _TimedMarker:
+    """``record_function(label)`` that also records the thread CPU time spent inside it."""
+
+    __slots__ = ("_function", "_cpu_ns")
+
+    def __init__(self, label: str) -> None:
+        self._function = record_function(label)
+        self._cpu_ns = 0
+
+    def __enter__(self) -> _TimedMarker:
+        self._function.__enter__()
+        self._cpu_ns = time.thread_time_ns()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        cpu_us = (time.thread_time_ns() - self._cpu_ns) / 1000.0
+        with record_function(f"{CPU_MARKER}#us={cpu_us:.3f}"):
+            pass
+        self._function.__exit__(*exc)
+
+
 def phase(name: str) -> contextlib.AbstractContextManager:
     """Mark a phase of an actor/learner step (one of archsim.trace.schema.PHASES)."""
     _check(name, PHASES, "phase")
     if not _profiler_enabled():
         return _NOOP
-    return record_function(PREFIX + name)
+    return _TimedMarker(PREFIX + name)
 
 
 def step_label(role: str, **attrs: int) -> str:
@@ -71,4 +100,4 @@ def step(role: str, **attrs: int) -> contextlib.AbstractContextManager:
     label = step_label(role, **attrs)
     if not _profiler_enabled():
         return _NOOP
-    return record_function(label)
+    return _TimedMarker(label)

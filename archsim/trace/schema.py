@@ -87,7 +87,9 @@ OPS_COLUMNS: dict[str, tuple[str, object]] = {
 }
 
 # steps.parquet: one row per actor step, learner step or central inference batch. Per-phase durations
-# are `<phase>_us` columns, NaN where that phase did not occur in the step.
+# are `<phase>_us` columns (wall time), NaN where that phase did not occur in the step; `cpu_us` and
+# `<phase>_cpu_us` are the thread CPU time inside the step / phase (archsim.capture markers record
+# it), NaN in traces made without them. Wall minus CPU is time waiting: locks, the GIL, a busy core.
 STEPS_BASE_COLUMNS: dict[str, tuple[str, object]] = {
     "step_id": ("int64", -1),
     "role": ("string", ""),  # one of STEP_ROLES
@@ -101,6 +103,8 @@ STEPS_BASE_COLUMNS: dict[str, tuple[str, object]] = {
 STEPS_COLUMNS: dict[str, tuple[str, object]] = {
     **STEPS_BASE_COLUMNS,
     **{f"{phase}_us": ("float64", np.nan) for phase in PHASES},
+    "cpu_us": ("float64", np.nan),
+    **{f"{phase}_cpu_us": ("float64", np.nan) for phase in PHASES},
 }
 
 

@@ -2,7 +2,9 @@
 
 Markers (interfaces.md): ``archsim::<role>_step#k=v,...`` user annotations are steps;
 ``archsim::<phase>`` annotations nested in a step (same pid, time containment) add their duration to
-the step's ``<phase>_us``. An op's phase is the innermost ``archsim::<phase>`` containing its anchor
+the step's ``<phase>_us``. ``archsim::cpu#us=<x>`` annotations (thread CPU time, the last thing each
+marker records before it closes) belong to the innermost step or phase marker on their thread that
+contains their midpoint: they fill the step's ``cpu_us`` and add to its ``<phase>_cpu_us``. An op's phase is the innermost ``archsim::<phase>`` containing its anchor
 (the launching runtime call for GPU work, the op itself on a CPU-only trace): same thread first,
 otherwise the latest-starting one on the same process (autograd runs backward on its own thread).
 
@@ -25,6 +27,7 @@ from archsim.trace.schema import PHASES, STEP_ROLES, STEPS_COLUMNS, UNKNOWN_PHAS
 
 MARKER_PREFIX = "archsim::"
 _STEP_MARKER = re.compile(rf"^archsim::({'|'.join(STEP_ROLES)})_step(?:#(.*))?$")
+_CPU_MARKER = re.compile(r"^archsim::cpu#us=(.*)$")
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 STEP_INT_ATTRS = ("actor", "batch_size")
 FOREIGN_OPTIMIZER_PREFIX = "Optimizer.step#"
@@ -55,7 +58,7 @@ def build_steps(path: Path, annotations: pd.DataFrame) -> tuple[pd.DataFrame, pd
     """
     names = annotations["name"].astype(str)
     marked = annotations[names.str.startswith(MARKER_PREFIX)]
-    step_rows, phase_rows, unknown = [], [], 0
+    step_rows, phase_rows, cpu_rows, unknown = [], [], [], 0
     for name, pid, tid, ts, dur, end in zip(
         marked["name"],
         marked["pid"],
@@ -81,6 +84,13 @@ def build_steps(path: Path, annotations: pd.DataFrame) -> tuple[pd.DataFrame, pd
                 }
             )
             continue
+        cpu = _CPU_MARKER.match(name)
+        if cpu:
+            # its midpoint: its start may touch the end of the previous sibling marker and its end
+            # the start of the next one (microsecond timestamps)
+            t = ts + 0.5 * dur
+            cpu_rows.append({"pid": pid, "tid": tid, "t": t, "cpu_us": _cpu_us(path, name, cpu)})
+            continue
         phase = name[len(MARKER_PREFIX) :]
         if phase in PHASES:
             phase_rows.append({"phase": phase, "pid": pid, "tid": tid, "ts": ts, "end": end})
@@ -95,13 +105,65 @@ def build_steps(path: Path, annotations: pd.DataFrame) -> tuple[pd.DataFrame, pd
     phases = pd.DataFrame(phase_rows, columns=["phase", "pid", "tid", "ts", "end"])
     phases["dur"] = phases["end"] - phases["ts"]
     phases["step_id"] = enclosing_step(steps, phases["pid"], phases["tid"], phases["ts"])
+    cpu_rows = pd.DataFrame(cpu_rows, columns=["pid", "tid", "t", "cpu_us"])
+    step_cpu, phases["cpu_us"] = _attach_cpu(steps, phases, cpu_rows)
     table = steps.drop(columns=["end"])
+    table["cpu_us"] = step_cpu
     inside = phases[phases["step_id"] >= 0]
     if len(inside):
         sums = inside.pivot_table(index="step_id", columns="phase", values="dur", aggfunc="sum")
         for phase in sums.columns:
             table[f"{phase}_us"] = table["step_id"].map(sums[phase])
+        timed = inside[inside["cpu_us"].notna()]
+        if len(timed):
+            cpu_sums = timed.pivot_table(
+                index="step_id", columns="phase", values="cpu_us", aggfunc="sum"
+            )
+            for phase in cpu_sums.columns:
+                table[f"{phase}_cpu_us"] = table["step_id"].map(cpu_sums[phase])
     return conform(table, STEPS_COLUMNS), phases, unknown
+
+
+def _cpu_us(path: Path, name: str, match: re.Match) -> float:
+    try:
+        value = float(match.group(1))
+    except ValueError:
+        value = float("nan")
+    if not value >= 0:  # NaN or negative
+        raise ArchsimError(
+            where(path, f"CPU-time marker '{name}': expected us=<non-negative number>")
+        )
+    return value
+
+
+def _attach_cpu(
+    steps: pd.DataFrame, phases: pd.DataFrame, cpu: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """(CPU us of each step, of each phase interval), NaN where none was recorded. Each CPU marker
+    belongs to the innermost step or phase marker on its thread containing its midpoint (markers on
+    one thread nest)."""
+    n_steps = len(steps)
+    step_cpu = np.full(n_steps, np.nan)
+    phase_cpu = np.full(len(phases), np.nan)
+    if cpu.empty:
+        return step_cpu, phase_cpu
+    pid = np.concatenate([steps["pid"].to_numpy(), phases["pid"].to_numpy()])
+    tid = np.concatenate([steps["tid"].to_numpy(), phases["tid"].to_numpy()])
+    start = np.concatenate([steps["start_us"].to_numpy(float), phases["ts"].to_numpy(float)])
+    end = np.concatenate([steps["end"].to_numpy(float), phases["end"].to_numpy(float)])
+    found = innermost_containing(
+        thread_key(cpu["pid"].to_numpy(), cpu["tid"].to_numpy()),
+        cpu["t"].to_numpy(float),
+        thread_key(pid, tid),
+        start,
+        end,
+    )
+    values = cpu["cpu_us"].to_numpy(float)
+    on_step = (found >= 0) & (found < n_steps)
+    on_phase = found >= n_steps
+    step_cpu[found[on_step]] = values[on_step]
+    phase_cpu[found[on_phase] - n_steps] = values[on_phase]
+    return step_cpu, phase_cpu
 
 
 def _same_thread_then_process(
