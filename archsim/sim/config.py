@@ -13,6 +13,9 @@ from archsim.errors import ArchsimError
 INFERENCE_MODES = ("central", "local")
 ENGINES = ("auto", "fast", "simpy")
 SMT_MODELS = ("busy", "static")
+CPU_SCHEDULERS = ("pinned", "shared")
+SWITCHES = ("off", "on")
+REPLAY_LIMITS = ("both", "learner")
 # Default largest inference batch: R2D2's batch of 64 (REFERENCE.md "RL workloads"); SEED RL leaves
 # it a knob. A design default, capped at the number of environments so a batch can fill.
 DEFAULT_INFERENCE_BATCH = 64
@@ -35,6 +38,10 @@ class SimConfig:
     # Rate limiter slack, in learner batches: how far either side may run ahead (Reverb's error
     # buffer). A design default: small against a run, at least one insert and one sample wide.
     replay_slack_batches: float = 4.0
+    # Which side the replay ratio throttles: "both" (Reverb's SampleToInsertRatio: inserts wait for
+    # the learner too) or "learner" (actors never wait; the learner trains at most ratio x inserted,
+    # as workloads/r2d2's trainer does).
+    replay_limit: str = "both"
     # Steps take a millisecond or less, so 2 s holds thousands of learner and inference steps and the
     # cold start is negligible; short enough for sweeps of many points.
     sim_seconds: float = 2.0
@@ -49,6 +56,15 @@ class SimConfig:
     # SMT: "busy" slows a thread by its sibling's measured busy fraction (archsim.perf.cpu);
     # "static" runs every thread of a shared core at smt_yield (the pessimistic bound).
     smt_model: str = "busy"
+    # "pinned": every software thread on its own hardware thread, FIFO (a thread-affinity
+    # deployment; archsim.sim.cpu). "shared": the OS time-shares all hardware threads among all
+    # runnable software threads, as Linux does for threads that are not pinned (archsim.sim.shared_cpu).
+    cpu_sched: str = "pinned"
+    # "on": inference batches and the learner's parameter and replay updates exclude each other, as
+    # the bundled R2D2 runtime's params lock does (workloads/r2d2/seed/learner_process.py): the
+    # server's forward pass against the learner's replay sample, optimizer step and priority update.
+    # Modelled on CPU-only hardware, where those run on the CPU while holding the lock.
+    param_lock: str = "off"
 
     def __post_init__(self) -> None:
         if self.inference_batch is None and isinstance(self.actors, int):
@@ -70,6 +86,18 @@ class SimConfig:
         if self.smt_model not in SMT_MODELS:
             raise ArchsimError(
                 f"--smt-model: {self.smt_model!r} is not one of {', '.join(SMT_MODELS)}"
+            )
+        if self.cpu_sched not in CPU_SCHEDULERS:
+            raise ArchsimError(
+                f"--cpu-sched: {self.cpu_sched!r} is not one of {', '.join(CPU_SCHEDULERS)}"
+            )
+        if self.param_lock not in SWITCHES:
+            raise ArchsimError(
+                f"--param-lock: {self.param_lock!r} is not one of {', '.join(SWITCHES)}"
+            )
+        if self.replay_limit not in REPLAY_LIMITS:
+            raise ArchsimError(
+                f"--replay-limit: {self.replay_limit!r} is not one of {', '.join(REPLAY_LIMITS)}"
             )
         if self.engine not in ENGINES:
             raise ArchsimError(f"--engine: {self.engine!r} is not one of {', '.join(ENGINES)}")

@@ -21,7 +21,7 @@ import simpy
 from simpy.events import Event
 
 from archsim.sim.gpu import INFERENCE
-from archsim.sim.system import System
+from archsim.sim.system import System, locked
 
 # simpy runs events at equal times by priority (URGENT 0, NORMAL 1); a batch's closing timer runs
 # after every ordinary event of its instant, so requests arriving at that instant are included.
@@ -64,6 +64,12 @@ def serve_batch(
             float(times.inference_sm_fraction[n_obs]),
             label,
         )
+    elif system.params_lock is not None:
+        # the batch's forward pass holds the params lock; the request handling around it does not
+        locked_s = float(times.inference_locked_s[n_obs])
+        free_s = float(times.inference_gpu_s[n_obs]) - locked_s
+        yield from system.threads.execute(server, free_s, label)
+        yield from locked(system.params_lock, system.threads.execute(server, locked_s, label))
     else:
         yield from system.threads.execute(server, float(times.inference_gpu_s[n_obs]), label)
     # The recorded server sends the replies once it has the actions: it is free again only then.

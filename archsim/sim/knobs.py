@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from archsim.errors import ArchsimError
-from archsim.sim.config import ENGINES, INFERENCE_MODES, SMT_MODELS
+from archsim.sim.config import (
+    CPU_SCHEDULERS,
+    ENGINES,
+    INFERENCE_MODES,
+    REPLAY_LIMITS,
+    SMT_MODELS,
+    SWITCHES,
+)
 
 
 def _int(text: str) -> int:
@@ -61,6 +68,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("learner_batch", _int, "integer", "learner batch (default: the trace's)"),
     Knob("replay_ratio", _optional_float, "number or none", "samples per insert (default none)"),
     Knob("replay_slack_batches", _float, "number", "rate-limiter slack in batches (default 4)"),
+    Knob(
+        "replay_limit",
+        _choice(REPLAY_LIMITS),
+        "both|learner",
+        "what the replay ratio throttles: both sides (default) or only the learner",
+    ),
     Knob("cpu_threads", _int, "integer", "hardware threads to use (default: all of --hw)"),
     Knob("learner_cpu_threads", _int, "integer", "threads for the learner (default 2/1)"),
     Knob("gpus", _int, "integer", "GPUs in use, for power (default 1)"),
@@ -69,6 +82,18 @@ KNOBS: tuple[Knob, ...] = (
     Knob("seed", _int, "integer", "random seed (default 0)"),
     Knob("engine", _choice(ENGINES), "auto|fast|simpy", "simulation path (default auto)"),
     Knob("smt_model", _choice(SMT_MODELS), "busy|static", "SMT slowdown model (default busy)"),
+    Knob(
+        "cpu_sched",
+        _choice(CPU_SCHEDULERS),
+        "pinned|shared",
+        "pinned FIFO threads (default) or OS time-sharing of all threads",
+    ),
+    Knob(
+        "param_lock",
+        _choice(SWITCHES),
+        "off|on",
+        "inference and parameter updates exclude each other (CPU-only; default off)",
+    ),
     Knob("sms", _int, "integer", "SMs of the GPU (sets gpu.sms)", hw_field="gpu.sms"),
 )
 KNOB_BY_NAME = {knob.name: knob for knob in KNOBS}

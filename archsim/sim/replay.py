@@ -2,7 +2,9 @@
 
 With ``ratio`` samples per inserted transition, inserts wait while the samplers are more than
 ``slack`` samples behind, and samples wait while they are more than ``slack`` ahead: either side is
-throttled, as real systems do. ``ratio=None`` runs both sides free (SEED RL, R2D2). The slack is at
+throttled, as Reverb does. With ``learner_only`` inserts never wait: the learner samples at most
+``ratio`` per insert plus the slack, as the bundled R2D2 runtime's trainer does
+(workloads/r2d2/seed/rate.py). ``ratio=None`` runs both sides free (SEED RL, R2D2). The slack is at
 least one insert and one sample wide, so the two sides can never both wait.
 """
 
@@ -15,10 +17,16 @@ from archsim.sim.metrics import Recorder
 
 class RateLimitedReplay:
     def __init__(
-        self, env: simpy.Environment, ratio: float | None, slack_samples: float, rec: Recorder
+        self,
+        env: simpy.Environment,
+        ratio: float | None,
+        slack_samples: float,
+        rec: Recorder,
+        learner_only: bool = False,
     ) -> None:
         self.env = env
         self.ratio = ratio
+        self.learner_only = learner_only
         self.slack = slack_samples
         self.inserted = 0
         self.sampled = 0
@@ -27,7 +35,9 @@ class RateLimitedReplay:
         self.sample_queue = rec.queue("replay_sample")
 
     def can_insert(self, n: int) -> bool:
-        return self.ratio is None or (self.inserted + n) * self.ratio - self.sampled <= self.slack
+        if self.ratio is None or self.learner_only:
+            return True
+        return (self.inserted + n) * self.ratio - self.sampled <= self.slack
 
     def can_sample(self, n: int) -> bool:
         return self.ratio is None or self.sampled + n - self.inserted * self.ratio <= self.slack

@@ -5,6 +5,9 @@ Which path runs: ``engine="simpy"`` is the plain model (a simpy Resource per har
 process per actor, a Store of requests). ``engine="fast"`` (and ``"auto"``) computes the same model
 with closed forms: hardware threads as Lindley recursions, central-inference actors advanced a batch
 at a time, and local-inference actors that own their thread and are never throttled as one cumsum.
+``cpu_sched="shared"`` (OS time-sharing, archsim.sim.shared_cpu) has one path: a process per actor
+on the processor-sharing CPU (path name "shared"); a burst's end depends on later arrivals there, so
+the Lindley closed forms do not apply.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from archsim.sim.inference import FleetBatcher, PlainBatcher
 from archsim.sim.learner import learner_process
 from archsim.sim.metrics import Recorder, power_series, summarize
 from archsim.sim.replay import RateLimitedReplay
+from archsim.sim.shared_cpu import SharedThreads
 from archsim.sim.system import ActorStreams, Machine, ServiceTimes, System
 
 
@@ -79,13 +83,14 @@ def simulate_system(
         thread_speed_rel=machine.thread_speed_rel,
         smt_yield=machine.smt_yield,
     )
-    if config.smt_model == "busy" and layout.shared.any() and machine.smt_yield < 1:
+    shared = config.cpu_sched == "shared"
+    if not shared and config.smt_model == "busy" and layout.shared.any() and machine.smt_yield < 1:
         short = config.replace(sim_seconds=config.sim_seconds * SMT_CALIBRATION_FRACTION)
         for _ in range(SMT_CALIBRATION_PASSES):
-            rec, _, _ = _run(times, layout, short, learner_batch, False, 0)
+            rec, _, _ = _run(times, layout, machine, short, learner_batch, False, 0)
             busy = rec.cpu_busy_s / short.sim_seconds
             layout = smt_speeds(layout, busy, machine.thread_speed_rel, machine.smt_yield)
-    rec, engine, events = _run(times, layout, config, learner_batch, timeline, series_bins)
+    rec, engine, events = _run(times, layout, machine, config, learner_batch, timeline, series_bins)
     socket_of_thread = layout.socket_of_thread()
     threads_per_socket = np.bincount(socket_of_thread, minlength=machine.sockets)
     metrics = summarize(rec, machine.power, socket_of_thread, threads_per_socket)
@@ -105,6 +110,7 @@ def simulate_system(
 def _run(
     times: ServiceTimes,
     layout: ThreadLayout,
+    machine: Machine,
     config: SimConfig,
     learner_batch: int,
     timeline: bool,
@@ -112,12 +118,23 @@ def _run(
 ) -> tuple[Recorder, str, int]:
     """One simulation of ``config.sim_seconds`` with fixed thread speeds: (recorder, path, events)."""
     n_learner = config.learner_threads
+    # Pinned: software thread -> its hardware thread. Shared: every software thread is its own
+    # (they all run on the whole CPU), numbered learner first, then actors.
+    owners = np.arange(len(layout.placement)) if config.cpu_sched == "shared" else layout.placement
     env = simpy.Environment()
     rec = Recorder(end=config.sim_seconds, hw_threads=layout.hw_threads, series_bins=series_bins)
     if timeline:
         rec.timeline = []
     plain = config.engine == "simpy"
-    threads = SimpyThreads(env, layout, rec) if plain else LindleyThreads(env, layout, rec)
+    shared = config.cpu_sched == "shared"
+    if shared:
+        threads = SharedThreads(
+            env, layout.hw_threads, layout.cores, machine.thread_speed_rel, machine.smt_yield, rec
+        )
+    elif plain:
+        threads = SimpyThreads(env, layout, rec)
+    else:
+        threads = LindleyThreads(env, layout, rec)
     slack = config.replay_slack_batches * max(
         learner_batch,
         (config.replay_ratio or 0.0)
@@ -131,19 +148,37 @@ def _run(
         rec=rec,
         threads=threads,
         gpu=SharedGpu(env, rec),
-        replay=RateLimitedReplay(env, config.replay_ratio, slack, rec),
+        replay=RateLimitedReplay(
+            env, config.replay_ratio, slack, rec, learner_only=config.replay_limit == "learner"
+        ),
         streams=ActorStreams(
             times.actor_step_cpu_s, config.actors, config.envs_per_actor, config.seed
         ),
         learner_batch=learner_batch,
-        learner_thread=int(layout.placement[0]),
+        learner_thread=int(owners[0]),
         # The learner's first thread runs the training loop; the others serve inference batches
         # in turn (all on the first one when the learner has a single thread).
-        server_threads=[int(t) for t in layout.placement[1:n_learner]]
-        or [int(layout.placement[0])],
-        actor_threads=layout.placement[n_learner:],
+        server_threads=[int(t) for t in owners[1:n_learner]] or [int(owners[0])],
+        actor_threads=owners[n_learner:],
     )
-    engine = _start_processes(system, plain, timeline)
+    if config.param_lock == "on":
+        if times.on_gpu:
+            raise ArchsimError(
+                "--param-lock on: modelled only on hardware without a GPU, where the locked "
+                "forward pass and parameter update run on the CPU; on a GPU the lock would cover "
+                "kernel launches, which the simulator does not split out"
+            )
+        if times.inference_locked_s is None:
+            raise ArchsimError(
+                "--param-lock on: the trace does not say which part of an inference batch holds "
+                "the lock (it needs recorded inference batches, as SEED-style R2D2 traces have)"
+            )
+        system.params_lock = simpy.Resource(env, capacity=1)
+    engine = _start_processes(system, plain or shared, timeline)
+    if shared:
+        engine = "shared"
+        # one learner thread runs the training loop and serves inference: one burst at a time
+        threads.serialize([system.learner_thread, *system.server_threads])
     env.process(learner_process(system))
     env.run(until=config.sim_seconds)
     threads.flush()

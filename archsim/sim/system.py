@@ -46,6 +46,10 @@ class ServiceTimes:
     # False on a machine without a GPU: inference batches run on the server thread and learner steps
     # on the learner thread, and the *_gpu_s figures are CPU seconds of the capture machine.
     on_gpu: bool = True
+    # Without a GPU, with --param-lock on: the part of a learner step (after its replay sample, which
+    # also holds the lock) done under the params lock, and of an inference batch of each size.
+    learner_locked_cpu_s: float = 0.0
+    inference_locked_s: np.ndarray | None = None
 
     def check(self, config: SimConfig) -> None:
         if len(self.actor_step_cpu_s) == 0:
@@ -121,3 +125,14 @@ class System:
     learner_thread: int
     server_threads: list[int]  # inference server threads; batch k is served by thread k % n
     actor_threads: np.ndarray
+    params_lock: simpy.Resource | None = None  # --param-lock on, without a GPU
+
+
+def locked(lock, work):
+    """Run the generator ``work`` holding ``lock`` (a capacity-1 simpy Resource), if there is one."""
+    if lock is None:
+        yield from work
+        return
+    with lock.request() as turn:
+        yield turn
+        yield from work

@@ -34,11 +34,13 @@ from archsim.sim.config import SimConfig
 from archsim.sim.metrics import PowerModel
 from archsim.sim.recorded import (
     fold_sequence_dims,
+    inference_batch_cpu_s,
     recorded_inference_steps,
     sequence_settings,
     server_overhead_capture_s,
 )
 from archsim.sim.rnn_lowering import lower_lstm_ops
+from archsim.sim.step_work import has_cpu_time, phase_work_us, phases_work_us
 from archsim.sim.system import Machine, ServiceTimes
 from archsim.trace.schema import PHASE_GROUPS
 
@@ -110,11 +112,18 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
             "--inference local has no policy time to give the actors; use --inference central"
         )
     per_env = np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0)
-    phases = ["env_step_us", "preprocess_us"]
+    phases = ["env_step", "preprocess"]
     if config.inference == "local":
-        phases += ["act_us", "replay_insert_us"]
-    work_us = actor[phases].fillna(0.0).sum(axis=1).to_numpy(dtype=float) / per_env
-    actor_cpu_s = work_us * 1e-6 + stack_capture_s / envs  # one message per actor step
+        phases += ["act", "replay_insert"]
+    work_us = phases_work_us(actor, phases).to_numpy(dtype=float) / per_env
+    # One message per actor step. A central capture that timed its actors' CPU while they sent a
+    # request and took the reply (serialisation, socket calls) carries that cost itself; otherwise
+    # the network model's per-message stack cost stands in for it.
+    if config.inference == "central" and has_cpu_time(actor, "inference_wait"):
+        message_us = phase_work_us(actor, "inference_wait").fillna(0.0).to_numpy(dtype=float)
+        actor_cpu_s = (work_us + message_us / per_env) * 1e-6
+    else:
+        actor_cpu_s = work_us * 1e-6 + stack_capture_s / envs
     settings = ((trace.meta or {}).get("workload") or {}).get("settings") or {}
     param_bytes = float(settings.get("param_bytes", DEFAULT_PARAM_BYTES))
     # Receiving and copying one parameter set: a message, then param_bytes through host memory.
@@ -125,7 +134,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         actor_cpu_s = actor_cpu_s + param_copy_capture_s / PARAM_FETCH_EVERY_ENV_STEPS
     actor_cpu_s = actor_cpu_s[np.isfinite(actor_cpu_s)]
 
-    insert_us = float(np.nan_to_num(actor["replay_insert_us"].median(), nan=0.0))
+    insert_us = float(np.nan_to_num(phase_work_us(actor, "replay_insert").median(), nan=0.0))
     server_cpu_s_per_obs = insert_us / float(np.median(per_env)) * 1e-6 + stack_capture_s / envs
     # A SEED trace times the server itself: its replay insert and request handling are in the
     # recorded per-batch overhead (the actor rows hold no replay_insert then).
@@ -209,7 +218,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
     launch_capture_s = kernels_per_step * hw.gpu.launch_overhead_us * 1e-6 * speed_rel
 
     learner = steps[steps["role"] == "learner"]
-    sample_us = float(np.nan_to_num(learner["replay_sample_us"].median(), nan=0.0))
+    sample_us = float(np.nan_to_num(phase_work_us(learner, "replay_sample").median(), nan=0.0))
     trace_batch = max(1.0, float(learner["batch_size"].median()))
     sample_capture_s = sample_us * 1e-6 * learner_batch / trace_batch
 
@@ -232,8 +241,13 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
 
 # Learner phases whose work grows with the batch (forward and backward passes, priorities); the
 # optimizer step and target sync touch only the parameters.
-BATCH_LEARNER_PHASES = ("train_forward_us", "train_backward_us", "priority_update_us")
-FIXED_LEARNER_PHASES = ("optimizer_step_us", "target_sync_us")
+BATCH_LEARNER_PHASES = ("train_forward", "train_backward", "priority_update")
+FIXED_LEARNER_PHASES = ("optimizer_step", "target_sync")
+# Learner phases that hold the params lock in the bundled R2D2 runtime (workloads/r2d2/learner.py:
+# the optimizer step; workloads/r2d2/seed/learner_process.py: the priority update; the replay
+# sample holds it too and is timed on its own).
+LOCKED_GROWING_PHASES = ("priority_update",)
+LOCKED_FIXED_PHASES = ("optimizer_step",)
 
 
 def _cpu_only_times(
@@ -247,29 +261,43 @@ def _cpu_only_times(
     server_cpu_s_per_batch=0.0,
 ) -> ServiceTimes:
     """No GPU: the policy and the training step run on CPU threads, as the trace measured them
-    (phase durations of its steps, in capture-thread seconds), resized linearly to the batch."""
+    (CPU time of its steps' phases where recorded, else their wall time, in capture-thread seconds),
+    the learner's resized linearly to the batch. A SEED trace's server costs per batch what its
+    recorded batches cost (``inference_batch_cpu_s``); otherwise the actors' act phase per
+    observation."""
     steps = trace.steps
     actor = steps[steps["role"] == "actor"]
     learner = steps[steps["role"] == "learner"]
-    per_env = np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0)
-    act_s = float(np.nan_to_num(np.median(actor["act_us"].fillna(0.0) / per_env), nan=0.0)) * 1e-6
-    if act_s <= 0:
-        act_s = _recorded_inference_s_per_obs(trace)
-    if config.inference == "central" and act_s <= 0:
-        raise ArchsimError("trace: actor steps have no act phase to time CPU inference with")
     max_batch = config.inference_batch if config.inference == "central" else 1
+    recorded = inference_batch_cpu_s(trace, max_batch)
+    inference_locked_s = None
+    if recorded is not None:
+        inference_s, inference_locked_s = recorded
+        server_cpu_s_per_batch = 0.0  # inside the recorded batches' CPU time
+    else:
+        per_env = np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0)
+        act_us = phase_work_us(actor, "act").fillna(0.0).to_numpy(dtype=float) / per_env
+        act_s = float(np.nan_to_num(np.median(act_us), nan=0.0)) * 1e-6
+        if config.inference == "central" and act_s <= 0:
+            raise ArchsimError("trace: actor steps have no act phase to time CPU inference with")
+        inference_s = act_s * np.arange(max_batch + 1, dtype=float)
     trace_batch = max(1.0, float(learner["batch_size"].median()))
-    grows = learner.reindex(columns=list(BATCH_LEARNER_PHASES)).fillna(0.0).sum(axis=1).median()
-    fixed = learner.reindex(columns=list(FIXED_LEARNER_PHASES)).fillna(0.0).sum(axis=1).median()
-    train_s = (float(grows) * learner_batch / trace_batch + float(fixed)) * 1e-6
-    sample_us = float(np.nan_to_num(learner["replay_sample_us"].median(), nan=0.0))
+    scale = learner_batch / trace_batch
+    grows = phases_work_us(learner, BATCH_LEARNER_PHASES).median()
+    fixed = phases_work_us(learner, FIXED_LEARNER_PHASES).median()
+    train_s = (float(grows) * scale + float(fixed)) * 1e-6
+    # the part done under a params lock: the parameter and priority updates
+    locked_grows = phases_work_us(learner, LOCKED_GROWING_PHASES).median()
+    locked_fixed = phases_work_us(learner, LOCKED_FIXED_PHASES).median()
+    locked_s = min((float(locked_grows) * scale + float(locked_fixed)) * 1e-6, train_s)
+    sample_us = float(np.nan_to_num(phase_work_us(learner, "replay_sample").median(), nan=0.0))
     envs = config.envs_per_actor
     return ServiceTimes(
         actor_step_cpu_s=actor_cpu_s,
         request_up_s=message_seconds(envs * OBS_BYTES, hw.network),
         response_down_s=message_seconds(envs * ACTION_BYTES, hw.network),
         server_cpu_s_per_obs=server_cpu_s_per_obs,
-        inference_gpu_s=act_s * np.arange(max_batch + 1, dtype=float),
+        inference_gpu_s=inference_s,
         inference_sm_fraction=np.zeros(max_batch + 1),
         learner_sample_cpu_s=sample_us * 1e-6 * learner_batch / trace_batch,
         learner_launch_cpu_s=0.0,
@@ -278,19 +306,10 @@ def _cpu_only_times(
         publish_cpu_s=param_copy_capture_s,
         on_gpu=False,
         server_cpu_s_per_batch=server_cpu_s_per_batch,
-        batch_when_server_free=server_cpu_s_per_batch > 0,
+        batch_when_server_free=recorded is not None,
+        learner_locked_cpu_s=locked_s,
+        inference_locked_s=inference_locked_s,
     )
-
-
-def _recorded_inference_s_per_obs(trace) -> float:
-    """Median CPU seconds per observation of the policy's ops in the recorded inference batches."""
-    rows = recorded_inference_steps(trace)
-    if rows.empty:
-        return 0.0
-    ops = trace.ops[trace.ops["phase"].isin(PHASE_GROUPS["inference"])]
-    ops_us = ops.groupby("step_id")["dur_us"].sum().reindex(rows["step_id"]).fillna(0.0)
-    per_obs = ops_us.to_numpy(dtype=float) / np.maximum(rows["batch_size"].to_numpy(float), 1.0)
-    return float(np.median(per_obs)) * 1e-6
 
 
 def _representative_ops(

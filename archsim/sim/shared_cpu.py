@@ -1,0 +1,170 @@
+"""Hardware threads time-shared by every software thread, as an operating system schedules threads that
+are not pinned (``--cpu-sched shared``; the pinned FIFO threads are archsim.sim.cpu).
+
+Linux's CFS gives each runnable thread an equal share of the CPU over its scheduling period (a few
+ms) and balances runnable threads across cores, idle cores before SMT siblings. Idealised, that is
+egalitarian processor sharing: with n runnable bursts on H hardware threads of C cores, each burst
+progresses at ``capacity(n) / n`` where ``capacity(n) = speed * (min(m, C) + p * (2 * smt_yield - 1))``,
+``m = min(n, H)`` busy hardware threads and ``p = max(0, m - C)`` cores running two of them (each at
+``smt_yield``). No burst waits behind a long one: a 1 ms env step that arrives while a 90 ms learner
+step runs on a 1-core box takes 2 ms, not 91 ms.
+
+Because every runnable burst progresses at the same rate, one "virtual work" clock ``v`` (work done
+by any burst present since time 0) orders completions: a burst arriving at ``v0`` with work ``w``
+finishes when ``v`` reaches ``v0 + w``. A heap of those targets and one pending timer for the
+earliest give O(log n) per arrival and completion. While no more bursts are runnable than there are
+cores the rate is constant and an arrival that does not finish first leaves the timer alone.
+
+Same signature as the pinned executors: ``execute(thread, work_s, label)``, a simpy generator;
+``thread`` names the software thread (its timeline track), not where it runs. A software thread runs
+one burst at a time: threads that :meth:`SharedThreads.serialize` names (several roles on one thread,
+such as a one-thread learner that also serves inference) queue their bursts FIFO; every other thread
+is one process that never overlaps its own bursts anyway.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+import simpy
+
+from archsim.sim.cpu import record
+from archsim.sim.metrics import Recorder
+
+
+def shared_capacity(n: int, hw_threads: int, cores: int, speed: float, smt_yield: float) -> float:
+    """Work-seconds per second done by ``n`` runnable bursts together (see the module docstring)."""
+    busy = min(n, hw_threads)
+    doubled = max(0, busy - cores)
+    return speed * (min(busy, cores) + doubled * (2.0 * smt_yield - 1.0))
+
+
+class SharedThreads:
+    """Processor sharing of ``hw_threads`` hardware threads among all runnable bursts."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        hw_threads: int,
+        cores: int,
+        speed: float,
+        smt_yield: float,
+        rec: Recorder,
+    ) -> None:
+        self.env = env
+        self.hw_threads = hw_threads
+        self.cores = min(cores, hw_threads)
+        self.full_speed = speed  # a burst alone on a core
+        self.rec = rec
+        self.queue = rec.queue("cpu_run")
+        # per-burst rate with n runnable, for every n up to the hardware threads (beyond: capacity
+        # stays that of all threads)
+        self._capacity = [
+            shared_capacity(n, hw_threads, self.cores, speed, smt_yield)
+            for n in range(hw_threads + 1)
+        ]
+        self.v = 0.0  # work done by every burst present, since time 0
+        self.t = 0.0  # time of the last update of v
+        self.n = 0  # runnable bursts
+        self.heap: list[tuple[float, int, simpy.Event]] = []  # (v at finish, seq, done event)
+        self.seq = 0
+        self.timer_gen = 0  # the live timer's number; older timers are ignored
+        self.timer_v = float("inf")  # v at which the live timer fires
+        self.timer_rate = 0.0  # per-burst rate the live timer assumed
+        # seconds (clipped to the window) with k hardware threads busy, k = 0..hw_threads
+        self.level_s = np.zeros(hw_threads + 1)
+        self.detailed = bool(rec.series_bins) or rec.timeline is not None
+        self.fifo: dict[int, simpy.Resource] = {}  # software threads shared by several roles
+
+    def serialize(self, threads: list[int]) -> None:
+        """Software threads named more than once in ``threads`` run one burst at a time."""
+        for thread in {t for t in threads if threads.count(t) > 1}:
+            self.fifo[thread] = simpy.Resource(self.env, capacity=1)
+
+    def rate(self, n: int) -> float:
+        """Work-seconds per second of each of ``n`` runnable bursts."""
+        if n <= 0:
+            return 0.0
+        return self._capacity[min(n, self.hw_threads)] / n
+
+    def _advance(self, now: float) -> None:
+        dt = now - self.t
+        if dt <= 0:
+            return
+        n = self.n
+        if n:
+            self.v += dt * self.rate(n)
+        end = self.rec.end
+        start_c, now_c = min(self.t, end), min(now, end)
+        if now_c > start_c:
+            busy = min(n, self.hw_threads)
+            self.level_s[busy] += now_c - start_c
+            if self.detailed and self.rec.series_bins:
+                for slot in range(busy):
+                    self.rec.cpu_busy(slot, start_c, now_c)
+        self.t = now
+
+    def execute(self, thread: int, work_s: float, label: str = ""):
+        fifo = self.fifo.get(thread)
+        if fifo is None:
+            yield from self._burst(thread, work_s, label)
+            return
+        with fifo.request() as turn:
+            yield turn
+            yield from self._burst(thread, work_s, label)
+
+    def _burst(self, thread: int, work_s: float, label: str):
+        env = self.env
+        arrive = env.now
+        self._advance(arrive)
+        done = env.event()
+        target = self.v + work_s
+        heapq.heappush(self.heap, (target, self.seq, done))
+        self.seq += 1
+        self.n += 1
+        if self.rate(self.n) != self.timer_rate or target < self.timer_v:
+            self._reschedule()
+        yield done
+        finish = env.now
+        ideal = work_s / self.full_speed  # alone on a core
+        self.queue.add_wait(arrive, arrive + max(0.0, (finish - arrive) - ideal))
+        if self.detailed:
+            record(self.rec, label, f"thread{thread}", arrive, finish - arrive)
+
+    def _reschedule(self) -> None:
+        """Arm one timer for the earliest finishing burst at the current rate."""
+        self.timer_gen += 1
+        if not self.heap:
+            self.timer_v, self.timer_rate = float("inf"), 0.0
+            return
+        rate = self.rate(self.n)
+        self.timer_v, self.timer_rate = self.heap[0][0], rate
+        delay = max(0.0, (self.timer_v - self.v) / rate)
+        gen = self.timer_gen
+        timer = self.env.timeout(delay)
+        timer.callbacks.append(lambda _event: self._on_timer(gen))
+
+    def _on_timer(self, gen: int) -> None:
+        if gen != self.timer_gen:
+            return  # superseded by a later arrival
+        self._advance(self.env.now)
+        # v reached the earliest target up to rounding: finish it and any finishing with it
+        limit = self.timer_v + 1e-12 * max(1.0, abs(self.timer_v))
+        self.v = max(self.v, self.timer_v)
+        while self.heap and self.heap[0][0] <= limit:
+            _, _, done = heapq.heappop(self.heap)
+            self.n -= 1
+            done.succeed()
+        self._reschedule()
+
+    def flush(self) -> None:
+        """Busy time per hardware thread into the recorder: with k busy, threads 0..k-1 are (Linux
+        numbers a core's first thread before any second sibling, and fills idle cores first)."""
+        self._advance(max(self.env.now, self.t))
+        if self.detailed and self.rec.series_bins:
+            return  # recorded slot by slot as it ran
+        # thread i is busy whenever more than i threads are: sum of level_s[k] for k > i
+        above = np.cumsum(self.level_s[::-1])[::-1]
+        self.rec.cpu_busy_s[: self.hw_threads] += above[1:]
+        self.level_s[:] = 0.0
