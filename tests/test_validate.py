@@ -100,10 +100,14 @@ def test_sim_config_mapping():
     # DQN batch 32 every 4 steps: 32 / 4 = 8 samples per transition, one thread for both loops
     sim = sim_config(dqn("d", batch=32, train_every=4), hw_threads=2)
     assert (sim.replay_ratio, sim.cpu_threads, sim.inference, sim.actors) == (8.0, 1, "local", 1)
+    # one thread, FIFO, both sides of the ratio: the sequential DQN loop
+    assert (sim.cpu_sched, sim.replay_limit, sim.param_lock) == ("pinned", "both", "off")
     # R2D2 replay ratio 1 sequence per sequence; a sequence per (20 - 10) env steps -> 0.1
     sim = sim_config(r2d2("r", actors=3, envs=2, inference_batch=6), hw_threads=2)
     assert sim.replay_ratio == pytest.approx(0.1)
     assert (sim.actors, sim.envs_per_actor, sim.inference_batch) == (3, 2, 6)
+    # unpinned processes, a trainer-only rate limit and the runtime's params lock
+    assert (sim.cpu_sched, sim.replay_limit, sim.param_lock) == ("shared", "learner", "on")
 
 
 # --- the real thing, small ----------------------------------------------------------------------

@@ -12,7 +12,11 @@ R2D2: SEED-style central inference with the run's actors, envs per actor, infere
 dynamic-batching timeout; the runtime's replay ratio (sequences sampled per sequence inserted) is
 sequences per transition in the simulator's units: ratio / (sequence_length - overlap), since each
 environment inserts one sequence per (sequence_length - overlap) steps and a sampled sequence is one
-sample of a learner batch.
+sample of a learner batch. Three knobs say how the bundled runtime (workloads/r2d2/seed) runs:
+``cpu_sched="shared"`` (its processes are not pinned: Linux time-shares both cores among the
+learner's two threads and the actors), ``replay_limit="learner"`` (only its trainer waits for the
+ratio; actors never do) and ``param_lock="on"`` (its params lock makes the server's forward pass and
+the trainer's replay sample, optimizer step and priority update take turns).
 """
 
 from __future__ import annotations
@@ -49,7 +53,10 @@ def sim_config(config: RunConfig, hw_threads: int) -> object:
         inference_timeout_us=R2D2_INFERENCE_TIMEOUT_US,
         learner_batch=config.learner_batch,
         replay_ratio=config.replay_ratio / steps_per_sequence,
+        replay_limit="learner",
         cpu_threads=hw_threads,
+        cpu_sched="shared",
+        param_lock="on",
         sim_seconds=SIM_SECONDS,
     )
 
