@@ -159,6 +159,20 @@ TILE_PATTERN = (
     r"(\d{2,3})x(\d{2,3})"  # cuBLAS/cuDNN names carry the block tile: volta_sgemm_128x64_nn
 )
 TILED_KERNEL_PATTERN = r"gemm|\d+x\d+|dgrad|wgrad|fprop|implicit|winograd|cutlass|xmma|hmma|conv"
+# Kernels that GEMM/conv ops launch around their GEMM engine and that move data rather than multiply
+# tiles: layout transforms (cudnn::ops::nchwToNhwcKernel), FFT and non-fused Winograd transforms
+# (fft2d_r2c_32x32, fft2d_c2r_32x32, cudnn::winograd_nonfused::winogradForwardData4x4,
+# cudnn::winograd::generateWinogradTilesKernel), index precomputation
+# (cask_cudnn::computeOffsetsKernel), reductions of split-K partials (cublasLt::splitKreduce_kernel,
+# cudnn::cnn::reduce_wgrad_nchw_helper), scaling (cudnn::ops::scalePackedTensor_kernel) and bias or
+# activation epilogues (cublasLt epilogue::impl::globalKernel). Names as in the V100 and A100
+# fixtures; several also match TILED_KERNEL_PATTERN ("32x32", "4x4", "winograd"). Their inferred work
+# is element-wise (one pass over the grid's elements), as archsim.trace.flops gives such helpers no
+# share of the op's FLOPs when shapes are recorded (MAIN_KERNEL_CLASSES).
+AUXILIARY_KERNEL_PATTERN = (
+    r"fft|winograd_nonfused|generatewinogradtiles|nchwtonhwc|nhwctonchw|offsets|reduce|scalepacked"
+    r"|epilogue"
+)
 ASSUMED_TILE_K = 512  # reduction depth per tile: unknown from a trace; absorbed by calibration
 ELEMENTS_PER_THREAD = 4  # PyTorch vectorized_elementwise_kernel<4, ...>: 4 elements per thread
 OPERANDS_PER_ELEMENT = 3  # two inputs and one output, each of element size
@@ -174,20 +188,58 @@ OPERANDS_PATTERN = r"Array<char\*, (\d+)>"
 PER_THREAD_PATTERN = r"(?:vectorized_elementwise_kernel<|elementwise_kernel<\d+, )(\d+)"
 
 
+def tiled_engine(
+    ops: pd.DataFrame, grid_known: np.ndarray, flops: np.ndarray | None = None
+) -> np.ndarray:
+    """GEMM/conv ops that run as tiled GEMM engines: not named as one of the auxiliary kernels
+    (AUXILIARY_KERNEL_PATTERN), and either grid-less (a CPU capture names the aten op, which stands
+    for its main kernel), or given FLOPs of their own (archsim.trace.ingest shares an op's FLOPs
+    among its main kernels only), or named as an engine (TILED_KERNEL_PATTERN)."""
+    tiled_class = by_unique(ops["op_class"].astype("string"), lambda u: u.isin(TILED_OP_CLASSES))
+
+    def engine_name(names: pd.Series) -> np.ndarray:
+        lowered = names.str.lower()
+        engine = lowered.str.contains(TILED_KERNEL_PATTERN, regex=True)
+        auxiliary = lowered.str.contains(AUXILIARY_KERNEL_PATTERN, regex=True)
+        return (engine & ~auxiliary).to_numpy(dtype=bool)
+
+    def auxiliary_name(names: pd.Series) -> np.ndarray:
+        return names.str.lower().str.contains(AUXILIARY_KERNEL_PATTERN, regex=True).to_numpy(bool)
+
+    names = ops["name"].astype("string").fillna("")
+    named = by_unique(names, engine_name).astype(bool)
+    auxiliary = by_unique(names, auxiliary_name).astype(bool)
+    has_flops = np.zeros(len(ops), dtype=bool) if flops is None else np.asarray(flops) > 0
+    grid_less = ~np.asarray(grid_known, dtype=bool)
+    return tiled_class.astype(bool) & (named | ((grid_less | has_flops) & ~auxiliary))
+
+
 def estimate_work_from_launch(
-    ops: pd.DataFrame, blocks: np.ndarray, threads: np.ndarray
+    ops: pd.DataFrame,
+    blocks: np.ndarray,
+    threads: np.ndarray,
+    grid: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(FLOPs, DRAM bytes) per op inferred from its launch shape and kernel name (see above)."""
+    """(FLOPs, DRAM bytes) per op inferred from its launch shape and kernel name (see above).
+
+    ``grid`` = (x, y, z) block counts (default: ``blocks`` along x). A tiled engine's grid is read as
+    cuBLAS lays it out: x over M tiles, y over N tiles, z over K-slices (split-K) or batch entries,
+    each slice an (x tile_m) x (y tile_n) x ASSUMED_TILE_K GEMM. Its DRAM bytes are each operand once
+    per slice, (MK + KN + MN) x element size: the panels the blocks of a row or column share are
+    re-read from L2, which the kernel model charges separately (T_mem, from the tile's intensity),
+    as in NVIDIA's GEMM roofline (Deep Learning Performance Guide, "Matrix Multiplication
+    Background": arithmetic intensity = 2MNK / (bytes of A + B + C)). For an implicit-GEMM
+    convolution this still counts the im2col view of the input (up to R x S / stride^2 times the
+    input's bytes); the math term dominates such kernels."""
+    if grid is None:
+        grid = (np.asarray(blocks, dtype=float), np.ones(len(blocks)), np.ones(len(blocks)))
+    grid_x, grid_y, grid_z = (np.maximum(np.nan_to_num(g, nan=1.0), 1.0) for g in grid)
     size = element_bytes(ops["dtype"])
     names = ops["name"].astype("string").fillna("")
     # GEMM-like work only for kernels whose name says they are tiled GEMM/conv engines; cuDNN's
     # batch-norm kernels (bn_fw_*, bn_bw_*) and layout transforms under a conv op stream like
     # element-wise kernels.
-    tiled_class = by_unique(ops["op_class"].astype("string"), lambda u: u.isin(TILED_OP_CLASSES))
-    tiled_name = by_unique(
-        names, lambda u: u.str.lower().str.contains(TILED_KERNEL_PATTERN, regex=True)
-    )
-    tiled = tiled_class.astype(bool) & tiled_name.astype(bool)
+    tiled = tiled_engine(ops, np.ones(len(ops), dtype=bool))
 
     def number(pattern: str, group: int = 0):
         return lambda u: pd.to_numeric(u.str.extract(pattern)[group], errors="coerce").to_numpy(
@@ -197,13 +249,14 @@ def estimate_work_from_launch(
     tile_m = np.nan_to_num(by_unique(names, number(TILE_PATTERN, 0)).astype(float), nan=128.0)
     tile_n = np.nan_to_num(by_unique(names, number(TILE_PATTERN, 1)).astype(float), nan=128.0)
     tile_flops = 2.0 * tile_m * tile_n * ASSUMED_TILE_K
-    tile_bytes = ((tile_m + tile_n) * ASSUMED_TILE_K + tile_m * tile_n) * size
+    m, n, k = grid_x * tile_m, grid_y * tile_n, ASSUMED_TILE_K
+    gemm_bytes = grid_z * (m * k + k * n + m * n) * size
     per_thread = by_unique(names, number(PER_THREAD_PATTERN)).astype(float)
     operands = by_unique(names, number(OPERANDS_PATTERN)).astype(float)
     elements = blocks * threads * np.nan_to_num(per_thread, nan=ELEMENTS_PER_THREAD)
     operand_bytes = np.nan_to_num(operands, nan=OPERANDS_PER_ELEMENT) * size
     flops = np.where(tiled, blocks * tile_flops, elements)
-    dram_bytes = np.where(tiled, blocks * tile_bytes, elements * operand_bytes)
+    dram_bytes = np.where(tiled, gemm_bytes, elements * operand_bytes)
     depth = by_unique(names, number(MULTI_TENSOR_PATTERN)).astype(float)
     foreach = np.isfinite(depth)
     depth = np.nan_to_num(depth, nan=1.0)

@@ -6,7 +6,8 @@ blocks per SM, per-SM peak P, DRAM bandwidth W and latency L:
     T_math = F / (N P)                          perfect parallelism
     T_comp = T_math * N ceil(B/N) / B / u       tail and underfill: the busiest SM runs ceil(B/N)
                                                 blocks; u = fraction of its math rate that its
-                                                min(a, ceil(B/N)) resident blocks can use
+                                                min(a, ceil(B/N)) resident blocks can use (16 warps
+                                                saturate an SM, 4 for tiled GEMM engines: ILP)
     T_bw   = D / W
     T_lat  = D / min(W, C / L)                  Little's law, C = bytes in flight (<= D)
     T_mem  = L2 bytes / L2 bandwidth            on-chip memory system
@@ -43,6 +44,7 @@ from archsim.perf.blocks import (
     estimate_launch_shape,
     estimate_work_from_launch,
     split_k_blocks,
+    tiled_engine,
 )
 from archsim.perf.columns import MEASURED_KINDS, by_unique
 from archsim.perf.columns import column as _column
@@ -60,6 +62,12 @@ GEMM_TILE_EDGE = 128.0
 # whitepapers), each issuing one warp per clock, and a dependent FMA takes 4 cycles on Volta (Jia et al.
 # 2018, "Dissecting Volta"), so 4 warps per scheduler hide it: 4 * 4 * 32 threads = 512.
 SATURATING_THREADS_PER_SM = 4 * 4 * 32
+# Tiled GEMM engines need only one warp per scheduler: each thread accumulates a register tile of
+# independent outputs (e.g. 8x8 in cuBLAS's 128x128 sgemm), so the 4-cycle FMA latency is hidden by
+# instruction-level parallelism, not by more warps (Volkov, "Better Performance at Lower Occupancy",
+# GTC 2010: sgemm near peak at low occupancy). 4 schedulers per SM x 1 warp x 32 threads = 128
+# (Volta, Turing and Ampere whitepapers: 4 processing blocks per SM).
+ENGINE_SATURATING_THREADS_PER_SM = 4 * 1 * 32
 
 HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.bfloat16"})
 # Kernel names of cuBLAS/cuDNN/CUTLASS tensor-core kernels (HMMA instruction shapes 884/1688/16816,
@@ -184,17 +192,18 @@ def kernel_terms(
     blocks, threads, registers, shared = launch_shape(ops)
     # Kernels from a real GPU trace without the launching op's shapes carry no FLOPs/bytes: infer the
     # missing one(s) from the launch shape (archsim.perf.blocks.estimate_work_from_launch).
-    est_flops, est_bytes = estimate_work_from_launch(_name_view(ops), blocks, threads)
+    grid = tuple(_column(ops, f"grid_{axis}", np.nan) for axis in "xyz")
+    est_flops, est_bytes = estimate_work_from_launch(_name_view(ops), blocks, threads, grid)
     flops = np.where(flops > 0, flops, est_flops)
     dram_bytes = np.where(dram_bytes > 0, dram_bytes, est_bytes)
     rate = math_rate_per_sm(ops, gpu)
     size = element_bytes(_strings(ops, "dtype"))
-    tiled = by_unique(_strings(ops, "op_class"), lambda u: u.isin(TILED_OP_CLASSES)).astype(bool)
+    grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
+    tiled = tiled_engine(_name_view(ops), grid_known, _column(ops, "flops"))
     tile_edge = _tile_edge(ops)
     terms = _terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
                    tile_edge / size, gpu, idealize)  # fmt: skip
 
-    grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
     choose = tiled & ~grid_known
     if choose.any():
         rows = np.flatnonzero(choose)  # candidates only where they apply: the search is ~40 passes
@@ -309,10 +318,12 @@ def _terms(
         threads_in_flight = np.full(n_ops, float(n_sms * gpu.max_threads_per_sm))
     else:
         # The busiest SM runs ceil(B/N) blocks (tail and underfill). Its resident blocks use a
-        # fraction u of its math rate: full once they hold SATURATING_THREADS_PER_SM threads.
+        # fraction u of its math rate: full once they hold SATURATING_THREADS_PER_SM threads
+        # (ENGINE_SATURATING_THREADS_PER_SM for tiled GEMM engines).
         blocks_on_busiest_sm = np.ceil(blocks / n_sms)
         resident = np.minimum(resident_limit, blocks_on_busiest_sm)
-        usable = np.minimum(1.0, resident * threads / SATURATING_THREADS_PER_SM)
+        saturating = np.where(tiled, ENGINE_SATURATING_THREADS_PER_SM, SATURATING_THREADS_PER_SM)
+        usable = np.minimum(1.0, resident * threads / saturating)
         t_comp = t_math * padding * n_sms * blocks_on_busiest_sm / blocks / usable
         threads_in_flight = np.minimum(blocks, n_sms * resident_limit) * threads
 
@@ -360,6 +371,8 @@ def _copy_seconds(
 
 
 INFERRED_WORK_SUFFIX = "_grid"
+AUXILIARY_SUFFIX = "_aux"
+POOLING_SUFFIX = "_pool"
 
 
 def work_inferred(ops: pd.DataFrame) -> np.ndarray:
@@ -385,9 +398,29 @@ def efficiency_class(ops: pd.DataFrame) -> pd.Series:
     memcpy_dtoh, memcpy_dtod, memcpy_other), since each direction is limited by a different link.
     Kernels whose work is inferred from the launch grid get the suffix ``_grid`` (e.g. ``conv_grid``):
     that inference has its own arbitrary scale, so its efficiencies must not apply to ops with real
-    FLOPs and bytes (CPU captures), and vice versa."""
+    FLOPs and bytes (CPU captures), and vice versa. Traced kernels of a GEMM/conv op that are not its
+    GEMM engine get ``_aux`` before it (``conv_aux_grid``: cuDNN's transforms around the engine), and
+    traced pooling kernels of the reduction class ``_pool`` (``reduction_pool_grid``)."""
     kind = _strings(ops, "kind")
     op_class = _strings(ops, "op_class").replace("", "other")
+    # The auxiliary kernels of a GEMM/conv op (layout, FFT and Winograd transforms, split-K
+    # reductions: archsim.perf.blocks.AUXILIARY_KERNEL_PATTERN) get their work from the element-wise
+    # rule, not the tile rule, so their inferred scale, and efficiency, is another class's.
+    grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
+    tiled_class = by_unique(op_class, lambda u: u.isin(TILED_OP_CLASSES)).astype(bool)
+    engine = tiled_engine(_name_view(ops), grid_known, _column(ops, "flops"))
+    auxiliary = tiled_class & grid_known & ~engine
+    op_class = op_class.where(~auxiliary, op_class + AUXILIARY_SUFFIX)
+    # Pooling kernels launch one thread per output (or input) element (PyTorch
+    # aten/src/ATen/native/cuda/DilatedMaxPool2d.cu, AveragePool2d.cu: blocks = ceil(count /
+    # threads)), so their grid shows their data as the element-wise rule assumes; reductions such as
+    # cuDNN's batch norm (bn_fw_tr_1C11_*: one block per channel) or PyTorch's reduce_kernel loop over
+    # an extent the grid does not show. Different rules, different inferred scales: separate classes.
+    pool = by_unique(_strings(ops, "name"), lambda u: u.str.lower().str.contains("pool")).astype(
+        bool
+    )
+    pooling = (op_class == "reduction").to_numpy(dtype=bool) & grid_known & pool
+    op_class = op_class.where(~pooling, op_class + POOLING_SUFFIX)
     op_class = op_class.where(~work_inferred(ops), op_class + INFERRED_WORK_SUFFIX)
     direction = pd.Series(
         by_unique(
