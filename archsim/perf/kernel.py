@@ -363,11 +363,32 @@ def _copy_seconds(
     bw = np.inf if "dram_bw" in idealize else gpu.dram_bw_gbs * 1e9
     latency = 0.0 if "dram_latency" in idealize else gpu.dram_latency_ns * 1e-9
     device_s = np.maximum(dram_traffic / bw, latency)
+    return np.where(on_device, device_s, host_link_seconds(n_bytes, name, hw))
+
+
+# A copy from or to pageable host memory goes through the driver's pinned staging buffers: the CPU
+# copies the data into them and the DMA engine moves each staged chunk (CUDA Runtime API, "API
+# synchronization behavior": a pageable host-to-device cudaMemcpyAsync returns once the buffer has been
+# copied to staging memory for DMA). The DMA starts once the first chunk is staged, so the copy the
+# GPU sees runs at the link's pinned rate for as much as that chunk and beyond it at the host's staging
+# rate (host_link.pageable_bw_gbs). Chunk size: measured in fixture a100_alexnet_forward, where the
+# DMA of every copy of 1.2 MB or more starts 253-264 us after its cudaMemcpyAsync call does, while
+# the call stages at 4.0-4.3 GB/s: ~1.1 MB, taken as 1 MiB (that fixture is in sample for it).
+PAGEABLE_STAGING_CHUNK_BYTES = 2**20
+
+
+def host_link_seconds(n_bytes: np.ndarray, name: pd.Series, hw: HardwareConfig) -> np.ndarray:
+    """GPU-side duration of host<->device copies of ``n_bytes`` named as in CUDA traces ("Memcpy
+    HtoD (Pageable -> Device)"): link latency plus the bytes at the pinned link rate, or for pageable
+    memory the larger of that and the bytes beyond the first staged chunk at the staging rate."""
     link = hw.host_link
+    pinned_s = np.asarray(n_bytes, dtype=float) / (link.bw_gbs * 1e9)
+    staging_gbs = link.pageable_bw_gbs or link.bw_gbs
+    staged_s = np.maximum(np.asarray(n_bytes) - PAGEABLE_STAGING_CHUNK_BYTES, 0.0) / (
+        staging_gbs * 1e9
+    )
     pageable = by_unique(name, lambda u: u.str.contains("Pageable", regex=False)).astype(bool)
-    link_gbs = np.where(pageable, link.pageable_bw_gbs or link.bw_gbs, link.bw_gbs)
-    host_s = link.latency_us * _US + n_bytes / (link_gbs * 1e9)
-    return np.where(on_device, device_s, host_s)
+    return link.latency_us * _US + np.where(pageable, np.maximum(pinned_s, staged_s), pinned_s)
 
 
 INFERRED_WORK_SUFFIX = "_grid"
