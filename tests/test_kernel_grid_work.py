@@ -119,3 +119,24 @@ def test_pooling_kernels_have_their_own_efficiency_class() -> None:
         ]
     )  # fmt: skip
     assert efficiency_class(ops).tolist() == ["reduction_pool_grid", "reduction_grid", "reduction"]
+
+
+def test_engines_without_a_tile_in_their_name_get_64_outputs_per_thread() -> None:
+    # cuDNN's dgrad_engine on the V100 fixture runs 64-thread blocks: a square tile of 64 x 64 = 64
+    # threads x 64 outputs (a 128 x 128 tile would need 256 accumulators per thread, over the 255-
+    # register limit). 256 threads without a tile in the name: 128 x 128, as before. Named: as named.
+    from archsim.perf.blocks import tile_dims
+
+    names = pd.Series(
+        ["void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>(int)",
+         "void wgrad_alg0_engine<float, 128, 6, 7, 3, 3, 5, false, 512>(int)",
+         "volta_sgemm_32x128_tn"]
+    )  # fmt: skip
+    m, n = tile_dims(names, np.array([64.0, 256.0, 256.0]))
+    assert m.tolist() == [64.0, 128.0, 32.0] and n.tolist() == [64.0, 128.0, 128.0]
+    # dgrad_engine grid [18, 25, 32]: 14,400 blocks x 2 x 64 x 64 x 512 = 60,397,977,600 FLOPs
+    # (four times less than with 128 x 128 tiles)
+    ops = make_ops([kernel(names[0], "conv", (18, 25, 32), 64)])
+    grid = (np.array([18.0]), np.array([25.0]), np.array([32.0]))
+    flops, _ = estimate_work_from_launch(ops, np.array([14400.0]), np.array([64.0]), grid)
+    assert flops[0] == 14400 * 2 * 64 * 64 * 512 == 60_397_977_600

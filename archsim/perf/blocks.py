@@ -174,6 +174,12 @@ AUXILIARY_KERNEL_PATTERN = (
     r"|epilogue"
 )
 ASSUMED_TILE_K = 512  # reduction depth per tile: unknown from a trace; absorbed by calibration
+# An engine whose name gives no tile (cuDNN's dgrad_engine<...>, wgrad_alg0_engine<...>): each thread
+# accumulates an 8 x 8 register tile, as in cuBLAS's volta_sgemm_128x128 (256 threads, 16,384
+# outputs), so the block's tile is square with threads x 64 outputs. A fixed 128 x 128 tile cannot be
+# right for the V100 fixture's 64-thread dgrad_engine blocks: 256 fp32 accumulators per thread exceed
+# the 255 registers a thread may hold (CUDA C Programming Guide, "Compute Capabilities" table).
+OUTPUTS_PER_THREAD = 64
 ELEMENTS_PER_THREAD = 4  # PyTorch vectorized_elementwise_kernel<4, ...>: 4 elements per thread
 OPERANDS_PER_ELEMENT = 3  # two inputs and one output, each of element size
 # PyTorch element-wise kernel names carry the operand count (at::detail::Array<char*, N>: outputs +
@@ -214,6 +220,20 @@ def tiled_engine(
     return tiled_class.astype(bool) & (named | ((grid_less | has_flops) & ~auxiliary))
 
 
+def tile_dims(names: pd.Series, threads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(tile m, tile n) of each kernel: from its name (TILE_PATTERN), else a square tile of
+    threads x OUTPUTS_PER_THREAD outputs (128 x 128 for 256 threads)."""
+
+    def number(group: int):
+        return lambda u: pd.to_numeric(u.str.extract(TILE_PATTERN)[group], errors="coerce")
+
+    names = names.astype("string").fillna("")
+    default = np.sqrt(np.maximum(np.asarray(threads, dtype=float), 1.0) * OUTPUTS_PER_THREAD)
+    tile_m = by_unique(names, lambda u: number(0)(u).to_numpy(dtype=float)).astype(float)
+    tile_n = by_unique(names, lambda u: number(1)(u).to_numpy(dtype=float)).astype(float)
+    return np.where(np.isnan(tile_m), default, tile_m), np.where(np.isnan(tile_n), default, tile_n)
+
+
 def estimate_work_from_launch(
     ops: pd.DataFrame,
     blocks: np.ndarray,
@@ -246,8 +266,7 @@ def estimate_work_from_launch(
             dtype=float
         )
 
-    tile_m = np.nan_to_num(by_unique(names, number(TILE_PATTERN, 0)).astype(float), nan=128.0)
-    tile_n = np.nan_to_num(by_unique(names, number(TILE_PATTERN, 1)).astype(float), nan=128.0)
+    tile_m, tile_n = tile_dims(names, threads)
     tile_flops = 2.0 * tile_m * tile_n * ASSUMED_TILE_K
     m, n, k = grid_x * tile_m, grid_y * tile_n, ASSUMED_TILE_K
     gemm_bytes = grid_z * (m * k + k * n + m * n) * size

@@ -38,12 +38,12 @@ from archsim.perf.blocks import (
     GEMM_TILE_CANDIDATES,
     SPLIT_K_SLICES,
     SPLIT_K_TILE,
-    TILE_PATTERN,
     TILED_OP_CLASSES,
     element_bytes,
     estimate_launch_shape,
     estimate_work_from_launch,
     split_k_blocks,
+    tile_dims,
     tiled_engine,
 )
 from archsim.perf.columns import MEASURED_KINDS, by_unique
@@ -55,8 +55,7 @@ from archsim.perf.source import source_hw_for_gpu_name, source_hw_for_trace
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
 
 # An m x n threadblock tile re-reads A and B panels from L2 once per tile: 2*m*n*k FLOPs per (m+n)*k
-# elements, i.e. (2mn/(m+n)) / element_bytes FLOPs per L2 byte; 128 for the default 128x128 tile.
-GEMM_TILE_EDGE = 128.0
+# elements, i.e. (2mn/(m+n)) / element_bytes FLOPs per L2 byte (_tile_edge); 128 for a 128x128 tile.
 
 # Threads an SM needs to keep its math pipes busy: 4 warp schedulers per SM (Volta, Ampere and Hopper
 # whitepapers), each issuing one warp per clock, and a dependent FMA takes 4 cycles on Volta (Jia et al.
@@ -200,7 +199,7 @@ def kernel_terms(
     size = element_bytes(_strings(ops, "dtype"))
     grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
     tiled = tiled_engine(_name_view(ops), grid_known, _column(ops, "flops"))
-    tile_edge = _tile_edge(ops)
+    tile_edge = _tile_edge(ops, threads)
     terms = _terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
                    tile_edge / size, gpu, idealize)  # fmt: skip
 
@@ -277,16 +276,11 @@ def _tile_terms(
     return terms, usable
 
 
-def _tile_edge(ops: pd.DataFrame) -> np.ndarray:
-    """Tile edge for L2 reuse: harmonic tile (2mn/(m+n)) from a kernel name like 128x64, else 128."""
-
-    def edge(names: pd.Series) -> np.ndarray:
-        tiles = names.str.extract(TILE_PATTERN)
-        m = pd.to_numeric(tiles[0], errors="coerce").fillna(GEMM_TILE_EDGE).to_numpy(dtype=float)
-        n = pd.to_numeric(tiles[1], errors="coerce").fillna(GEMM_TILE_EDGE).to_numpy(dtype=float)
-        return 2 * m * n / (m + n)
-
-    return by_unique(_strings(ops, "name"), edge).astype(float)
+def _tile_edge(ops: pd.DataFrame, threads: np.ndarray) -> np.ndarray:
+    """Tile edge for L2 reuse: harmonic tile (2mn/(m+n)) of the kernel's tile (archsim.perf.blocks.
+    tile_dims: from a name like 128x64, else threads x 64 outputs, 128 x 128 for 256 threads)."""
+    m, n = tile_dims(_strings(ops, "name"), threads)
+    return 2 * m * n / (m + n)
 
 
 def _body(terms: dict[str, np.ndarray]) -> np.ndarray:
