@@ -37,8 +37,13 @@ def atomic_output_dir(out: Path, force: bool = False) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``out`` only if the block finishes without error."""
     out = Path(out)
     check_output_dir(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as exc:
+        raise ArchsimError(
+            f"{out}: cannot create the output directory here ({exc.strerror})"
+        ) from None
     tmp.chmod(_default_mode(0o777))  # mkdtemp makes 0700; the result should look like `mkdir`'s
     try:
         yield tmp
@@ -54,8 +59,13 @@ def atomic_output_dir(out: Path, force: bool = False) -> Iterator[Path]:
 def atomic_output_file(path: Path, mode: str = "w") -> Iterator[object]:
     """Open a temporary sibling of ``path`` for writing; rename it over ``path`` on success."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    if path.is_dir():
+        raise ArchsimError(f"{path}: is a directory (expected a file path to write)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    except OSError as exc:
+        raise ArchsimError(f"{path}: cannot write output here ({exc.strerror})") from None
     os.close(fd)
     tmp = Path(tmp_name)
     tmp.chmod(_default_mode(0o666))  # mkstemp makes 0600; the result should look like `open`'s

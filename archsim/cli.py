@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import pkgutil
+import re
 import sys
 from collections.abc import Sequence
 
@@ -21,12 +22,31 @@ from archsim.errors import ArchsimError
 EXIT_USAGE = 2
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse already exits 2 on usage errors; keep its one-line message style."""
+# argparse takes "-4" as a value but "-4,8" (a knob list) as an unknown option; comma lists of
+# negative numbers are values too, so the knob parser can say what is wrong with them.
+_NEGATIVE_VALUE = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d[\d.,]*$")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with archsim's error style: usage errors are one line, ``archsim: error: ...``,
+    naming the sub-command and the argument, and exit 2 (argparse prints the whole usage block first).
+    Sub-command parsers inherit the class (``add_subparsers`` uses ``type(self)``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_VALUE
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        command = self.prog.removeprefix("archsim").strip()
+        where = f"{command}: " if command else ""
+        if message.endswith("expected one argument"):
+            message += " (give a value; write one that starts with '-' as --flag=VALUE)"
+        one_line = " ".join(f"archsim: error: {where}{message} (see {self.prog} --help)".split())
+        self.exit(EXIT_USAGE, one_line + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="archsim",
         description="Trace-driven architecture simulator for deep RL training on CPU-GPU systems.",
     )

@@ -20,15 +20,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Options after WORKLOAD belong to it: archsim capture dqn --help.",
         epilog=f"workloads: {', '.join(known_names())}",
     )
-    parser.add_argument("workload", metavar="WORKLOAD", help=f"one of: {', '.join(known_names())}")
+    parser.add_argument(
+        "workload", metavar="WORKLOAD", nargs="?", help=f"one of: {', '.join(known_names())}"
+    )
     parser.add_argument("workload_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.set_defaults(func=run)
 
 
 def workload_parser(name: str) -> argparse.ArgumentParser:
     """The option parser of one workload (its own options, the schedule, --out/--force)."""
+    from archsim.cli import OneLineParser
+
     module = workload_module(name)
-    parser = argparse.ArgumentParser(prog=f"archsim capture {name}", description=module.SUMMARY)
+    parser = OneLineParser(prog=f"archsim capture {name}", description=module.SUMMARY)
     module.add_arguments(parser)
     add_schedule_arguments(parser)
     add_out_argument(parser)
@@ -38,5 +42,9 @@ def workload_parser(name: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     # The workload name is checked here (not by argparse choices) so an unknown name is a one-line
     # error listing the known ones, like every other archsim input error.
+    if args.workload is None:
+        from archsim.errors import ArchsimError
+
+        raise ArchsimError(f"capture: expected a WORKLOAD, one of: {', '.join(known_names())}")
     workload_args = workload_parser(args.workload).parse_args(args.workload_args)
     return workload_module(args.workload).run_capture(workload_args)
