@@ -73,7 +73,7 @@ def breakdown(
         selected = ops[_phase_mask(ops, bar)].reset_index(drop=True)
         if selected.empty:
             raise ArchsimError(
-                f"trace has no ops in phase {bar!r} (ops phases: "
+                f"trace: no ops in phase {bar!r} (ops phases: "
                 f"{', '.join(sorted(set(ops['phase'].astype(str))) or ['none'])})"
             )
         totals = sequence_seconds(selected, hw, source, efficiency)

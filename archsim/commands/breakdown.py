@@ -47,10 +47,12 @@ def handle(args: argparse.Namespace) -> int:
     trace = load_trace_input(args.trace)
     source = load_hw(args.source_hw) if args.source_hw else source_hw_for_trace(trace)
     from archsim.sim.rnn_lowering import lower_trace_ops
+    from archsim.sim.run import name_trace_in_errors
 
-    ops = lower_trace_ops(trace)  # LSTMs as the kernels a GPU runs for them
-    table = breakdown(ops, hw, args.phase, source, efficiency)
-    curve = sm_curve(ops, hw, sm_counts, source, efficiency) if sm_counts else None
+    with name_trace_in_errors(args.trace):  # "trace: no ops in phase ..." names the path
+        ops = lower_trace_ops(trace)  # LSTMs as the kernels a GPU runs for them
+        table = breakdown(ops, hw, args.phase, source, efficiency)
+        curve = sm_curve(ops, hw, sm_counts, source, efficiency) if sm_counts else None
     title = f"{args.trace.name} on {hw.name}" + (" (calibrated)" if efficiency else "")
     with atomic_output_dir(args.out, force=args.force) as tmp:
         table.to_csv(tmp / "breakdown.csv", index=False)

@@ -18,7 +18,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "maximum as the time per batch."
         ),
     )
-    parser.add_argument("trace", type=Path, metavar="TRACE", help="trace directory")
+    parser.add_argument(
+        "trace", type=Path, metavar="TRACE", help="trace directory, or a Kineto .json/.json.gz"
+    )
     from archsim.hw.args import add_hw_arguments
 
     add_hw_arguments(parser)
@@ -66,8 +68,8 @@ def format_report(trace_path: Path, result: dict[str, Any]) -> str:
 
 def handle(args: argparse.Namespace) -> int:
     from archsim.analysis.predict import predict_inference, predict_phase
+    from archsim.commands._trace_input import load_trace_input
     from archsim.hw.args import hw_from_args
-    from archsim.trace.format import load
 
     hw = hw_from_args(args)
     efficiency = None
@@ -75,7 +77,7 @@ def handle(args: argparse.Namespace) -> int:
         from archsim.perf.calibrate import load_efficiency
 
         efficiency = load_efficiency(args.calibration)
-    trace = load(args.trace)
+    trace = load_trace_input(args.trace)
     predict = predict_phase if args.phase == "train" else predict_inference
     result = predict(trace, hw, args.phase, args.hw, str(args.trace), efficiency)
     result["calibrated"] = efficiency is not None

@@ -75,6 +75,36 @@ def _copy_gzipped(source: Path, target: Path) -> None:
         shutil.copyfileobj(src, dst)
 
 
+# Columns every trace has had since format version 1 (later columns are filled when absent): a table
+# without them is not this table (e.g. steps.parquet copied over ops.parquet).
+CORE_COLUMNS = {
+    OPS_FILE: ("op_id", "kind", "name", "phase", "dur_us"),
+    STEPS_FILE: ("step_id", "role", "dur_us"),
+}
+
+
+def _checked_table(
+    path: Path, table: pd.DataFrame, columns: dict[str, tuple[str, object]], core: tuple[str, ...]
+) -> pd.DataFrame:
+    """``table`` conformed to the schema; a missing core column or an uncastable one is an error."""
+    missing = [name for name in core if name not in table.columns]
+    if missing:
+        raise ArchsimError(f"{path}: has no {', '.join(missing)} column (not a trace table?)")
+    try:
+        return conform(table, columns)
+    except (TypeError, ValueError):
+        for name, spec in columns.items():
+            if name in table.columns:
+                try:
+                    conform(table[[name]], {name: spec})
+                except (TypeError, ValueError):
+                    raise ArchsimError(
+                        f"{path}: column {name} holds {table[name].dtype} values that are not "
+                        f"{spec[0]}"
+                    ) from None
+        raise
+
+
 def load(directory: Path) -> Trace:
     """Read a trace directory, checking that it is one and that its format version is understood."""
     directory = Path(directory)
@@ -97,16 +127,17 @@ def load(directory: Path) -> Trace:
             f"{meta_path}: format_version {version!r} is not supported (expected {FORMAT_VERSION})"
         )
     tables = {}
-    for name in (OPS_FILE, STEPS_FILE):
+    for name, columns in ((OPS_FILE, OPS_COLUMNS), (STEPS_FILE, STEPS_COLUMNS)):
         path = directory / name
         if not path.exists():
             raise ArchsimError(f"{path}: missing table of the trace")
         try:
-            tables[name] = pd.read_parquet(path)
+            table = pd.read_parquet(path)
         except Exception as exc:  # pyarrow raises several types for corrupt files
             raise ArchsimError(
                 f"{path}: not a readable Parquet table ({exc.__class__.__name__})"
             ) from None
+        tables[name] = _checked_table(path, table, columns, CORE_COLUMNS[name])
     raw = directory / RAW_FILE
     return Trace(
         meta=meta,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import gzip
 import json
+import math
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -132,6 +133,10 @@ def _check_times(path: Path, event: dict[str, Any], index: int) -> tuple[float, 
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ArchsimError(
                 where(path, f"{_event_label(event, index)} has a non-numeric '{key}': {value!r}")
+            )
+        if not math.isfinite(value):  # json reads NaN and Infinity, which no clock produces
+            raise ArchsimError(
+                where(path, f"{_event_label(event, index)} has a non-finite '{key}': {value!r}")
             )
     if dur < 0:
         raise ArchsimError(
