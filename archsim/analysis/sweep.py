@@ -7,10 +7,12 @@ must match. Points run on a local process pool (default) or on Dask distributed.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import itertools
 import json
+import math
 import os
 import sys
 import time
@@ -123,13 +125,23 @@ def point_key(point: dict[str, Any]) -> tuple[str, ...]:
 
 
 def validate_points(spec: SweepSpec) -> None:
-    """Build every point's SimConfig up front: a bad combination fails before anything runs."""
+    """Build every point's SimConfig and hardware config up front: a bad combination fails before
+    anything runs or is written."""
+    from archsim.hw.presets import load_hw
     from archsim.sim.config import SimConfig
 
+    load_hw(spec.hw, spec.hw_set)  # --hw and --set themselves
+    hardware_seen: set[tuple[str, ...]] = {()}
     for point in spec.points():
-        sim, _ = split_point(point)
+        sim, overrides = split_point(point)
         try:
+            seconds = sim.get("sim_seconds")
+            if isinstance(seconds, float) and not math.isfinite(seconds):
+                raise ArchsimError(f"--sim-seconds: expected a finite duration, got {seconds}")
             SimConfig(**sim)
+            if tuple(overrides) not in hardware_seen:  # one load per distinct --sms value
+                load_hw(spec.hw, [*spec.hw_set, *overrides])
+                hardware_seen.add(tuple(overrides))
         except ArchsimError as exc:
             shown = ", ".join(f"{k}={format_value(v)}" for k, v in point.items())
             raise ArchsimError(f"sweep point {shown}: {exc}") from None
@@ -151,9 +163,13 @@ def run_point(trace: str, hw: str, hw_set: list[str], point: dict[str, Any]) -> 
     if trace not in _TRACE_CACHE:
         _TRACE_CACHE[trace] = load_trace_input(Path(trace))
     sim, overrides = split_point(point)
-    hw_config = load_hw(hw, [*hw_set, *overrides])
-    with name_trace_in_errors(trace):
-        result = simulate(_TRACE_CACHE[trace], hw_config, SimConfig(**sim))
+    try:
+        hw_config = load_hw(hw, [*hw_set, *overrides])
+        with name_trace_in_errors(trace):
+            result = simulate(_TRACE_CACHE[trace], hw_config, SimConfig(**sim))
+    except ArchsimError as exc:  # say which point: others of the sweep may be fine
+        shown = ", ".join(f"{k}={format_value(v)}" for k, v in point.items())
+        raise ArchsimError(f"sweep point {shown}: {exc}") from None
     row: dict[str, Any] = {name: format_value(value) for name, value in point.items()}
     row.update({name: result.metrics.get(name, "") for name in METRIC_COLUMNS})
     row["hw_threads"] = hw_config.cpu.hw_threads
@@ -182,7 +198,7 @@ class ResultsFile:
         from archsim.atomic import atomic_output_file
 
         fingerprint = self.spec.fingerprint()
-        if force:
+        if force or self._nothing_finished():
             self.csv.unlink(missing_ok=True)
             self.settings.unlink(missing_ok=True)
         if self.csv.exists():
@@ -216,6 +232,12 @@ class ResultsFile:
             if key in INFORMATIONAL:
                 continue
             old = stored.get(key)
+            if key == "trace_sha256" and old != value:
+                raise ArchsimError(
+                    f"{self.csv}: was written by a sweep of another trace: the tables of "
+                    f"{self.spec.trace} differ from those of {stored.get('trace')} that it ran on "
+                    "(use a new --out, or --force to start over)"
+                )
             if isinstance(value, dict) and isinstance(old, dict) and old != value:
                 name = next(k for k in sorted({*old, *value}) if old.get(k) != value.get(k))
                 raise ArchsimError(
@@ -237,9 +259,15 @@ class ResultsFile:
             raise ArchsimError(f"{self.csv}: empty file (expected a header row)")
         header = next(csv.reader([lines[0]]))
         if header != self.columns:
+            at = next(
+                (i for i, (a, b) in enumerate(zip(header, self.columns, strict=False)) if a != b),
+                min(len(header), len(self.columns)),
+            )
+            found = repr(header[at]) if at < len(header) else "nothing"
+            wanted = repr(self.columns[at]) if at < len(self.columns) else "nothing"
             raise ArchsimError(
-                f"{self.csv}: columns {header[: len(self.spec.knob_names)]} do not match this "
-                f"sweep's knobs {self.spec.knob_names} (use a new --out, or --force)"
+                f"{self.csv}: header column {at + 1} is {found} where this sweep writes {wanted} "
+                "(use a new --out, or --force to start over)"
             )
         keep = [lines[0]]
         keys = set()
@@ -256,6 +284,30 @@ class ResultsFile:
                 handle.write("".join(keep))
         return keys
 
+    def _nothing_finished(self) -> bool:
+        """A sweep killed before its first point finished: only its own two files, no data row.
+        Nothing is lost by starting it over, whatever its settings were."""
+        if not self.csv.is_file() or self.finished_rows() > 0:
+            return False
+        return {p.name for p in self.out.iterdir()} <= {CSV_NAME, SETTINGS_NAME}
+
+    def finished_rows(self) -> int:
+        """Complete data rows in sweep.csv (0 when it is missing or holds only its header)."""
+        if not self.csv.is_file():
+            return 0
+        with open(self.csv, newline="") as handle:
+            lines = handle.read().splitlines(keepends=True)
+        return sum(1 for line in lines[1:] if line.endswith("\n"))
+
+    def remove(self, remove_dir: bool) -> None:
+        """Remove sweep.csv and sweep.json (a sweep that finished no point), and with
+        ``remove_dir`` the output directory too when nothing else is in it."""
+        self.csv.unlink(missing_ok=True)
+        self.settings.unlink(missing_ok=True)
+        if remove_dir:
+            with contextlib.suppress(OSError):
+                self.out.rmdir()  # fails unless empty: never removes anything else
+
     def append(self, row: dict[str, Any]) -> None:
         with open(self.csv, "a", newline="") as handle:
             csv.DictWriter(handle, fieldnames=self.columns, extrasaction="ignore").writerow(row)
@@ -271,6 +323,24 @@ class ResultsFile:
 # --- execution backends --------------------------------------------------------------------------
 
 
+# How often a pool worker checks that the sweep that started it is still alive (seconds).
+PARENT_POLL_S = 0.5
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Pool-worker initializer: exit when the sweep process is gone. A sweep killed with SIGKILL
+    cannot stop its workers, and they would otherwise wait for work forever."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="archsim-parent-watch", daemon=True).start()
+
+
 def _process_pool(tasks: list[tuple], jobs: int) -> Iterator[dict[str, Any]]:
     if jobs <= 1:
         for task in tasks:
@@ -281,7 +351,12 @@ def _process_pool(tasks: list[tuple], jobs: int) -> Iterator[dict[str, Any]]:
 
     # "spawn" keeps workers free of the parent's threads (tqdm, Dask) and works on every platform.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=context,
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
         futures = [pool.submit(run_point, *task) for task in tasks]
         try:
             for future in as_completed(futures):
@@ -292,21 +367,43 @@ def _process_pool(tasks: list[tuple], jobs: int) -> Iterator[dict[str, Any]]:
             raise
 
 
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while child processes start (they keep the setting); main thread only."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _dask(tasks: list[tuple], jobs: int, scheduler: str | None) -> Iterator[dict[str, Any]]:
     from distributed import Client, LocalCluster, as_completed
 
     cluster = None
     if scheduler is None:
-        cluster = LocalCluster(
-            host="127.0.0.1",
-            n_workers=max(1, jobs),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-        )
+        # Ctrl-C reaches the whole process group: the sweep stops its cluster itself, so the worker
+        # processes (which inherit an ignored SIGINT) must not each die printing a traceback.
+        with _sigint_ignored():
+            cluster = LocalCluster(
+                host="127.0.0.1",
+                n_workers=max(1, jobs),
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+            )
         client = Client(cluster)
     else:
-        client = Client(scheduler)
+        try:
+            client = Client(scheduler)
+        except (OSError, TimeoutError) as exc:
+            raise ArchsimError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
     try:
         futures = [client.submit(run_point, *task, pure=False) for task in tasks]
         for future in as_completed(futures):
@@ -330,7 +427,12 @@ def run_sweep(
     progress: bool = True,
     on_row: Callable[[dict[str, Any]], None] | None = None,
 ):
-    """Run every point of ``spec`` not yet in ``out/sweep.csv``; returns the full results table."""
+    """Run every point of ``spec`` not yet in ``out/sweep.csv``; returns the full results table.
+
+    Bad settings, hardware and traces are refused before anything is written. A point that fails
+    stops the sweep: finished points stay in sweep.csv (a rerun resumes after them); when no point
+    had finished, sweep.csv and sweep.json are removed again, and ``out`` if this run created it.
+    """
     if backend not in BACKENDS:
         raise ArchsimError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
     if jobs < 1:
@@ -340,6 +442,11 @@ def run_sweep(
     if scheduler is not None and not scheduler.startswith("tcp://"):
         raise ArchsimError(f"--scheduler: {scheduler!r} is not an address like tcp://HOST:PORT")
     validate_points(spec)
+    from archsim.commands._trace_input import load_trace_input
+
+    # A trace that does not load fails here, not in every worker; in-process points reuse it.
+    _TRACE_CACHE[str(spec.trace)] = load_trace_input(Path(spec.trace))
+    out_existed = Path(out).exists()
     results = ResultsFile(out, spec)
     done = results.open(force)
     todo = [p for p in spec.points() if point_key(p) not in done]
@@ -355,12 +462,24 @@ def run_sweep(
         desc="sweep",
         unit="point",
         file=sys.stderr,
-        disable=not progress,
+        disable=None if progress else True,  # None: only on a terminal, never into logs
     )
-    with bar:
+    try:
         for row in rows:
             results.append(row)
             bar.update(1)
             if on_row is not None:
                 on_row(row)
+    except BaseException as exc:
+        bar.leave = False  # clear the bar so the error line stands alone
+        bar.close()
+        kept = results.finished_rows()
+        if kept == 0:
+            results.remove(remove_dir=not out_existed)
+        elif isinstance(exc, ArchsimError):
+            raise ArchsimError(
+                f"{exc} ({kept} finished points are kept in {results.csv})"
+            ) from None
+        raise
+    bar.close()
     return results.read()

@@ -73,7 +73,10 @@ def handle(args: argparse.Namespace) -> int:
         force=args.force,
         progress=not args.no_progress,
     )
-    table.to_parquet(args.out / "sweep.parquet", index=False)
+    from archsim.atomic import atomic_output_file
+
+    with atomic_output_file(args.out / "sweep.parquet", "wb") as handle:
+        table.to_parquet(handle, index=False)
     charts = sweep_charts(table, swept, args.out, f"{args.trace.name} on {args.hw}")
     columns = [*swept, "frames_per_s", "learner_updates_per_s", "gpu_util", "cpu_util"]
     columns += ["gpu_power_w", "frames_per_joule"]

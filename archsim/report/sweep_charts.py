@@ -31,10 +31,14 @@ def _plain_log2(ax) -> None:
 
 
 def _save(fig, out: Path, stem: str) -> list[Path]:
+    # The sweep directory holds finished results, so each chart goes in whole or not at all.
+    from archsim.atomic import atomic_output_file
+
     paths = []
     for suffix in ("png", "svg"):
         path = Path(out) / f"{stem}.{suffix}"
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        with atomic_output_file(path, "wb") as handle:
+            fig.savefig(handle, format=suffix, dpi=120, bbox_inches="tight")
         paths.append(path)
     _pyplot().close(fig)
     return paths
