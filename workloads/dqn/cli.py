@@ -57,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_capture(args: argparse.Namespace) -> int:
     """Run DQN under archsim.capture and write the trace to ``args.out``."""
+    from archsim.atomic import check_output_dir
     from archsim.capture.session import check_device
     from archsim.capture.workloads import schedule_from_args
     from workloads.dqn.capture import capture_dqn, default_schedule
@@ -71,6 +72,17 @@ def run_capture(args: argparse.Namespace) -> int:
         torch_threads=args.torch_threads,
     )
     schedule = schedule_from_args(args, default_schedule(config))
+    check_output_dir(args.out, args.force)
+    first = schedule.first_recorded_step()
+    if args.steps <= first:  # refuse now rather than after running every step for nothing
+        from archsim.errors import ArchsimError
+
+        raise ArchsimError(
+            f"--steps {args.steps}: the profiler schedule records from step {first + 1} "
+            f"(skip-first {schedule.skip_first} + wait {schedule.wait} + warmup "
+            f"{schedule.warmup}), so nothing would be recorded; give --steps above {first} or "
+            "shorten the schedule (--learn-start, --skip-first, --wait, --warmup)"
+        )
     trace = capture_dqn(
         config, args.steps, args.out, schedule=schedule, force=args.force, progress=True
     )

@@ -84,7 +84,7 @@ def _run(
     episode_return = 0.0
     start = time.perf_counter()
     start_cpu = time.process_time()
-    for t in tqdm(range(steps), desc="dqn steps", unit="step", disable=not progress):
+    for t in tqdm(range(steps), desc="dqn steps", unit="step", disable=None if progress else True):
         with step("actor", actor=0, batch_size=1):
             with phase("act"):
                 action = learner.act(obs, epsilon_at(t, config.learn_start, config.eps_decay_steps))
