@@ -106,3 +106,18 @@ def test_calibration_output_that_is_a_directory_is_refused(tmp_path, capsys):
     line = _error(capsys, ["calibrate", str(fixture), "--out", str(out)])
     assert str(out) in line and "is a directory" in line
     assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["cal"]
+
+
+def test_making_an_atari_env_prints_nothing_on_stderr():
+    # ALE's C++ banner would otherwise precede the error line of any capture that fails after its
+    # environments exist (DQN, and every R2D2 learner and actor process).
+    code = "from workloads.dqn.env import AtariEnv; AtariEnv(seed=0).reset()"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""

@@ -108,6 +108,9 @@ class AtariEnv:
         import ale_py
         import gymnasium
 
+        # ALE prints a two-line banner to stderr from C++ in every process that makes an env; with
+        # it, an archsim error is no longer the one line on stderr. Errors still get through.
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
         gymnasium.register_envs(ale_py)
         self.env = gymnasium.make(
             env_id,
