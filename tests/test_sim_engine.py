@@ -214,7 +214,11 @@ def test_rate_limiter_ties_actors_to_the_learner():
         (dict(actors=4, inference_batch=8), "--inference-batch"),
         (dict(inference="remote"), "--inference"),
         (dict(sim_seconds=0), "--sim-seconds"),
+        (dict(sim_seconds=float("inf")), "--sim-seconds"),  # the run would never end
         (dict(replay_ratio=-1.0), "--replay-ratio"),
+        (dict(cpu_sched="fair"), "--cpu-sched"),
+        (dict(replay_limit="actors"), "--replay-limit"),
+        (dict(param_lock="yes"), "--param-lock"),
     ],
 )
 def test_bad_knobs_are_clear_errors(knobs, flag):

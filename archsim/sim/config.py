@@ -101,9 +101,9 @@ class SimConfig:
             )
         if self.engine not in ENGINES:
             raise ArchsimError(f"--engine: {self.engine!r} is not one of {', '.join(ENGINES)}")
-        if not self.sim_seconds > 0:
+        if not 0 < self.sim_seconds < float("inf"):
             raise ArchsimError(
-                f"--sim-seconds: expected a positive duration, got {self.sim_seconds}"
+                f"--sim-seconds: expected a positive finite duration, got {self.sim_seconds}"
             )
         if not self.inference_timeout_us >= 0:
             raise ArchsimError(
