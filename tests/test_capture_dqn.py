@@ -47,6 +47,16 @@ def test_capture_writes_a_complete_trace_directory(captured):
         "skip_first": 16, "wait": 0, "warmup": 1, "active": 40, "repeat": 1,
     }  # fmt: skip
     assert meta["capture"]["record_shapes"] is True and meta["torch_version"]
+    # Steps outside the recorded window are timed without the profiler: the 16 skipped ones, the
+    # warm-up step (torch's schedule only prepares the profiler then; recording starts with the
+    # first active step) and the 3 after the window (57..59). None of them trains (learner steps run
+    # at 32..56, all recorded), so only actor steps, each with all four of its phases.
+    unprofiled = meta["capture"]["unprofiled_cpu_us"]
+    assert list(unprofiled) == ["actor"]
+    assert {name: figures["steps"] for name, figures in unprofiled["actor"].items()} == {
+        "act": 20, "env_step": 20, "preprocess": 20, "replay_insert": 20, "step": 20,
+    }  # fmt: skip
+    assert 0 < unprofiled["actor"]["act"]["median_us"] < unprofiled["actor"]["step"]["median_us"]
 
 
 def test_raw_trace_holds_the_markers(captured):
@@ -80,6 +90,12 @@ def test_steps_table_has_actor_and_learner_steps_with_phases(captured):
     # phases nest inside their step
     phase_sum = actor[["env_step_us", "preprocess_us", "act_us", "replay_insert_us"]].sum(axis=1)
     assert (phase_sum <= actor.dur_us + 1e-6).all()
+    # every recorded step and phase has its thread CPU time, never above its wall time (1 us slack:
+    # two clocks read microseconds apart)
+    for rows in (actor, learner):
+        assert (rows["cpu_us"] > 0).all() and (rows["cpu_us"] <= rows["dur_us"] + 1.0).all()
+    for column in ("env_step", "preprocess", "act", "replay_insert"):
+        assert (actor[f"{column}_cpu_us"] <= actor[f"{column}_us"] + 1.0).all(), column
 
 
 def test_ops_are_attributed_to_phases_and_steps(captured):

@@ -9,6 +9,8 @@ before it closes, records it as a nested zero-work annotation ``archsim::cpu#us=
 The profiler records wall time only: a phase that waited for a lock, the GIL or a descheduled core
 looks as long as one that computed. Ingest attaches each CPU figure to its enclosing marker
 (``<phase>_cpu_us``, ``cpu_us`` of the step), and the simulator charges CPU threads with CPU time.
+During a capture, markers outside the recorded windows time their steps' CPU as well
+(archsim.capture.unprofiled), so that the profiler's own cost can be taken out again.
 
 torch's "is the profiler on" check is per thread: a profiler started with ``profile_all_threads``
 records other threads too, but on those threads the check reads False. Code that profiles that way
@@ -24,6 +26,7 @@ from collections.abc import Iterable, Iterator
 import torch
 from torch.autograd.profiler import record_function
 
+from archsim.capture import unprofiled
 from archsim.errors import ArchsimError
 from archsim.trace.schema import PHASES, STEP_ROLES
 
@@ -79,7 +82,8 @@ def phase(name: str) -> contextlib.AbstractContextManager:
     """Mark a phase of an actor/learner step (one of archsim.trace.schema.PHASES)."""
     _check(name, PHASES, "phase")
     if not _profiler_enabled():
-        return _NOOP
+        times = unprofiled.active()
+        return _NOOP if times is None else unprofiled.UnprofiledPhase(times, name)
     return _TimedMarker(PREFIX + name)
 
 
@@ -99,5 +103,6 @@ def step(role: str, **attrs: int) -> contextlib.AbstractContextManager:
     """Mark one actor, learner or inference step; phases inside it become its columns in steps."""
     label = step_label(role, **attrs)
     if not _profiler_enabled():
-        return _NOOP
+        times = unprofiled.active()
+        return _NOOP if times is None else unprofiled.UnprofiledStep(times, role)
     return _TimedMarker(label)

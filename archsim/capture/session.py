@@ -19,6 +19,7 @@ from typing import Any
 from archsim.atomic import check_output_dir
 from archsim.capture.kineto_merge import merge_windows
 from archsim.capture.machine import source_description
+from archsim.capture.unprofiled import timing_unprofiled_steps
 from archsim.errors import ArchsimError
 from archsim.trace.format import RAW_FILE
 
@@ -148,7 +149,7 @@ def capture(
         with warnings.catch_warnings():
             # torch warns that each cycle's events are cleared; archsim exports every window itself
             warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
-            with profiler:
+            with timing_unprofiled_steps() as unprofiled_times, profiler:
                 yield handle
         if not handle.window_paths:
             first = schedule.first_recorded_step() if schedule else 0
@@ -168,6 +169,8 @@ def capture(
                 "steps": handle.steps,
                 "windows": merged["windows"],
                 "device": device,
+                # CPU time per step of the steps outside the recorded windows (no profiler cost)
+                "unprofiled_cpu_us": unprofiled_times.summary(),
             },
         }
         handle.trace = ingest_and_save(raw_path, meta, out_dir, force)

@@ -32,6 +32,7 @@ from archsim.perf.network import (
 )
 from archsim.sim.config import SimConfig
 from archsim.sim.metrics import PowerModel
+from archsim.sim.profiler_cost import without_profiler_cost
 from archsim.sim.recorded import (
     fold_sequence_dims,
     inference_batch_cpu_s,
@@ -94,6 +95,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
     """Per-step work of every component for ``trace`` on ``hw`` under ``config``."""
     from archsim.perf.kernel import predict_op_seconds, source_hw_for_trace
 
+    trace = without_profiler_cost(trace)
     source = source_hw_for_trace(trace)
     steps = trace.steps
     speed_rel = hw.cpu.thread_speed_rel
