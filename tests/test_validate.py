@@ -112,12 +112,12 @@ def test_sim_config_mapping():
 
 # --- the real thing, small ----------------------------------------------------------------------
 
-# Gross bound on the quick run's frames/s MAE. Known today (docs/VALIDATION.md): DQN within ~10%,
-# R2D2 under-predicted by ~50% (pinned FIFO threads, per-batch server cost from profiled wall time),
-# so two DQN and two R2D2 rows give ~30%; the quick runs last seconds on a shared 2-core box where
-# other jobs move an R2D2 run by up to 50%. 0.75 still catches a broken pipeline (frameskip or a unit
-# lost, a knob swapped: errors of 75% to 300%+) without failing on a loaded machine.
-QUICK_MAE_BOUND = 0.75
+# Gross bound on the quick run's frames/s MAE. Known today (docs/VALIDATION.md): the full plan's MAE
+# is 12.7%; the quick run (two baselines, dqn-every8, r2d2-1x2) gave 9.3% on a quiet box. Its runs
+# last seconds on a shared 2-core machine where other jobs moved one R2D2 run by 20-30%, so 0.5 allows
+# for a loaded CI box and still catches a broken pipeline (frameskip or a unit lost, a knob swapped:
+# errors of 75% to 300%+).
+QUICK_MAE_BOUND = 0.5
 
 
 @pytest.fixture(scope="module")
