@@ -85,6 +85,31 @@ def test_step_percentiles_are_computed_per_role_and_phase():
     assert "actor steps: 10; step p50 0.550 ms, p95 0.955 ms" in text
 
 
+def test_cpu_time_is_shown_beside_wall_time_where_recorded():
+    # a learner whose priority update waits for a lock: 6,000 us wall, 400 us CPU; the step as a
+    # whole 70,000 wall and 60,000 CPU (p50 of two equal rows). No CPU columns: nothing is shown.
+    steps = pd.DataFrame(
+        {
+            "step_id": [0, 1],
+            "role": "learner",
+            "dur_us": 70_000.0,
+            "cpu_us": 60_000.0,
+            "priority_update_us": 6_000.0,
+            "priority_update_cpu_us": 400.0,
+            "train_forward_us": 30_000.0,
+        }
+    )
+    ops = pd.DataFrame({"op_id": [0], "kind": ["cpu"], "phase": ["act"], "dur_us": [1.0]})
+    summary = summarize(Trace(meta={"source": {"device": "cpu"}}, ops=ops, steps=steps))
+    learner = summary["steps"]["learner"]
+    assert learner["step"]["cpu_p50_us"] == pytest.approx(60_000.0)
+    assert learner["phases"]["priority_update"]["cpu_p50_us"] == pytest.approx(400.0)
+    assert "cpu_p50_us" not in learner["phases"]["train_forward"]
+    text = format_summary(summary)
+    assert "learner steps: 2; step p50 70.000 ms, p95 70.000 ms, CPU p50 60.000 ms" in text
+    assert "CPU p50    0.400 ms" in text
+
+
 def test_trace_info_on_a_missing_directory_is_a_one_line_error(tmp_path, capsys):
     assert main(["trace", "info", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -43,19 +43,30 @@ def ops_by_phase(ops: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_times(steps: pd.DataFrame, role: str) -> dict[str, Any]:
-    """p50/p95 of the whole step and of each of the role's phases, over that role's steps."""
+    """p50/p95 of the whole step and of each of the role's phases, over that role's steps; with the
+    median thread CPU time (``cpu_p50_us``) where the capture recorded it (wall minus CPU: waits)."""
     rows = steps[steps["role"] == role]
     out: dict[str, Any] = {"steps": int(len(rows))}
     if rows.empty:
         return out
-    out["step"] = _percentiles(rows["dur_us"])
+    out["step"] = _with_cpu(_percentiles(rows["dur_us"]), rows.get("cpu_us"))
     phases = {}
     for phase in PHASES:
         stats = _percentiles(rows[f"{phase}_us"])
         if stats is not None:
-            phases[phase] = stats
+            phases[phase] = _with_cpu(stats, rows.get(f"{phase}_cpu_us"))
     out["phases"] = phases
     return out
+
+
+def _with_cpu(stats: dict[str, float] | None, cpu: pd.Series | None) -> dict[str, float] | None:
+    if stats is None or cpu is None or cpu.dropna().empty:
+        return stats
+    return {**stats, "cpu_p50_us": float(np.percentile(cpu.dropna(), 50))}
+
+
+def _cpu_text(stats: dict[str, float]) -> str:
+    return f"  CPU p50 {_ms(stats['cpu_p50_us']):>10}" if "cpu_p50_us" in stats else ""
 
 
 def summarize(trace: Trace) -> dict[str, Any]:
@@ -150,13 +161,15 @@ def format_summary(summary: dict[str, Any]) -> str:
             continue
         lines.append("")
         step = info["step"]
+        cpu = f", CPU p50 {_ms(step['cpu_p50_us'])}" if "cpu_p50_us" in step else ""
         lines.append(
-            f"{role} steps: {info['steps']}; step p50 {_ms(step['p50_us'])}, p95 {_ms(step['p95_us'])}"
+            f"{role} steps: {info['steps']}; step p50 {_ms(step['p50_us'])}, "
+            f"p95 {_ms(step['p95_us'])}{cpu}"
         )
         for phase, stats in info["phases"].items():
             lines.append(
                 f"  {phase:<16} p50 {_ms(stats['p50_us']):>12}  p95 {_ms(stats['p95_us']):>12}"
-                f"  (in {stats['n']} steps)"
+                f"{_cpu_text(stats)}  (in {stats['n']} steps)"
             )
     if not any(info.get("steps") for info in summary["steps"].values()):
         lines.append("")
