@@ -107,7 +107,7 @@ def test_cpu_time_is_shown_beside_wall_time_where_recorded():
     assert "cpu_p50_us" not in learner["phases"]["train_forward"]
     text = format_summary(summary)
     assert "learner steps: 2; step p50 70.000 ms, p95 70.000 ms, CPU p50 60.000 ms" in text
-    assert "CPU p50    0.400 ms" in text
+    assert "priority_update  p50     6.000 ms  p95     6.000 ms  CPU p50   0.400 ms" in text
 
 
 def test_trace_info_on_a_missing_directory_is_a_one_line_error(tmp_path, capsys):
