@@ -1,4 +1,5 @@
-"""Shared test fixtures: paths to the real GPU traces in ../shared/fixtures (skip when absent)."""
+"""Shared test fixtures: paths to the real GPU traces in ../shared/fixtures (skip when absent), a saved
+tiny trace for CLI tests, and the check every bad-input test makes of stderr."""
 
 from __future__ import annotations
 
@@ -25,3 +26,20 @@ def fixtures_dir() -> Path:
     if not KINETO_FIXTURES.is_dir():
         pytest.skip(f"{KINETO_FIXTURES} is absent (../shared/fixtures not beside the checkout)")
     return KINETO_FIXTURES
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory) -> Path:
+    """A saved tiny DQN-like trace (tests.test_sim_support.tiny_trace) for CLI tests."""
+    from archsim.trace import save
+    from tests.test_sim_support import tiny_trace
+
+    return save(tiny_trace(), tmp_path_factory.mktemp("trace") / "tiny")
+
+
+def error_line(capsys) -> str:
+    """The one stderr line of a refused command: ``archsim: error: ...`` and nothing else."""
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("archsim: error: ")
+    return lines[0]

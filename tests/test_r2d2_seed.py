@@ -153,6 +153,18 @@ def _two_actor_recordings(tmp_path, late_ns: int, other_host: bool):
     return parts, before
 
 
+def _merged_step_times(path):
+    """(merged Kineto JSON, start of every actor step in it)."""
+    with gzip.open(path) as handle:
+        merged = json.loads(handle.read())
+    steps = [
+        e["ts"]
+        for e in merged["traceEvents"]
+        if e.get("name", "").startswith("archsim::actor_step")
+    ]
+    return merged, steps
+
+
 def test_merge_aligns_clocks_and_names_processes(tmp_path):
     # B's host clock runs 5 ms behind: offset_B - offset_A ~ +5,000 us > 1,000 us tolerance, so the
     # merge shifts B's events by about -5,000 us and records it.
@@ -162,13 +174,7 @@ def test_merge_aligns_clocks_and_names_processes(tmp_path):
     shifts = [p["clock_shift_us"] for p in summary["processes"]]
     assert shifts[0] == 0.0  # the first process defines the clock
     assert abs(shifts[1] + 5000.0) < CLOCK_TOLERANCE_US  # about -5 ms, give or take the sync cost
-    with gzip.open(out) as handle:
-        merged = json.loads(handle.read())
-    step_ts = [
-        e["ts"]
-        for e in merged["traceEvents"]
-        if e.get("name", "").startswith("archsim::actor_step")
-    ]
+    merged, step_ts = _merged_step_times(out)
     # A is untouched, B moved by its shift (both files had the same base time: one process)
     assert step_ts[0] == pytest.approx(before[0])
     assert step_ts[1] == pytest.approx(before[1] + shifts[1], abs=1e-3)
@@ -186,13 +192,7 @@ def test_merge_never_shifts_processes_of_one_host(tmp_path):
     assert [p["clock_shift_us"] for p in summary["processes"]] == [0.0, 0.0]
     offsets = [p["clock_offset_us"] for p in summary["processes"]]
     assert offsets[1] - offsets[0] == pytest.approx(5000.0, abs=CLOCK_TOLERANCE_US)
-    with gzip.open(out) as handle:
-        merged = json.loads(handle.read())
-    step_ts = [
-        e["ts"]
-        for e in merged["traceEvents"]
-        if e.get("name", "").startswith("archsim::actor_step")
-    ]
+    _, step_ts = _merged_step_times(out)
     assert step_ts == pytest.approx([before[0], before[1]])
 
 

@@ -7,20 +7,7 @@ from __future__ import annotations
 import pytest
 
 from archsim.cli import main
-from archsim.trace import save
-from tests.test_sim_support import tiny_trace
-
-
-@pytest.fixture(scope="module")
-def trace_dir(tmp_path_factory):
-    return save(tiny_trace(), tmp_path_factory.mktemp("trace") / "tiny")
-
-
-def _error_line(capsys) -> str:
-    lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("archsim: error: ")
-    return lines[0]
+from tests.conftest import error_line
 
 
 @pytest.mark.parametrize("seconds", ["inf", "Infinity"])
@@ -28,18 +15,18 @@ def test_infinite_simulated_time_is_refused(trace_dir, tmp_path, capsys, seconds
     out = tmp_path / "run"
     argv = ["simulate", str(trace_dir), "--actors", "4", "--inference-batch", "4"]
     assert main([*argv, "--sim-seconds", seconds, "--out", str(out)]) == 2
-    assert "--sim-seconds: expected a finite duration, got inf" in _error_line(capsys)
+    assert "--sim-seconds: expected a finite duration, got inf" in error_line(capsys)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_dqn_steps_too_few_for_the_schedule_is_refused_before_running(tmp_path, capsys):
     out = tmp_path / "dqn"
     assert main(["capture", "dqn", "--steps", "100", "--out", str(out)]) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert "--steps 100" in line and "nothing would be recorded" in line
     assert "--skip-first" in line  # says how to fix it
     assert list(tmp_path.iterdir()) == []
     # the check follows the schedule flags: 0 + 0 + 3 steps before the first recorded one
     assert main(["capture", "dqn", "--steps", "3", "--skip-first", "0", "--wait", "0",
                  "--warmup", "3", "--out", str(out)]) == 2  # fmt: skip
-    assert "records from step 4" in _error_line(capsys)
+    assert "records from step 4" in error_line(capsys)

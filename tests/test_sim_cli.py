@@ -16,11 +16,6 @@ from archsim.trace import Trace, save
 from tests.test_sim_support import ENV_STEP_US, tiny_trace
 
 
-@pytest.fixture(scope="module")
-def trace_dir(tmp_path_factory):
-    return save(tiny_trace(), tmp_path_factory.mktemp("trace") / "tiny")
-
-
 def test_simulate_writes_metrics_and_a_perfetto_timeline(trace_dir, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(

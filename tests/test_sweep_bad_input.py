@@ -18,22 +18,10 @@ import pytest
 from archsim.analysis.sweep import SweepSpec, run_sweep
 from archsim.cli import main
 from archsim.trace import Trace, save
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, error_line
 from tests.test_sim_support import tiny_trace
 
 BASE = ["--inference-batch", "4", "--sim-seconds", "0.02", "--no-progress"]
-
-
-@pytest.fixture(scope="module")
-def trace_dir(tmp_path_factory):
-    return save(tiny_trace(), tmp_path_factory.mktemp("trace") / "tiny")
-
-
-def _error_line(capsys) -> str:
-    lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("archsim: error: ")
-    return lines[0]
 
 
 def _rows(out: Path) -> list[dict[str, str]]:
@@ -55,7 +43,7 @@ def test_settings_and_hardware_are_checked_before_anything_is_written(
 ):
     out = tmp_path / "sweep"
     assert main(["sweep", str(trace_dir), "--actors", "4,8", *BASE, *flags, "--out", str(out)]) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     for needle in needles:
         assert needle in line
     assert list(tmp_path.iterdir()) == []
@@ -66,7 +54,7 @@ def test_a_trace_that_does_not_load_writes_nothing(tmp_path, capsys):
     broken.write_bytes(b"\x1f\x8b\x08\x00garbage")
     out = tmp_path / "sweep"
     assert main(["sweep", str(broken), "--actors", "4,8", *BASE, "--out", str(out)]) == 2
-    assert str(broken) in _error_line(capsys)
+    assert str(broken) in error_line(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.json.gz"]
 
 
@@ -78,7 +66,7 @@ def test_a_trace_without_actor_steps_leaves_no_sweep_behind(tmp_path, capsys):
     path = save(no_actors, tmp_path / "learner-only")
     out = tmp_path / "sweep"
     assert main(["sweep", str(path), "--actors", "4,8", *BASE, "--out", str(out)]) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert "sweep point actors=4" in line and str(path) in line and "no actor steps" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["learner-only"]
     # the same failure into a directory the user made: the directory stays, empty
@@ -93,7 +81,7 @@ def test_a_failing_point_keeps_the_finished_ones_and_says_so(trace_dir, tmp_path
     out = tmp_path / "sweep"
     argv = ["sweep", str(trace_dir), "--actors", "4", "--cpu-threads", "40,1000", *BASE]
     assert main([*argv, "--out", str(out)]) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert "sweep point cpu_threads=1000, actors=4" in line and "--cpu-threads: 1000" in line
     assert f"1 finished points are kept in {out / 'sweep.csv'}" in line
     assert [r["cpu_threads"] for r in _rows(out)] == ["40"]
@@ -120,7 +108,7 @@ def test_a_header_that_does_not_match_names_the_column(trace_dir, tmp_path, caps
     (out / "sweep.csv").write_text(text.replace("frames_per_s", "fps", 1))
     capsys.readouterr()
     assert main(argv) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert "header column" in line and "'fps'" in line and "'frames_per_s'" in line
 
 
@@ -134,7 +122,7 @@ def test_resuming_on_another_trace_says_so(trace_dir, tmp_path, capsys):
     steps.to_parquet(other_steps)
     capsys.readouterr()
     assert main(["sweep", str(other), "--actors", "4,8", *BASE, "--out", str(out)]) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert "another trace" in line and str(other) in line and str(trace_dir) in line
 
 
@@ -146,7 +134,7 @@ def test_unreachable_scheduler_is_one_line(trace_dir, tmp_path, capsys):
     argv = ["sweep", str(trace_dir), "--actors", "4,8", *BASE, "--backend", "dask"]
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
         assert main([*argv, "--scheduler", "tcp://127.0.0.1:1", "--out", str(out)]) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert "--scheduler tcp://127.0.0.1:1: cannot connect" in line
     assert list(tmp_path.iterdir()) == []
 

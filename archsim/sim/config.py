@@ -16,6 +16,15 @@ SMT_MODELS = ("busy", "static")
 CPU_SCHEDULERS = ("pinned", "shared")
 SWITCHES = ("off", "on")
 REPLAY_LIMITS = ("both", "learner")
+# Knobs that take one of a few words, and the words.
+CHOICES = {
+    "inference": INFERENCE_MODES,
+    "smt_model": SMT_MODELS,
+    "cpu_sched": CPU_SCHEDULERS,
+    "param_lock": SWITCHES,
+    "replay_limit": REPLAY_LIMITS,
+    "engine": ENGINES,
+}
 # Default largest inference batch: R2D2's batch of 64 (REFERENCE.md "RL workloads"); SEED RL leaves
 # it a knob. A design default, capped at the number of environments so a batch can fill.
 DEFAULT_INFERENCE_BATCH = 64
@@ -79,28 +88,8 @@ class SimConfig:
             value = getattr(self, name)
             if value is not None:
                 _check_int(name, value, minimum=1)
-        if self.inference not in INFERENCE_MODES:
-            raise ArchsimError(
-                f"--inference: {self.inference!r} is not one of {', '.join(INFERENCE_MODES)}"
-            )
-        if self.smt_model not in SMT_MODELS:
-            raise ArchsimError(
-                f"--smt-model: {self.smt_model!r} is not one of {', '.join(SMT_MODELS)}"
-            )
-        if self.cpu_sched not in CPU_SCHEDULERS:
-            raise ArchsimError(
-                f"--cpu-sched: {self.cpu_sched!r} is not one of {', '.join(CPU_SCHEDULERS)}"
-            )
-        if self.param_lock not in SWITCHES:
-            raise ArchsimError(
-                f"--param-lock: {self.param_lock!r} is not one of {', '.join(SWITCHES)}"
-            )
-        if self.replay_limit not in REPLAY_LIMITS:
-            raise ArchsimError(
-                f"--replay-limit: {self.replay_limit!r} is not one of {', '.join(REPLAY_LIMITS)}"
-            )
-        if self.engine not in ENGINES:
-            raise ArchsimError(f"--engine: {self.engine!r} is not one of {', '.join(ENGINES)}")
+        for name, options in CHOICES.items():
+            _check_choice(name, getattr(self, name), options)
         if not 0 < self.sim_seconds < float("inf"):
             raise ArchsimError(
                 f"--sim-seconds: expected a positive finite duration, got {self.sim_seconds}"
@@ -143,6 +132,12 @@ class SimConfig:
 
     def replace(self, **changes: Any) -> SimConfig:
         return dataclasses.replace(self, **changes)
+
+
+def _check_choice(name: str, value: object, options: tuple[str, ...]) -> None:
+    if value not in options:
+        flag = "--" + name.replace("_", "-")
+        raise ArchsimError(f"{flag}: {value!r} is not one of {', '.join(options)}")
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:
