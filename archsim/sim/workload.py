@@ -1,9 +1,13 @@
 """Service times of the simulated system, derived once per (trace, hardware, knobs) in vectorized
 passes: the engine then only draws and adds numbers.
 
+- CPU work is thread CPU time where the capture recorded it, wall time otherwise
+  (archsim.sim.step_work), with the profiler's own cost taken out where the capture timed its
+  unprofiled steps (archsim.sim.profiler_cost).
 - Actor CPU work per env step: the trace's actor steps (env_step + preprocess, plus act and
-  replay_insert for local inference, plus the per-message stack cost of sending), as an empirical
-  distribution the engine draws from; divided by the target thread's speed in the engine.
+  replay_insert for local inference, plus the per-message cost of sending: the capture's own CPU
+  per request when a central capture timed it, else the network model's stack cost), as an
+  empirical distribution the engine draws from; divided by the target thread's speed in the engine.
 - Inference GPU time for every batch size 1..inference_batch: the act/inference ops of a few
   representative steps, resized with ``scale_ops_to_batch`` and predicted with ``predict_op_seconds``
   in ONE call on the concatenated table; plus the host-to-device copy of the observations
@@ -13,7 +17,8 @@ passes: the engine then only draws and adds numbers.
 - SM share of a job: blocks / (SMs x resident blocks per SM), capped at 1, time-weighted over its ops.
 - SEED-style traces (R2D2, central inference, archsim.sim.recorded): the inference GPU time comes from
   the learner's recorded inference batches' ops (LSTM step included); the server pays, per batch,
-  the recorded time outside those ops plus one launch per kernel; ``learner_batch`` counts
+  the recorded CPU time outside those ops plus one launch per kernel (without a GPU: the recorded
+  batches' whole CPU time, fitted against batch size); ``learner_batch`` counts
   sequences of the trace's length (meta.workload.settings.r2d2.sequence_length + burn_in).
 """
 
