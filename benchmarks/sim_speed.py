@@ -1,6 +1,8 @@
 """Simulator speed: 256 actors over 60 simulated seconds on the dgx1-v100 preset (issue 4's goal on
 this 2-core machine: under 10 s), against the same number of events through a bare simpy loop.
 
+Also times the time-shared CPU model (``--cpu-sched shared``), which has no fast path.
+
 Uses traces/dqn-pong-cpu when present (the bundled DQN capture), else the tiny synthetic DQN-like
 trace the tests build. Prints figures; asserts nothing (timings vary with the machine's load).
 
@@ -104,6 +106,17 @@ def main() -> None:
         f"({fast.events:,} events), plain simpy path {plain_wall:.2f} s ({plain.events:,} events)"
         f" -> {plain_wall / fast_wall:.1f}x; frames/s {fast.metrics['frames_per_s']:,.0f} vs "
         f"{plain.metrics['frames_per_s']:,.0f}"
+    )
+    # --cpu-sched shared has no closed form (a burst's end depends on later arrivals): one process
+    # per actor on the processor-sharing CPU. Same window as the plain path, for the ratio.
+    t0 = time.perf_counter()
+    shared = simulate_system(times, machine, short.replace(cpu_sched="shared"), batch)
+    shared_wall = time.perf_counter() - t0
+    print(
+        f"--cpu-sched shared, {args.plain_seconds:g} simulated s: {shared_wall:.2f} s "
+        f"({shared.events:,} events, {shared_wall / fast_wall:.1f}x the pinned fast path); "
+        f"frames/s {shared.metrics['frames_per_s']:,.0f} (a different model: every thread "
+        "time-shares every core)"
     )
 
 
