@@ -165,12 +165,15 @@ def test_littles_law_holds_on_every_queue():
     assert busy >= 3  # the check is not vacuous: queues did form
 
 
-def test_energy_is_the_integral_of_power():
+@pytest.mark.parametrize("cpu_sched", ["pinned", "shared"])
+def test_energy_is_the_integral_of_power(cpu_sched):
+    # shared: 6 actors and 2 learner threads time-share 4 threads, so CPU power varies bin by bin
     times = service_times(
         actor_step_s=(200e-6, 300e-6), inference_s=100e-6, inference_frac=0.4, max_batch=8
     )
-    cfg = SimConfig(actors=6, inference_batch=4, sim_seconds=0.03)
-    result = simulate_system(times, machine(8), cfg, 32, series_bins=40)
+    threads = 8 if cpu_sched == "pinned" else 4
+    cfg = SimConfig(actors=6, inference_batch=4, sim_seconds=0.03, cpu_sched=cpu_sched)
+    result = simulate_system(times, machine(threads), cfg, 32, series_bins=40)
     starts, power_w = result.power_series
     width = cfg.sim_seconds / 40
     assert np.diff(starts) == pytest.approx(np.full(39, width))

@@ -100,7 +100,7 @@ class SharedThreads:
         if now_c > start_c:
             busy = min(n, self.hw_threads)
             self.level_s[busy] += now_c - start_c
-            if self.detailed and self.rec.series_bins:
+            if self.rec.series_bins:  # per-slot intervals for the power time series
                 for slot in range(busy):
                     self.rec.cpu_busy(slot, start_c, now_c)
         self.t = now
@@ -162,7 +162,7 @@ class SharedThreads:
         """Busy time per hardware thread into the recorder: with k busy, threads 0..k-1 are (Linux
         numbers a core's first thread before any second sibling, and fills idle cores first)."""
         self._advance(max(self.env.now, self.t))
-        if self.detailed and self.rec.series_bins:
+        if self.rec.series_bins:
             return  # recorded slot by slot as it ran
         # thread i is busy whenever more than i threads are: sum of level_s[k] for k > i
         above = np.cumsum(self.level_s[::-1])[::-1]
