@@ -15,7 +15,7 @@ def test_infinite_simulated_time_is_refused(trace_dir, tmp_path, capsys, seconds
     out = tmp_path / "run"
     argv = ["simulate", str(trace_dir), "--actors", "4", "--inference-batch", "4"]
     assert main([*argv, "--sim-seconds", seconds, "--out", str(out)]) == 2
-    assert "--sim-seconds: expected a finite duration, got inf" in error_line(capsys)
+    assert "--sim-seconds: expected a positive finite duration, got inf" in error_line(capsys)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -7,7 +7,6 @@ Writes ``metrics.json`` (resolved knobs, hardware, seed and metrics, named as th
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from archsim.commands._common import add_out_argument
@@ -50,11 +49,6 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.sim.timeline import write_chrome_trace
 
     point = {name: values[0] for name, values in knobs_from_args(args, lists=False).items()}
-    seconds = point.get("sim_seconds")
-    if seconds is not None and not math.isfinite(seconds):  # inf would simulate forever
-        from archsim.errors import ArchsimError
-
-        raise ArchsimError(f"--sim-seconds: expected a finite duration, got {seconds}")
     sim_knobs, hw_overrides = split_point(point)
     config = SimConfig(**sim_knobs)
     hw = load_hw(args.hw, [*args.hw_set, *hw_overrides])

@@ -118,15 +118,15 @@ def _run(
 ) -> tuple[Recorder, str, int]:
     """One simulation of ``config.sim_seconds`` with fixed thread speeds: (recorder, path, events)."""
     n_learner = config.learner_threads
+    shared = config.cpu_sched == "shared"
     # Pinned: software thread -> its hardware thread. Shared: every software thread is its own
     # (they all run on the whole CPU), numbered learner first, then actors.
-    owners = np.arange(len(layout.placement)) if config.cpu_sched == "shared" else layout.placement
+    owners = np.arange(len(layout.placement)) if shared else layout.placement
     env = simpy.Environment()
     rec = Recorder(end=config.sim_seconds, hw_threads=layout.hw_threads, series_bins=series_bins)
     if timeline:
         rec.timeline = []
     plain = config.engine == "simpy"
-    shared = config.cpu_sched == "shared"
     if shared:
         threads = SharedThreads(
             env, layout.hw_threads, layout.cores, machine.thread_speed_rel, machine.smt_yield, rec

@@ -143,12 +143,6 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
 
     insert_us = float(np.nan_to_num(phase_work_us(actor, "replay_insert").median(), nan=0.0))
     server_cpu_s_per_obs = insert_us / float(np.median(per_env)) * 1e-6 + stack_capture_s / envs
-    # A SEED trace times the server itself: its replay insert and request handling are in the
-    # recorded per-batch overhead (the actor rows hold no replay_insert then).
-    recorded = not recorded_inference_steps(trace).empty
-    server_cpu_s_per_batch = server_overhead_capture_s(trace) if recorded else 0.0
-    sequence = sequence_settings(trace)
-
     if hw.gpu is None:
         return _cpu_only_times(
             trace,
@@ -158,8 +152,12 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
             server_cpu_s_per_obs,
             param_copy_capture_s,
             hw,
-            server_cpu_s_per_batch,
         )
+    # A SEED trace times the server itself: its replay insert and request handling are in the
+    # recorded per-batch overhead (the actor rows hold no replay_insert then).
+    recorded = not recorded_inference_steps(trace).empty
+    server_cpu_s_per_batch = server_overhead_capture_s(trace) if recorded else 0.0
+    sequence = sequence_settings(trace)
     max_batch = config.inference_batch if config.inference == "central" else 1
     inf_ops, inf_steps, inf_from = _representative_ops(trace, PHASE_GROUPS["inference"], "actor")
     inf_ops, inf_from = _lowered(inf_ops, inf_from, backward_steps=None)
@@ -265,7 +263,6 @@ def _cpu_only_times(
     server_cpu_s_per_obs,
     param_copy_capture_s,
     hw,
-    server_cpu_s_per_batch=0.0,
 ) -> ServiceTimes:
     """No GPU: the policy and the training step run on CPU threads, as the trace measured them
     (CPU time of its steps' phases where recorded, else their wall time, in capture-thread seconds),
@@ -276,11 +273,12 @@ def _cpu_only_times(
     actor = steps[steps["role"] == "actor"]
     learner = steps[steps["role"] == "learner"]
     max_batch = config.inference_batch if config.inference == "central" else 1
+    # A SEED trace's recorded batches hold the server's whole per-batch CPU (request handling,
+    # forward pass, replay insert): nothing is charged per batch beside them.
     recorded = inference_batch_cpu_s(trace, max_batch)
     inference_locked_s = None
     if recorded is not None:
         inference_s, inference_locked_s = recorded
-        server_cpu_s_per_batch = 0.0  # inside the recorded batches' CPU time
     else:
         per_env = np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0)
         act_us = phase_work_us(actor, "act").fillna(0.0).to_numpy(dtype=float) / per_env
@@ -306,13 +304,12 @@ def _cpu_only_times(
         server_cpu_s_per_obs=server_cpu_s_per_obs,
         inference_gpu_s=inference_s,
         inference_sm_fraction=np.zeros(max_batch + 1),
-        learner_sample_cpu_s=sample_us * 1e-6 * learner_batch / trace_batch,
+        learner_sample_cpu_s=sample_us * 1e-6 * scale,
         learner_launch_cpu_s=0.0,
         learner_gpu_s=train_s,
         learner_sm_fraction=0.0,
         publish_cpu_s=param_copy_capture_s,
         on_gpu=False,
-        server_cpu_s_per_batch=server_cpu_s_per_batch,
         batch_when_server_free=recorded is not None,
         learner_locked_cpu_s=locked_s,
         inference_locked_s=inference_locked_s,
