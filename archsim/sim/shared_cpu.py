@@ -74,7 +74,7 @@ class SharedThreads:
         self.timer_rate = 0.0  # per-burst rate the live timer assumed
         # seconds (clipped to the window) with k hardware threads busy, k = 0..hw_threads
         self.level_s = np.zeros(hw_threads + 1)
-        self.detailed = bool(rec.series_bins) or rec.timeline is not None
+        self.timeline = rec.timeline is not None  # keep a slice per burst
         self.fifo: dict[int, simpy.Resource] = {}  # software threads shared by several roles
 
     def serialize(self, threads: list[int]) -> None:
@@ -129,7 +129,7 @@ class SharedThreads:
         finish = env.now
         ideal = work_s / self.full_speed  # alone on a core
         self.queue.add_wait(arrive, arrive + max(0.0, (finish - arrive) - ideal))
-        if self.detailed:
+        if self.timeline:
             record(self.rec, label, f"thread{thread}", arrive, finish - arrive)
 
     def _reschedule(self) -> None:
