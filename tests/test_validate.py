@@ -143,8 +143,11 @@ def test_quick_validation_outputs(quick_run):
         measured = float(r["measured_frames_per_s"])
         predicted = float(r["predicted_frames_per_s"])
         assert measured > 0 and predicted > 0
+        # The CSV writes 6 significant digits (half a unit: 5e-6 relative), so an error recomputed
+        # from two written values is good to ~1e-5 absolute whatever its size: near-zero errors
+        # (one run gave +0.79%) need that floor beside the 1e-4 relative check.
         assert float(r["frames_error"]) == pytest.approx(
-            (predicted - measured) / measured, rel=1e-4
+            (predicted - measured) / measured, rel=1e-4, abs=2e-5
         )
         assert 0 < float(r["measured_cpu_util"]) <= 1.05  # a little over 1: sampling at the edges
     table = (quick_run / "validation.md").read_text()
