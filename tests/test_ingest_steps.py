@@ -129,6 +129,22 @@ def test_cpu_markers_fill_the_enclosing_step_and_phase():
     assert np.isnan(steps["env_step_cpu_us"].tolist()[1])
 
 
+def test_gap_markers_fill_the_step_they_open():
+    # the second step on thread 1 records 12.5 us of CPU since the first closed; thread 2's only
+    # step has no earlier one, so no figure
+    rows = [
+        ("archsim::inference_step#batch_size=4", 1, 0.0, 100.0),
+        ("archsim::inference_step#batch_size=4", 1, 150.0, 100.0),
+        ("archsim::cpu_gap#us=12.5", 1, 150.0, 1.0),
+        ("archsim::learner_step#batch_size=2", 2, 0.0, 300.0),
+    ]
+    steps, _, unknown = build_steps(Path("t.json"), _annotations(rows))
+    assert unknown == 0
+    inference = steps[steps.role == "inference"].sort_values("start_us")
+    assert np.isnan(inference["gap_cpu_us"].iloc[0]) and inference["gap_cpu_us"].iloc[1] == 12.5
+    assert np.isnan(steps[steps.role == "learner"]["gap_cpu_us"].iloc[0])
+
+
 def test_a_cpu_marker_that_is_not_a_number_names_the_file():
     rows = [
         ("archsim::actor_step#actor=0", 1, 0.0, 10.0),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import torch
 
 import archsim
@@ -121,3 +122,38 @@ def test_markers_record_thread_cpu_time_apart_from_wall_time(tmp_path):
     assert row["env_step_cpu_us"] <= row["env_step_us"] + 1.0  # CPU never exceeds wall (1 us slack)
     assert row["env_step_cpu_us"] + row["inference_wait_cpu_us"] <= row["cpu_us"] + 1.0
     assert row["cpu_us"] <= row["dur_us"] + 1.0
+
+
+def test_steps_record_their_threads_cpu_between_them(tmp_path):
+    # 10 ms of CPU between two steps of one thread: the second step's gap_cpu_us holds it (the
+    # first has no earlier step). A step the profiler does not record (inside a capture's timing)
+    # breaks the chain: the next recorded step has no figure.
+    import time
+
+    from archsim.capture.unprofiled import timing_unprofiled_steps
+    from archsim.trace.ingest import ingest
+
+    def spin(seconds: float) -> None:
+        deadline = time.thread_time() + seconds
+        while time.thread_time() < deadline:
+            pass
+
+    with archsim.step("inference", batch_size=2):
+        pass  # unrecorded: earlier recordings on this thread are no gap's start
+    with torch.profiler.profile() as prof:
+        for _ in range(2):
+            with archsim.step("inference", batch_size=2):
+                torch.ones(8).sum()
+            spin(0.01)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    gaps = ingest(path).steps.sort_values("start_us")["gap_cpu_us"].tolist()
+    assert np.isnan(gaps[0])
+    assert 10_000 <= gaps[1] < 50_000
+
+    with timing_unprofiled_steps(), archsim.step("inference", batch_size=2):
+        pass  # unprofiled: the gap to the next recorded step would span it
+    with torch.profiler.profile() as prof, archsim.step("inference", batch_size=2):
+        torch.ones(8).sum()
+    prof.export_chrome_trace(str(path))
+    assert ingest(path).steps["gap_cpu_us"].isna().all()

@@ -9,6 +9,11 @@ before it closes, records it as a nested zero-work annotation ``archsim::cpu#us=
 The profiler records wall time only: a phase that waited for a lock, the GIL or a descheduled core
 looks as long as one that computed. Ingest attaches each CPU figure to its enclosing marker
 (``<phase>_cpu_us``, ``cpu_us`` of the step), and the simulator charges CPU threads with CPU time.
+A step also records, as ``archsim::cpu_gap#us=<microseconds>`` right after it opens, the CPU time its
+thread spent since its previous recorded step closed: a loop's work outside every step (an inference
+server's polling and request reads) that would otherwise be in no table (``gap_cpu_us``). A step
+that runs unrecorded breaks the chain; two recordings with no step between them do not (the first
+step of the second then counts the time between them).
 During a capture, markers outside the recorded windows time their steps' CPU as well
 (archsim.capture.unprofiled), so that the profiler's own cost can be taken out again.
 
@@ -20,6 +25,7 @@ wraps the run in :func:`all_threads_recording`, which turns the no-op shortcut o
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterable, Iterator
 
@@ -32,6 +38,8 @@ from archsim.trace.schema import PHASES, STEP_ROLES
 
 PREFIX = "archsim::"
 CPU_MARKER = PREFIX + "cpu"  # archsim::cpu#us=<float>: thread CPU time of the enclosing marker
+# archsim::cpu_gap#us=<float>: thread CPU time from the thread's previous recorded step to this one
+GAP_CPU_MARKER = PREFIX + "cpu_gap"
 _NOOP = contextlib.nullcontext()
 _thread_profiler_enabled = torch._C._autograd._profiler_enabled
 _all_threads_recorders = 0  # > 0 while a profile_all_threads profiler runs in this process
@@ -78,6 +86,35 @@ class _TimedMarker:
         self._function.__exit__(*exc)
 
 
+class _StepEnds(threading.local):
+    """Per thread: thread CPU time (ns) when its last recorded step closed, None when unknown."""
+
+    cpu_ns: int | None = None
+
+
+_step_ends = _StepEnds()
+
+
+class _TimedStep(_TimedMarker):
+    """A step marker that also records the thread's CPU time since its previous recorded step."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> _TimedStep:
+        self._function.__enter__()
+        now_ns = time.thread_time_ns()
+        last_ns = _step_ends.cpu_ns
+        if last_ns is not None:
+            with record_function(f"{GAP_CPU_MARKER}#us={(now_ns - last_ns) / 1000.0:.3f}"):
+                pass
+        self._cpu_ns = time.thread_time_ns()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        _step_ends.cpu_ns = time.thread_time_ns()
+
+
 def phase(name: str) -> contextlib.AbstractContextManager:
     """Mark a phase of an actor/learner step (one of archsim.trace.schema.PHASES)."""
     _check(name, PHASES, "phase")
@@ -104,5 +141,6 @@ def step(role: str, **attrs: int) -> contextlib.AbstractContextManager:
     label = step_label(role, **attrs)
     if not _profiler_enabled():
         times = unprofiled.active()
+        _step_ends.cpu_ns = None  # the gap to the next recorded step would span this one
         return _NOOP if times is None else unprofiled.UnprofiledStep(times, role)
-    return _TimedMarker(label)
+    return _TimedStep(label)

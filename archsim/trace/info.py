@@ -50,6 +50,9 @@ def step_times(steps: pd.DataFrame, role: str) -> dict[str, Any]:
     if rows.empty:
         return out
     out["step"] = _with_cpu(_percentiles(rows["dur_us"]), rows.get("cpu_us"))
+    gaps = rows["gap_cpu_us"].dropna() if "gap_cpu_us" in rows else pd.Series(dtype=float)
+    if not gaps.empty:  # the loop's CPU between the thread's steps (request reads, polling)
+        out["step"]["gap_cpu_p50_us"] = float(np.percentile(gaps, 50))
     phases = {}
     for phase in PHASES:
         stats = _percentiles(rows[f"{phase}_us"])
@@ -162,6 +165,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append("")
         step = info["step"]
         cpu = f", CPU p50 {_ms(step['cpu_p50_us'])}" if "cpu_p50_us" in step else ""
+        if "gap_cpu_p50_us" in step:
+            cpu += f", CPU between steps p50 {_ms(step['gap_cpu_p50_us'])}"
         lines.append(
             f"{role} steps: {info['steps']}; step p50 {_ms(step['p50_us'])}, "
             f"p95 {_ms(step['p95_us'])}{cpu}"

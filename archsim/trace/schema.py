@@ -90,6 +90,8 @@ OPS_COLUMNS: dict[str, tuple[str, object]] = {
 # are `<phase>_us` columns (wall time), NaN where that phase did not occur in the step; `cpu_us` and
 # `<phase>_cpu_us` are the thread CPU time inside the step / phase (archsim.capture markers record
 # it), NaN in traces made without them. Wall minus CPU is time waiting: locks, the GIL, a busy core.
+# `gap_cpu_us`: the thread's CPU time between its previous recorded step and this one (the loop's
+# own work outside the steps, e.g. an inference server's request reads), NaN where not recorded.
 STEPS_BASE_COLUMNS: dict[str, tuple[str, object]] = {
     "step_id": ("int64", -1),
     "role": ("string", ""),  # one of STEP_ROLES
@@ -104,6 +106,7 @@ STEPS_COLUMNS: dict[str, tuple[str, object]] = {
     **STEPS_BASE_COLUMNS,
     **{f"{phase}_us": ("float64", np.nan) for phase in PHASES},
     "cpu_us": ("float64", np.nan),
+    "gap_cpu_us": ("float64", np.nan),
     **{f"{phase}_cpu_us": ("float64", np.nan) for phase in PHASES},
 }
 

@@ -4,7 +4,9 @@ Markers (interfaces.md): ``archsim::<role>_step#k=v,...`` user annotations are s
 ``archsim::<phase>`` annotations nested in a step (same pid, time containment) add their duration to
 the step's ``<phase>_us``. ``archsim::cpu#us=<x>`` annotations (thread CPU time, the last thing each
 marker records before it closes) belong to the innermost step or phase marker on their thread that
-contains their midpoint: they fill the step's ``cpu_us`` and add to its ``<phase>_cpu_us``. An op's phase is the innermost ``archsim::<phase>`` containing its anchor
+contains their midpoint: they fill the step's ``cpu_us`` and add to its ``<phase>_cpu_us``.
+``archsim::cpu_gap#us=<x>`` (the thread's CPU time since its previous recorded step) fills the
+``gap_cpu_us`` of the step containing it. An op's phase is the innermost ``archsim::<phase>`` containing its anchor
 (the launching runtime call for GPU work, the op itself on a CPU-only trace): same thread first,
 otherwise the latest-starting one on the same process (autograd runs backward on its own thread).
 
@@ -28,6 +30,7 @@ from archsim.trace.schema import PHASES, STEP_ROLES, STEPS_COLUMNS, UNKNOWN_PHAS
 MARKER_PREFIX = "archsim::"
 _STEP_MARKER = re.compile(rf"^archsim::({'|'.join(STEP_ROLES)})_step(?:#(.*))?$")
 _CPU_MARKER = re.compile(r"^archsim::cpu#us=(.*)$")
+_GAP_CPU_MARKER = re.compile(r"^archsim::cpu_gap#us=(.*)$")
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 STEP_INT_ATTRS = ("actor", "batch_size")
 FOREIGN_OPTIMIZER_PREFIX = "Optimizer.step#"
@@ -58,7 +61,7 @@ def build_steps(path: Path, annotations: pd.DataFrame) -> tuple[pd.DataFrame, pd
     """
     names = annotations["name"].astype(str)
     marked = annotations[names.str.startswith(MARKER_PREFIX)]
-    step_rows, phase_rows, cpu_rows, unknown = [], [], [], 0
+    step_rows, phase_rows, cpu_rows, gap_rows, unknown = [], [], [], [], 0
     for name, pid, tid, ts, dur, end in zip(
         marked["name"],
         marked["pid"],
@@ -91,6 +94,12 @@ def build_steps(path: Path, annotations: pd.DataFrame) -> tuple[pd.DataFrame, pd
             t = ts + 0.5 * dur
             cpu_rows.append({"pid": pid, "tid": tid, "t": t, "cpu_us": _cpu_us(path, name, cpu)})
             continue
+        gap = _GAP_CPU_MARKER.match(name)
+        if gap:
+            gap_rows.append(
+                {"pid": pid, "tid": tid, "t": ts + 0.5 * dur, "cpu_us": _cpu_us(path, name, gap)}
+            )
+            continue
         phase = name[len(MARKER_PREFIX) :]
         if phase in PHASES:
             phase_rows.append({"phase": phase, "pid": pid, "tid": tid, "ts": ts, "end": end})
@@ -109,6 +118,7 @@ def build_steps(path: Path, annotations: pd.DataFrame) -> tuple[pd.DataFrame, pd
     step_cpu, phases["cpu_us"] = _attach_cpu(steps, phases, cpu_rows)
     table = steps.drop(columns=["end"])
     table["cpu_us"] = step_cpu
+    table["gap_cpu_us"] = _attach_gaps(steps, gap_rows)
     inside = phases[phases["step_id"] >= 0]
     if len(inside):
         sums = inside.pivot_table(index="step_id", columns="phase", values="dur", aggfunc="sum")
@@ -134,6 +144,19 @@ def _cpu_us(path: Path, name: str, match: re.Match) -> float:
             where(path, f"CPU-time marker '{name}': expected us=<non-negative number>")
         )
     return value
+
+
+def _attach_gaps(steps: pd.DataFrame, gap_rows: list[dict]) -> np.ndarray:
+    """CPU us each step's thread spent since its previous recorded step (NaN where not recorded)."""
+    gaps = np.full(len(steps), np.nan)
+    if not gap_rows:
+        return gaps
+    rows = pd.DataFrame(gap_rows)
+    found = enclosing_step(steps, rows["pid"], rows["tid"], rows["t"])
+    inside = found >= 0
+    position = pd.Index(steps["step_id"]).get_indexer(found[inside])
+    gaps[position] = rows["cpu_us"].to_numpy(float)[inside]
+    return gaps
 
 
 def _attach_cpu(
