@@ -3,6 +3,8 @@ scales the profiled CPU times to those unprofiled medians (hand-worked factors).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -82,6 +84,28 @@ def test_profiled_cpu_is_scaled_to_the_unprofiled_median():
     assert out.steps["env_step_cpu_us"].tolist() == [1000.0] * len(act)
     assert out.steps["act_us"].tolist() == [4000.0] * len(act)  # wall time is not touched
     assert trace.steps["act_cpu_us"].tolist() == act  # the input trace is unchanged
+
+
+def test_the_mean_is_used_where_the_capture_stored_it():
+    # profiled act: mean 1,500 us; the unprofiled steps' mean 900 (median 1,000): factor 0.6, the
+    # statistic the simulator charges (the mean of CPU time)
+    act = [1400.0, 1500.0, 1600.0] * 4
+    unprofiled = {"actor": {"act": {"median_us": 1000.0, "mean_us": 900.0, "steps": 10}}}
+    assert profiler_scale(profiled_trace(act, unprofiled)) == {
+        ("actor", "act_cpu_us"): pytest.approx(0.6)
+    }
+
+
+def test_summary_holds_median_and_mean():
+    with timing_unprofiled_steps() as times:
+        for spin_ms in (1, 1, 4):
+            with archsim.step("learner"):
+                deadline = time.thread_time() + spin_ms / 1000
+                while time.thread_time() < deadline:
+                    pass
+    figures = times.summary()["learner"][STEP_KEY]
+    assert figures["steps"] == 3
+    assert figures["mean_us"] > figures["median_us"] >= 1000.0  # one 4 ms step pulls the mean up
 
 
 def test_too_few_samples_or_no_figures_leave_the_trace_alone():

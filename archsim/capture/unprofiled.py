@@ -38,11 +38,12 @@ class UnprofiledTimes:
                 values.append(cpu_us)
 
     def summary(self) -> dict[str, dict[str, dict[str, float]]]:
-        """{role: {phase: {"median_us": ..., "steps": n}}}, YAML-able."""
+        """{role: {phase: {"median_us": ..., "mean_us": ..., "steps": n}}}, YAML-able."""
         out: dict[str, dict[str, dict[str, float]]] = {}
         for (role, key), values in sorted(self.samples.items()):
             out.setdefault(role, {})[key] = {
                 "median_us": round(float(np.median(values)), 3),
+                "mean_us": round(float(np.mean(values)), 3),
                 "steps": len(values),
             }
         return out
