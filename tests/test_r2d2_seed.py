@@ -21,10 +21,12 @@ from archsim.capture.markers import phase, step
 from archsim.capture.merge import CLOCK_TOLERANCE_US, ProcessPart, merge_process_traces
 from archsim.errors import ArchsimError
 from archsim.trace.format import load
+from workloads.r2d2.capture import unprofiled_by_role
 from workloads.r2d2.config import R2D2Config
 from workloads.r2d2.model import R2D2Net
 from workloads.r2d2.seed import protocol
 from workloads.r2d2.seed.inference import EnvStates, apex_epsilons
+from workloads.r2d2.seed.probe import PROBE_REPEATS, PROBE_SIZES, probe_inference, probe_sizes
 from workloads.r2d2.seed.profiling import ProcessProfiler
 from workloads.r2d2.seed.runner import PROCESSES_FILE, run_seed
 from workloads.r2d2.seed.settings import SeedSettings
@@ -165,6 +167,42 @@ def _merged_step_times(path):
     return merged, steps
 
 
+def test_probe_times_every_size_with_its_forward_step_inside():
+    settings = small_settings()
+    model = R2D2Net(6, settings.r2d2.frame_stack, settings.r2d2.lstm_size)
+    with torch.no_grad():
+        probe = probe_inference(model, settings, threading.Lock(), [1, 3])
+    assert [p["batch_size"] for p in probe] == [1, 3]
+    assert all(p["repeats"] == PROBE_REPEATS and 0 < p["act_cpu_us"] <= p["cpu_us"] for p in probe)
+    assert probe_sizes(6) == [1, 2, 4, 6, 8, 16, 32] and probe_sizes(4) == list(PROBE_SIZES)
+
+
+def test_unprofiled_figures_of_all_processes_merge_by_role():
+    # actor 0: 30 steps at mean 1.0 ms (median 0.9), actor 1: 10 steps at mean 2.0 (median 1.5):
+    # pooled mean (30 x 1.0 + 10 x 2.0) / 40 = 1.25, medians weighted alike: 1.05
+    learner = {"step": {"median_us": 4.0, "mean_us": 5.0, "steps": 8}}
+    processes = [
+        {"role": "learner", "unprofiled_cpu_us": {"learner": learner}},
+        {
+            "role": "actor",
+            "unprofiled_cpu_us": {
+                "actor": {"env_step": {"median_us": 900.0, "mean_us": 1000.0, "steps": 30}}
+            },
+        },
+        {
+            "role": "actor",
+            "unprofiled_cpu_us": {
+                "actor": {"env_step": {"median_us": 1500.0, "mean_us": 2000.0, "steps": 10}}
+            },
+        },
+        {"role": "actor"},
+    ]
+    assert unprofiled_by_role(processes) == {
+        "learner": learner,
+        "actor": {"env_step": {"steps": 40, "median_us": 1050.0, "mean_us": 1250.0}},
+    }
+
+
 def test_merge_aligns_clocks_and_names_processes(tmp_path):
     # B's host clock runs 5 ms behind: offset_B - offset_A ~ +5,000 us > 1,000 us tolerance, so the
     # merge shifts B's events by about -5,000 us and records it.
@@ -226,7 +264,10 @@ def test_multi_process_capture(tmp_path):
     assert inference.batch_size.sum() >= 2 * len(actor_rows) - 4
     # the learner trained
     learner = steps[steps.role == "learner"]
-    assert len(learner) >= 1 and learner.train_backward_us.notna().all()
+    # (the end of recording, halfway, can cut its last step: no CPU figure, phases missing)
+    whole = learner[learner.cpu_us.notna()]
+    assert len(whole) >= 1 and whole.train_backward_us.notna().all()
+    assert len(learner) - len(whole) <= 1
     # one process per role, distinct pids; actor steps come from the actor processes
     procs = loaded.meta["capture"]["processes"]
     assert loaded.meta["capture"]["complete"] is True
@@ -237,6 +278,20 @@ def test_multi_process_capture(tmp_path):
     assert set(inference.pid) == {pid_of[("learner", 0)]}
     assert all(p["clock_shift_us"] == 0.0 for p in procs)  # one host, one clock
     assert trace.steps.equals(steps)
+    # the second half of the run timed without the profiler (actors' and server's steps at least;
+    # the learner's if it finished one then), all recorded steps from the first half
+    unprofiled = loaded.meta["capture"]["unprofiled_cpu_us"]
+    assert unprofiled["actor"]["step"]["steps"] > 0 and unprofiled["inference"]["step"]["steps"] > 0
+    assert 0 < unprofiled["actor"]["env_step"]["mean_us"] < unprofiled["actor"]["step"]["mean_us"]
+    assert all(p["recording_stopped_time_ns"] > 0 for p in procs)  # every process stopped mid-run
+    # after the run: the batch sizes probed (the standard ones and the run's own), each at least as
+    # costly as its forward step
+    probe = procs[0]["inference_probe"]
+    assert [p["batch_size"] for p in probe] == probe_sizes(settings.inference_batch)
+    assert all(0 < p["act_cpu_us"] <= p["cpu_us"] for p in probe)
+    # an inference step's thread CPU since the server's previous batch: its loop's own work
+    later_gaps = inference.sort_values("start_us").gap_cpu_us.iloc[1:]
+    assert later_gaps.notna().all() and (later_gaps >= 0).all()
 
 
 @pytest.mark.slow

@@ -147,6 +147,12 @@ def _process_meta(pid: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"ph": "M", "name": name, "pid": pid, "tid": 0, "args": args}
 
 
+# What an R2D2 process adds to its sidecar (workloads/r2d2/seed/profiling.py): when it stopped
+# recording mid-run, the CPU time of the steps it ran after that, and (the learner, after the run)
+# inference batches of other sizes.
+OPTIONAL_SIDECAR_KEYS = ("recording_stopped_time_ns", "unprofiled_cpu_us", "inference_probe")
+
+
 def _summary(part: ProcessPart, offset_us: float | None, correction_us: float) -> dict[str, Any]:
     sidecar = part.sidecar or {}
     return {
@@ -160,4 +166,5 @@ def _summary(part: ProcessPart, offset_us: float | None, correction_us: float) -
         "clock_offset_us": None if offset_us is None else round(offset_us, 3),
         "clock_shift_us": round(correction_us, 3),
         "stats": sidecar.get("stats"),
+        **{key: sidecar[key] for key in OPTIONAL_SIDECAR_KEYS if key in sidecar},
     }

@@ -14,8 +14,8 @@ from archsim.validate.measure import FRAMESKIP
 
 def capture_frames_per_s(trace: object, workload: str) -> float:
     """DQN: one thread runs actor and learner steps in turn, so a recorded step's wall time is the
-    sum of the recorded step durations (4 frames per actor step). R2D2: every process records its
-    whole run, so actor steps x envs per step over the span of actor step starts."""
+    sum of the recorded step durations (4 frames per actor step). R2D2: every process records the
+    first half of its run, so actor steps x envs per step over the span of actor step starts."""
     steps = trace.steps
     actors = steps[steps["role"] == "actor"]
     if len(actors) < 2:

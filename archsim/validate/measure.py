@@ -131,6 +131,11 @@ _UPDATES = [0]  # learner updates of this process (the learner process only)
 class SamplingRecorder:
     """Stands in for ProcessProfiler (same constructor and ``sidecar``): no trace, counter samples."""
 
+    times_after_run = False  # a measured run ends with its window: no calibration work after it
+
+    def poll(self) -> None:
+        """Nothing is recorded, so nothing stops mid-run."""
+
     def __init__(self, raw_dir: Path, role: str, index: int, record_shapes: bool = True):
         self.path = Path(raw_dir) / f"validate-{role}-{index}.json"
         self.role = role

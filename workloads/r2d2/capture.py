@@ -16,7 +16,7 @@ from archsim.atomic import check_output_dir
 from archsim.capture.merge import ProcessPart, merge_process_traces
 from archsim.errors import ArchsimError
 from archsim.trace.format import RAW_FILE
-from workloads.r2d2.seed.runner import run_seed
+from workloads.r2d2.seed.runner import RECORDED_FRACTION, run_seed
 from workloads.r2d2.seed.settings import SeedSettings
 
 
@@ -63,7 +63,9 @@ def capture_r2d2(
             "source": source_description("cpu"),
             "torch_version": str(torch.__version__),
             "capture": {
-                "schedule": None,  # every process records its whole run
+                # every process records the first half of its run and times the second half
+                "schedule": None,
+                "recorded_fraction": RECORDED_FRACTION,
                 "record_shapes": settings.record_shapes,
                 "multi_process": True,
                 "inference": settings.inference,
@@ -74,9 +76,37 @@ def capture_r2d2(
                 "processes": merged["processes"],
             },
         }
+        unprofiled = unprofiled_by_role(merged["processes"])
+        if unprofiled:
+            meta["capture"]["unprofiled_cpu_us"] = unprofiled
         trace = ingest_and_save(raw_path, meta, out_dir, force)
     if not result.complete:
         raise ArchsimError(
             f"{result.failure}; the partial trace is in {out_dir} (meta capture.complete: false)"
         )
     return trace
+
+
+def unprofiled_by_role(processes: list[dict]) -> dict:
+    """The processes' unprofiled step times as one {role: {phase: figures}} (archsim.sim.profiler_cost
+    reads them per role). Processes of one role (the actors) pool their steps: the mean is the
+    step-weighted mean; the median the step-weighted mean of their medians (an approximation: the
+    samples themselves stay in the processes)."""
+    pooled: dict[str, dict[str, list[dict]]] = {}
+    for process in processes:
+        for role, phases in (process.get("unprofiled_cpu_us") or {}).items():
+            for name, figures in phases.items():
+                pooled.setdefault(role, {}).setdefault(name, []).append(figures)
+    merged: dict[str, dict] = {}
+    for role, phases in pooled.items():
+        for name, parts in phases.items():
+            steps = sum(int(p.get("steps", 0)) for p in parts)
+            if steps <= 0:
+                continue
+            figures = {"steps": steps}
+            for key in ("median_us", "mean_us"):
+                if all(key in p for p in parts):
+                    total = sum(float(p[key]) * int(p.get("steps", 0)) for p in parts)
+                    figures[key] = round(total / steps, 3)
+            merged.setdefault(role, {})[name] = figures
+    return merged

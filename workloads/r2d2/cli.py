@@ -187,8 +187,9 @@ def run_capture(args: argparse.Namespace) -> int:
     ]
     if given:
         raise ArchsimError(
-            f"--{given[0].replace('_', '-')}: r2d2 records each process's whole run "
-            "(length set by --seconds); profiler schedule options do not apply"
+            f"--{given[0].replace('_', '-')}: r2d2 records the first half of each process's "
+            "run and times the second half (length set by --seconds); profiler schedule options "
+            "do not apply"
         )
     trace = capture_r2d2(
         settings_from_args(args), args.out, force=args.force, process_dir=args.process_dir

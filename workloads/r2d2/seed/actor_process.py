@@ -118,7 +118,7 @@ def _run_actor(
                 status.put(("ready", f"actor {actor}", ""))
 
             try:
-                loop(actor, settings, sock, envs, stop, ready)
+                loop(actor, settings, sock, envs, stop, ready, prof.poll)
             except (protocol.ConnectionClosed, ConnectionError, TimeoutError) as exc:
                 if not stop.is_set():
                     raise LearnerGone(f"actor {actor}: lost the learner ({exc!r})") from None
@@ -129,12 +129,13 @@ def _run_actor(
 
 
 def _central_loop(
-    actor: int, settings: SeedSettings, sock: Any, envs: _Envs, stop: Any, ready: Any
+    actor: int, settings: SeedSettings, sock: Any, envs: _Envs, stop: Any, ready: Any, poll: Any
 ) -> None:
     """SEED: ship each observation, wait for the action."""
     k = settings.envs_per_actor
     ready()
     while not stop.is_set():
+        poll()
         with step("actor", actor=actor, batch_size=k):
             with phase("inference_wait"):
                 protocol.send_message(
@@ -145,7 +146,7 @@ def _central_loop(
 
 
 def _local_loop(
-    actor: int, settings: SeedSettings, sock: Any, envs: _Envs, stop: Any, ready: Any
+    actor: int, settings: SeedSettings, sock: Any, envs: _Envs, stop: Any, ready: Any, poll: Any
 ) -> None:
     """Ape-X / R2D2: act with a local copy of the network (refreshed every param_update_interval
     steps), cut sequences here and ship them to the learner's replay."""
@@ -170,6 +171,7 @@ def _local_loop(
     ready()  # model built and loaded: acting starts now
     steps = 0
     while not stop.is_set():
+        poll()
         with step("actor", actor=actor, batch_size=k):
             with phase("act"):
                 sequences = states.observe(ids, envs.frames, envs.rewards, envs.dones)

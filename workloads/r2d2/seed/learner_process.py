@@ -24,6 +24,7 @@ import numpy as np
 from archsim.capture.markers import phase, step
 from workloads.r2d2.seed import protocol
 from workloads.r2d2.seed.inference import EnvStates
+from workloads.r2d2.seed.probe import probe_inference, probe_sizes
 from workloads.r2d2.seed.profiling import ProcessProfiler
 from workloads.r2d2.seed.rate import may_train
 from workloads.r2d2.seed.settings import SeedSettings
@@ -100,16 +101,20 @@ class Trainer(threading.Thread):
                 if not ready:
                     time.sleep(POLL_S)
                     continue
-                batch_size = self.settings.r2d2.batch_size
-                with step("learner", batch_size=batch_size):
-                    with phase("replay_sample"), self.lock:
-                        indices, weights = self.replay.sample(batch_size)
-                        batch = self.replay.batch(indices)
-                    result = self.learner.train_step(batch, weights)
-                    with phase("priority_update"), self.lock:
-                        self.replay.update_priorities(indices, result.priorities)
+                self.train_once()
         except BaseException as exc:  # reported by the process's main thread
             self.error = exc
+
+    def train_once(self) -> None:
+        """One learner step: sample, train, update priorities (the lock around replay access)."""
+        batch_size = self.settings.r2d2.batch_size
+        with step("learner", batch_size=batch_size):
+            with phase("replay_sample"), self.lock:
+                indices, weights = self.replay.sample(batch_size)
+                batch = self.replay.batch(indices)
+            result = self.learner.train_step(batch, weights)
+            with phase("priority_update"), self.lock:
+                self.replay.update_priorities(indices, result.priorities)
 
 
 class InferenceServer:
@@ -206,8 +211,10 @@ class InferenceServer:
         self.stats.inference_requests += len(requests)
         self.stats.sequences_inserted += len(sequences)
 
-    def serve(self, stop: Any, trainer: Trainer, replay: Any) -> None:
+    def serve(self, stop: Any, trainer: Trainer, replay: Any, poll: Any = lambda: None) -> None:
+        """Until ``stop``: read requests, run the batches that are due; ``poll`` between rounds."""
         while not stop.is_set():
+            poll()
             if trainer.error is not None:
                 raise RuntimeError(f"training thread failed: {trainer.error!r}") from trainer.error
             for key, _ in self.selector.select(timeout=POLL_S):
@@ -266,7 +273,7 @@ def learner_main(settings: SeedSettings, raw_dir: str, status: Any, stop: Any) -
             status.put(("ready", "learner", listener.getsockname()[1]))
             trainer.start()
             try:
-                server.serve(stop, trainer, replay)
+                server.serve(stop, trainer, replay, prof.poll)
             finally:
                 trainer.halt.set()
                 trainer.join(timeout=settings.shutdown_timeout_s)
@@ -275,6 +282,13 @@ def learner_main(settings: SeedSettings, raw_dir: str, status: Any, stop: Any) -
                 stats["updates"] = learner.updates
                 stats["lost_actors"] = server.lost_actors
                 prof.sidecar["stats"] = stats
+            # a finished run only, with the profiler off: batches of other sizes
+            if not prof.times_after_run:
+                return
+            prof.stop()
+            prof.sidecar["inference_probe"] = probe_inference(
+                learner.online, settings, lock, probe_sizes(settings.inference_batch)
+            )
     except BaseException as exc:
         status.put(("error", "learner", f"{type(exc).__name__}: {exc}"))
         raise SystemExit(1) from None
@@ -295,7 +309,7 @@ def _serve_local(
     with ProcessProfiler(raw_dir, "learner", 0, settings.record_shapes) as prof:
         status.put(("ready", "learner", listener.getsockname()[1]))
         try:
-            server.serve(stop)
+            server.serve(stop, prof.poll)
         finally:
             server.close()
             prof.sidecar["stats"] = server.stats()

@@ -105,8 +105,10 @@ class SequenceServer:
             with phase("priority_update"):
                 self.replay.update_priorities(indices, result.priorities)
 
-    def serve(self, stop: Any) -> None:
+    def serve(self, stop: Any, poll: Any = lambda: None) -> None:
+        """Until ``stop``: insert sequences, answer parameter requests, train; ``poll`` per round."""
         while not stop.is_set():
+            poll()
             for key, _ in self.selector.select(timeout=0 if self._may_train() else POLL_S):
                 if key.fileobj is self.listener:
                     self._accept()

@@ -2,7 +2,9 @@
 
 The sidecar (``<role>-<index>.json``) names the process (role, index, pid), says whether the process
 finished normally, names its host (hostname and kernel boot id: processes with the same boot id read
-one clock), and holds one clock-sync sample: ``time.time_ns()`` taken right before an
+one clock), holds the CPU time of the steps it ran after recording stopped mid-run
+(``unprofiled_cpu_us``: the same work under the same load without the profiler's cost), and one
+clock-sync sample: ``time.time_ns()`` taken right before an
 ``archsim_clock_sync`` annotation (``uncertainty_ns``: from the sample to the annotation's end). The merge uses it to align processes that ran on other hosts.
 """
 
@@ -19,6 +21,13 @@ from types import TracebackType
 
 from archsim.capture.markers import all_threads_recording
 from archsim.capture.merge import CLOCK_SYNC_NAME
+from archsim.capture.unprofiled import timing_unprofiled_steps
+
+# Written by the runner into the processes' directory halfway through a run: stop recording, time the
+# remaining steps unprofiled (workloads/r2d2/seed/runner.py).
+STOP_RECORDING_FILE = "stop-recording"
+# How often a process looks for it: a stat call per 50 ms, nothing against ms-long steps.
+POLL_PERIOD_S = 0.05
 
 
 def part_paths(raw_dir: Path, role: str, index: int) -> tuple[Path, Path]:
@@ -50,12 +59,19 @@ def _clock_sync_sample(record_function, torch) -> dict[str, int]:
 class ProcessProfiler:
     """Profile this process from ``__enter__`` to ``__exit__``; always export what was recorded."""
 
+    # After a finished run the learner times more work unprofiled, into this sidecar (stand-ins
+    # that record no trace say False)
+    times_after_run = True
+
     def __init__(self, raw_dir: Path, role: str, index: int, record_shapes: bool = True):
         self.trace_path, self.sidecar_path = part_paths(raw_dir, role, index)
+        self.stop_recording_path = Path(raw_dir) / STOP_RECORDING_FILE
         self.role = role
         self.index = index
         self.record_shapes = record_shapes
         self._profiler = None
+        self._timing = None  # the unprofiled-step timing, once recording has stopped mid-run
+        self._next_poll_s = 0.0
         self.sidecar: dict = {"role": role, "index": index, "pid": os.getpid()}
 
     def __enter__(self) -> ProcessProfiler:
@@ -79,17 +95,43 @@ class ProcessProfiler:
         self.sidecar["started_time_ns"] = self.sidecar["clock_sync"]["time_ns"]
         return self
 
+    def poll(self) -> None:
+        """Call between steps: once the runner asks (STOP_RECORDING_FILE), stop recording and time
+        the rest of the run's steps without the profiler (archsim.capture.unprofiled), on every
+        thread of this process. Checks the file at most every POLL_PERIOD_S."""
+        now_s = time.monotonic()
+        if self._profiler is None or self._timing is not None or now_s < self._next_poll_s:
+            return
+        self._next_poll_s = now_s + POLL_PERIOD_S
+        if self.stop_recording_path.exists():
+            self._profiler.stop()
+            self._all_threads.__exit__(None, None, None)
+            self.sidecar["recording_stopped_time_ns"] = time.time_ns()
+            self._timing = timing_unprofiled_steps()
+            self._unprofiled_times = self._timing.__enter__()
+
+    def stop(self) -> None:
+        """Stop recording (or the unprofiled timing) and export the trace, once; the sidecar is
+        written on exit, so work done after this can still add to it."""
+        if self._profiler is None:
+            return
+        profiler, self._profiler = self._profiler, None
+        if self._timing is None:
+            profiler.__exit__(None, None, None)
+            self._all_threads.__exit__(None, None, None)
+        else:
+            self._timing.__exit__(None, None, None)
+            self.sidecar["unprofiled_cpu_us"] = self._unprofiled_times.summary()
+        profiler.export_chrome_trace(str(self.trace_path))
+        self.sidecar["finished_time_ns"] = time.time_ns()
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        assert self._profiler is not None
-        self._profiler.__exit__(None, None, None)
-        self._all_threads.__exit__(None, None, None)
-        self._profiler.export_chrome_trace(str(self.trace_path))
-        self.sidecar["finished_time_ns"] = time.time_ns()
+        self.stop()
         self.sidecar["complete"] = exc_type is None
         if exc is not None:
             self.sidecar["error"] = "".join(traceback.format_exception_only(exc)).strip()

@@ -1,9 +1,10 @@
 """Start, watch and stop the processes of one SEED-style R2D2 run.
 
 The learner starts first and reports its port (or why it could not listen); then the actors start.
-The run lasts ``seconds`` after every process is up. If any process exits early the whole run stops:
-the others are told to stop, joined with a timeout, and terminated (then killed) if they hang, so no
-process outlives the run. What each surviving process recorded is kept.
+The run lasts ``seconds`` after every process is up; halfway through, the processes stop recording
+and time their remaining steps unprofiled (RECORDED_FRACTION). If any process exits early the whole
+run stops: the others are told to stop, joined with a timeout, and terminated (then killed) if they
+hang, so no process outlives the run. What each surviving process recorded is kept.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ from typing import Any
 from archsim.errors import ArchsimError
 from workloads.r2d2.seed.actor_process import actor_main
 from workloads.r2d2.seed.learner_process import learner_main
-from workloads.r2d2.seed.profiling import part_paths
+from workloads.r2d2.seed.profiling import STOP_RECORDING_FILE, part_paths
 from workloads.r2d2.seed.settings import SeedSettings
 
 WATCH_PERIOD_S = 0.1
 ABORT_GRACE_S = 2.0
 THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+# The first half of a run is profiled, the second half only timed (thread CPU per step, no profiler),
+# so that the simulator can take the profiler's own cost out at the run's own load
+# (archsim.sim.profiler_cost). A design choice: both halves hold hundreds of inference batches.
+RECORDED_FRACTION = 0.5
 PROCESSES_FILE = "processes.json"  # written as soon as processes start: who is who (pid -> role)
 
 
@@ -151,6 +156,7 @@ def run_seed(settings: SeedSettings, raw_dir: Path) -> SeedRunResult:
     """Run learner + actors for ``settings.seconds``; per-process traces land in ``raw_dir``."""
     raw_dir = Path(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
+    (raw_dir / STOP_RECORDING_FILE).unlink(missing_ok=True)  # a reused directory's old request
     ctx = multiprocessing.get_context("spawn")  # fork is unsafe after torch has started threads
     stop = ctx.Event()
     status = ctx.Queue()
@@ -186,9 +192,13 @@ def run_seed(settings: SeedSettings, raw_dir: Path) -> SeedRunResult:
                 indent=1,
             )
         )
+        stop_recording = raw_dir / STOP_RECORDING_FILE
         while time.monotonic() - started < settings.seconds and failure is None:
             time.sleep(WATCH_PERIOD_S)
             failure = _first_exit(procs, started)
+            elapsed_s = time.monotonic() - started
+            if elapsed_s >= settings.seconds * RECORDED_FRACTION and not stop_recording.exists():
+                stop_recording.write_text(f"{elapsed_s:.3f}\n")
         run_seconds = time.monotonic() - started
     except BaseException:
         # a start-up failure or an interrupt: whatever is still starting has nothing worth waiting for
