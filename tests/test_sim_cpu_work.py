@@ -14,7 +14,13 @@ from archsim.errors import ArchsimError
 from archsim.sim.config import SimConfig
 from archsim.sim.recorded import inference_batch_cpu_s, server_overhead_capture_s
 from archsim.sim.run import simulate_system
-from archsim.sim.step_work import phase_work_us, phases_work_us, step_work_us
+from archsim.sim.step_work import (
+    phase_work_us,
+    phases_work_us,
+    step_work_us,
+    typical_us,
+    whole_steps,
+)
 from archsim.trace.format import Trace
 from tests.test_sim_support import machine, service_times
 
@@ -35,8 +41,23 @@ def test_cpu_time_replaces_wall_time_row_by_row():
     assert step_work_us(rows).tolist() == [60.0, 200.0]
 
 
-def recorded_trace(batches: list[tuple[int, float, float]]) -> Trace:
-    """A SEED-style trace of inference batches (size, wall us, CPU us), each with one 1,000 us op."""
+def test_typical_work_is_the_mean_of_cpu_time_and_the_median_of_wall_time():
+    values = pd.Series([5000.0, 5000.0, 8000.0, np.nan])
+    assert typical_us(values, cpu_time=True) == 6000.0  # throughput: total work / steps
+    assert typical_us(values, cpu_time=False) == 5000.0  # wall: robust to descheduling
+    assert np.isnan(typical_us(pd.Series([np.nan]), cpu_time=True))
+
+
+def test_steps_cut_by_the_end_of_recording_are_left_out():
+    steps = pd.DataFrame({"cpu_us": [10.0, np.nan, 30.0], "dur_us": [11.0, 5.0, 31.0]})
+    assert whole_steps(steps)["cpu_us"].tolist() == [10.0, 30.0]
+    wall_only = steps.assign(cpu_us=np.nan)  # a trace without CPU time: nothing to tell by
+    assert len(whole_steps(wall_only)) == 3
+
+
+def recorded_trace(batches: list[tuple[int, float, float]], probe: list | None = None) -> Trace:
+    """A SEED-style trace of inference batches (size, wall us, CPU us), each with one 1,000 us op;
+    ``probe``: the learner's inference probe in meta."""
     steps = pd.DataFrame(
         {
             "step_id": np.arange(len(batches)),
@@ -55,7 +76,11 @@ def recorded_trace(batches: list[tuple[int, float, float]]) -> Trace:
             "dur_us": 1000.0,
         }
     )
-    return Trace(meta={}, ops=ops, steps=steps)
+    meta = {}
+    if probe is not None:
+        learner = {"role": "learner", "index": 0, "inference_probe": probe}
+        meta = {"capture": {"processes": [learner, {"role": "actor", "index": 0}]}}
+    return Trace(meta=meta, ops=ops, steps=steps)
 
 
 def test_server_overhead_is_cpu_time_outside_the_ops():
@@ -65,7 +90,7 @@ def test_server_overhead_is_cpu_time_outside_the_ops():
 
 
 def test_batch_cost_is_fitted_by_size_not_scaled_per_observation():
-    # medians: 9,200 us at 2 (1 batch) and 9,450 us at 4 (3 batches). Weights sqrt(1), sqrt(3); two
+    # means: 9,200 us at 2 (1 batch) and 9,450 us at 4 (3 batches). Weights sqrt(1), sqrt(3); two
     # points: the line goes through both, 125 us per observation + 8,950 us per batch.
     trace = recorded_trace([(2, 9900.0, 9200.0), *[(4, 9900.0, 9450.0)] * 3])
     whole, ops = inference_batch_cpu_s(trace, max_batch=8)
@@ -73,6 +98,41 @@ def test_batch_cost_is_fitted_by_size_not_scaled_per_observation():
     assert whole[1:] * 1e6 == pytest.approx(8950.0 + 125.0 * np.arange(1, 9))
     # the ops took 1,000 us at both sizes: a fixed 1,000 us, never more than the whole batch
     assert ops[1:] * 1e6 == pytest.approx(np.full(8, 1000.0))
+
+
+def test_batch_cost_is_the_mean_cpu_time_of_a_size():
+    # CPU times 5,000, 5,000 and 8,000 us at size 4: the server spends 6,000 us per batch on average
+    trace = recorded_trace([(4, 9000.0, 5000.0), (4, 9000.0, 5000.0), (4, 9000.0, 8000.0)])
+    whole, _ = inference_batch_cpu_s(trace, max_batch=4)
+    assert whole[4] * 1e6 == pytest.approx(6000.0)
+
+
+PROBE = [  # (batch_size, cpu_us, act_cpu_us) as workloads/r2d2/seed/probe.py writes them
+    {"batch_size": 1, "cpu_us": 3000.0, "act_cpu_us": 2500.0, "repeats": 10},
+    {"batch_size": 2, "cpu_us": 3500.0, "act_cpu_us": 3000.0, "repeats": 10},
+    {"batch_size": 4, "cpu_us": 4000.0, "act_cpu_us": 3400.0, "repeats": 10},
+    {"batch_size": 8, "cpu_us": 5000.0, "act_cpu_us": 4400.0, "repeats": 10},
+]
+
+
+def test_the_probe_gives_the_shape_and_the_run_the_level():
+    # The run's batches (size 4) cost 6,000 us of CPU, 2,000 above the probe at 4: every size is the
+    # probe's curve + 2,000 (size 3 halfway between 3,500 and 4,000; past 8 along the last segment,
+    # 250 us per observation). The ops: 1,000 us at 4, the probe's forward step 3,400: - 2,400.
+    trace = recorded_trace([(4, 9000.0, 6000.0)] * 3, probe=list(reversed(PROBE)))
+    whole, ops = inference_batch_cpu_s(trace, max_batch=10)
+    expected = [0, 5000, 5500, 5750, 6000, 6250, 6500, 6750, 7000, 7250, 7500]
+    assert whole * 1e6 == pytest.approx(expected)
+    assert ops[[1, 2, 4, 8, 10]] * 1e6 == pytest.approx([100, 600, 1000, 2000, 2500])
+    # without the probe the one recorded size decides alone: ops grow, the rest is fixed
+    plain, _ = inference_batch_cpu_s(recorded_trace([(4, 9000.0, 6000.0)] * 3), max_batch=8)
+    assert plain[8] * 1e6 == pytest.approx(5000.0 + 2000.0)
+
+
+def test_a_probe_of_one_size_is_not_used():
+    one = recorded_trace([(4, 9000.0, 6000.0)] * 3, probe=PROBE[:1])
+    plain = recorded_trace([(4, 9000.0, 6000.0)] * 3)
+    assert inference_batch_cpu_s(one, 8)[0] == pytest.approx(inference_batch_cpu_s(plain, 8)[0])
 
 
 def test_batch_cost_with_one_recorded_size_scales_its_ops():

@@ -5,7 +5,8 @@ learner's own inference batches (steps rows with role "inference") and sequence-
   CPU cost per batch that is not the policy's ops: request handling, (de)serialisation, frame-stack
   and recurrent-state bookkeeping, replay insert = the batch's CPU time (its wall time in traces
   without CPU markers) minus its ops' time. Without a GPU the whole batch runs on the server thread:
-  ``inference_batch_cpu_s`` fits its CPU time against the batch size.
+  ``inference_batch_cpu_s`` gives its CPU time for every batch size, shaped by the capture's
+  inference probe (batches of other sizes timed after the run) where it has one.
 - Sequence learner ops: the torso runs on [batch x steps, ...] tensors (time folded into the batch);
   ``fold_sequence_dims`` rewrites such leading dimensions as [batch, steps x ...] (same element count)
   so that ``scale_ops_to_batch`` resizes them per sequence like the LSTM's [batch, steps, ...] inputs.
@@ -18,7 +19,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from archsim.sim.step_work import step_work_us
+from archsim.sim.step_work import has_cpu_time, step_work_us, typical_us
 from archsim.trace.schema import PHASE_GROUPS
 
 
@@ -37,16 +38,30 @@ def recorded_inference_batch_mean(trace) -> float | None:
 
 
 def server_overhead_capture_s(trace) -> float:
-    """Median server CPU seconds per recorded inference batch outside the policy's ops (seconds of
-    one capture-machine thread). The batch's thread CPU time where recorded: its wall time also
-    holds waits for the learner's params lock and the GIL, which happen outside the ops. The
-    median, because a shared 2-core capture box descheduled some batches for tens of milliseconds.
-    0 when the trace records no inference batches."""
+    """Server CPU seconds per recorded inference batch outside the policy's ops (seconds of one
+    capture-machine thread): request handling, bookkeeping, replay insert. Its typical value
+    (``typical_us``: the mean of thread CPU time, the median of wall time, which also holds waits
+    for the params lock and the GIL). 0 when the trace records no inference batches."""
     rows = recorded_inference_steps(trace)
     if rows.empty:
         return 0.0
     overhead_us = np.maximum(step_work_us(rows).to_numpy(dtype=float) - _ops_us(trace, rows), 0.0)
-    return float(np.median(overhead_us)) * 1e-6
+    return typical_us(pd.Series(overhead_us), has_cpu_time(rows)) * 1e-6
+
+
+def server_request_cpu_s(trace) -> float | None:
+    """Server CPU seconds per request spent between its batches (capture-machine thread): the
+    select loop and reading each request off its socket, which the runtime does before a batch's
+    step opens (``gap_cpu_us``, divided by the batch's requests = observations / envs per actor).
+    None when the trace records no such figure or not its envs per actor."""
+    rows = recorded_inference_steps(trace)
+    settings = ((trace.meta or {}).get("workload") or {}).get("settings") or {}
+    envs = settings.get("envs_per_actor")
+    if rows.empty or "gap_cpu_us" not in rows or not envs or not rows["gap_cpu_us"].notna().any():
+        return None
+    requests = np.maximum(rows["batch_size"].to_numpy(dtype=float) / float(envs), 1.0)
+    per_request = pd.Series(rows["gap_cpu_us"].to_numpy(dtype=float) / requests)
+    return typical_us(per_request, cpu_time=True) * 1e-6
 
 
 def _ops_us(trace, rows: pd.DataFrame) -> np.ndarray:
@@ -62,16 +77,26 @@ def inference_batch_cpu_s(trace, max_batch: int) -> tuple[np.ndarray, np.ndarray
     the forward pass, request handling and replay insert together. None when the trace records no
     inference batches.
 
-    Fitted, not scaled per observation: on a CPU the R2D2 forward reads every weight once per batch
-    (4.3 M parameters, REFERENCE.md), so a batch of 4 costs little more than a batch of 1 (the
-    example trace's medians: 9.2 ms at 2, 9.5 ms at 4). A least-squares line through the median
-    of each recorded batch size (weighted by how many batches had it) gives a fixed part and a
-    part per observation; with a single recorded size the ops scale with the batch and the rest is
-    fixed. Both parts are kept >= 0, and the ops never exceed the whole.
+    The level comes from the run's own batches: per recorded size, their typical CPU time
+    (``typical_us``) and their ops' time. How it changes with the batch comes, in order of
+    preference, from:
+
+    - the capture's inference probe (``inference_probe``: the same server work timed at batch sizes
+      1..32 after the run, workloads/r2d2/seed/probe.py), interpolated between its sizes and
+      extrapolated past the largest along its last segment: cost(b) = probe(b) + the run's mean
+      offset from the probe at its recorded sizes;
+    - a least-squares line through the recorded sizes (weighted by how many batches had each),
+      when the run had several;
+    - otherwise the ops scale with the batch and the rest is fixed per batch.
+
+    Not scaled per observation alone: on a CPU the R2D2 forward reads every weight once per batch
+    (4.3 M parameters, REFERENCE.md), so a batch of 8 costs far less than twice a batch of 4.
+    Everything is kept >= 0, and the ops never exceed the whole.
     """
     rows = recorded_inference_steps(trace)
     if rows.empty:
         return None
+    cpu_time = has_cpu_time(rows)
     table = pd.DataFrame(
         {
             "size": np.maximum(rows["batch_size"].to_numpy(dtype=int), 1),
@@ -79,19 +104,67 @@ def inference_batch_cpu_s(trace, max_batch: int) -> tuple[np.ndarray, np.ndarray
             "ops": _ops_us(trace, rows),
         }
     )
-    by_size = table.groupby("size").agg(
-        work=("work", "median"), ops=("ops", "median"), n=("work", "size")
+    groups = table.groupby("size")
+    by_size = pd.DataFrame(
+        {
+            "work": groups["work"].agg(lambda v: typical_us(v, cpu_time)),
+            "ops": groups["ops"].agg(lambda v: typical_us(v, cpu_time)),
+            "n": groups.size(),
+        }
     )
     sizes = np.arange(max_batch + 1, dtype=float)
-    ops_us = _line_by_size(by_size, "ops", sizes)
-    if len(by_size) >= 2:
+    probe = inference_probe(trace)
+    if probe is not None:
+        work_us = _along_probe(by_size, "work", probe, "cpu_us", sizes)
+        ops_us = _along_probe(by_size, "ops", probe, "act_cpu_us", sizes)
+    elif len(by_size) >= 2:
+        ops_us = _line_by_size(by_size, "ops", sizes)
         work_us = _line_by_size(by_size, "work", sizes)
     else:  # one size: its ops grow with the batch, the rest is per batch
+        ops_us = _line_by_size(by_size, "ops", sizes)
         rest = max(float(by_size["work"].iloc[0] - by_size["ops"].iloc[0]), 0.0)
         work_us = rest + ops_us
     ops_us = np.minimum(ops_us, work_us)
     work_us[0] = ops_us[0] = 0.0
     return work_us * 1e-6, ops_us * 1e-6
+
+
+def inference_probe(trace) -> pd.DataFrame | None:
+    """The learner's inference probe (columns batch_size, cpu_us, act_cpu_us; ascending sizes), or
+    None when the capture made none or it has fewer than two sizes."""
+    processes = ((trace.meta or {}).get("capture") or {}).get("processes") or []
+    for process in processes:
+        probe = process.get("inference_probe") if isinstance(process, dict) else None
+        if process.get("role") == "learner" and probe:
+            table = pd.DataFrame(probe).drop_duplicates("batch_size").sort_values("batch_size")
+            if len(table) >= 2:
+                return table.reset_index(drop=True)
+    return None
+
+
+def _along_probe(
+    by_size: pd.DataFrame, column: str, probe: pd.DataFrame, probe_column: str, sizes: np.ndarray
+) -> np.ndarray:
+    """The probe's curve of ``probe_column`` at ``sizes``, shifted to the run's level: by the
+    batch-weighted mean of (recorded ``column`` - probe) over the recorded sizes; kept >= 0."""
+    curve_sizes = probe["batch_size"].to_numpy(dtype=float)
+    curve = probe[probe_column].to_numpy(dtype=float)
+    recorded = by_size.index.to_numpy(dtype=float)
+    offset = np.average(
+        by_size[column].to_numpy(dtype=float) - _interpolate(curve_sizes, curve, recorded),
+        weights=by_size["n"].to_numpy(dtype=float),
+    )
+    return np.maximum(_interpolate(curve_sizes, curve, sizes) + offset, 0.0)
+
+
+def _interpolate(xs: np.ndarray, ys: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Piecewise-linear through (xs, ys); past either end along the nearest segment."""
+    inside = np.interp(at, xs, ys)
+    low_slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
+    high_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+    below = ys[0] + (at - xs[0]) * low_slope
+    above = ys[-1] + (at - xs[-1]) * high_slope
+    return np.where(at < xs[0], below, np.where(at > xs[-1], above, inside))
 
 
 def _line_by_size(by_size: pd.DataFrame, column: str, sizes: np.ndarray) -> np.ndarray:

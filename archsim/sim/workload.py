@@ -18,11 +18,14 @@ passes: the engine then only draws and adds numbers.
 - SEED-style traces (R2D2, central inference, archsim.sim.recorded): the inference GPU time comes from
   the learner's recorded inference batches' ops (LSTM step included); the server pays, per batch,
   the recorded CPU time outside those ops plus one launch per kernel (without a GPU: the recorded
-  batches' whole CPU time, fitted against batch size); ``learner_batch`` counts
+  batches' whole CPU time at every batch size, shaped by the capture's inference probe), and per
+  request the CPU it spent between batches reading requests (``gap_cpu_us``); ``learner_batch`` counts
   sequences of the trace's length (meta.workload.settings.r2d2.sequence_length + burn_in).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pandas as pd
@@ -44,9 +47,16 @@ from archsim.sim.recorded import (
     recorded_inference_steps,
     sequence_settings,
     server_overhead_capture_s,
+    server_request_cpu_s,
 )
 from archsim.sim.rnn_lowering import lower_lstm_ops
-from archsim.sim.step_work import has_cpu_time, phase_work_us, phases_work_us
+from archsim.sim.step_work import (
+    has_cpu_time,
+    phase_work_us,
+    phases_work_us,
+    typical_us,
+    whole_steps,
+)
 from archsim.sim.system import Machine, ServiceTimes
 from archsim.trace.schema import PHASE_GROUPS
 
@@ -101,6 +111,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
     from archsim.perf.kernel import predict_op_seconds, source_hw_for_trace
 
     trace = without_profiler_cost(trace)
+    trace = dataclasses.replace(trace, steps=whole_steps(trace.steps))
     source = source_hw_for_trace(trace)
     steps = trace.steps
     speed_rel = hw.cpu.thread_speed_rel
@@ -141,8 +152,16 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         actor_cpu_s = actor_cpu_s + param_copy_capture_s / PARAM_FETCH_EVERY_ENV_STEPS
     actor_cpu_s = actor_cpu_s[np.isfinite(actor_cpu_s)]
 
-    insert_us = float(np.nan_to_num(phase_work_us(actor, "replay_insert").median(), nan=0.0))
-    server_cpu_s_per_obs = insert_us / float(np.median(per_env)) * 1e-6 + stack_capture_s / envs
+    insert_us = np.nan_to_num(
+        typical_us(phase_work_us(actor, "replay_insert"), has_cpu_time(actor, "replay_insert")),
+        nan=0.0,
+    )
+    # Per request the server reads it off the network: what a SEED capture measured between its
+    # batches, else the network model's per-message stack cost.
+    request_capture_s = server_request_cpu_s(trace)
+    if request_capture_s is None:
+        request_capture_s = stack_capture_s
+    server_cpu_s_per_obs = insert_us / float(np.median(per_env)) * 1e-6 + request_capture_s / envs
     if hw.gpu is None:
         return _cpu_only_times(
             trace,
@@ -223,7 +242,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
     launch_capture_s = kernels_per_step * hw.gpu.launch_overhead_us * 1e-6 * speed_rel
 
     learner = steps[steps["role"] == "learner"]
-    sample_us = float(np.nan_to_num(phase_work_us(learner, "replay_sample").median(), nan=0.0))
+    sample_us = _sample_us(learner)
     trace_batch = max(1.0, float(learner["batch_size"].median()))
     sample_capture_s = sample_us * 1e-6 * learner_batch / trace_batch
 
@@ -282,20 +301,22 @@ def _cpu_only_times(
     else:
         per_env = np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0)
         act_us = phase_work_us(actor, "act").fillna(0.0).to_numpy(dtype=float) / per_env
-        act_s = float(np.nan_to_num(np.median(act_us), nan=0.0)) * 1e-6
+        act_typical = typical_us(pd.Series(act_us), has_cpu_time(actor, "act"))
+        act_s = float(np.nan_to_num(act_typical, nan=0.0)) * 1e-6
         if config.inference == "central" and act_s <= 0:
             raise ArchsimError("trace: actor steps have no act phase to time CPU inference with")
         inference_s = act_s * np.arange(max_batch + 1, dtype=float)
     trace_batch = max(1.0, float(learner["batch_size"].median()))
     scale = learner_batch / trace_batch
-    grows = phases_work_us(learner, BATCH_LEARNER_PHASES).median()
-    fixed = phases_work_us(learner, FIXED_LEARNER_PHASES).median()
+    cpu_time = has_cpu_time(learner)
+    grows = typical_us(phases_work_us(learner, BATCH_LEARNER_PHASES), cpu_time)
+    fixed = typical_us(phases_work_us(learner, FIXED_LEARNER_PHASES), cpu_time)
     train_s = (float(grows) * scale + float(fixed)) * 1e-6
     # the part done under a params lock: the parameter and priority updates
-    locked_grows = phases_work_us(learner, LOCKED_GROWING_PHASES).median()
-    locked_fixed = phases_work_us(learner, LOCKED_FIXED_PHASES).median()
+    locked_grows = typical_us(phases_work_us(learner, LOCKED_GROWING_PHASES), cpu_time)
+    locked_fixed = typical_us(phases_work_us(learner, LOCKED_FIXED_PHASES), cpu_time)
     locked_s = min((float(locked_grows) * scale + float(locked_fixed)) * 1e-6, train_s)
-    sample_us = float(np.nan_to_num(phase_work_us(learner, "replay_sample").median(), nan=0.0))
+    sample_us = _sample_us(learner)
     envs = config.envs_per_actor
     return ServiceTimes(
         actor_step_cpu_s=actor_cpu_s,
@@ -314,6 +335,14 @@ def _cpu_only_times(
         learner_locked_cpu_s=locked_s,
         inference_locked_s=inference_locked_s,
     )
+
+
+def _sample_us(learner: pd.DataFrame) -> float:
+    """Typical replay-sample work of a learner step, 0 when the trace has none."""
+    sample = typical_us(
+        phase_work_us(learner, "replay_sample"), has_cpu_time(learner, "replay_sample")
+    )
+    return float(np.nan_to_num(sample, nan=0.0))
 
 
 def _representative_ops(
