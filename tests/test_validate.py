@@ -55,6 +55,40 @@ def test_error_sign_says_over_or_under(predicted, measured):
     assert predicted == pytest.approx(measured * (1 + err))
 
 
+def test_drift_correction_by_hand():
+    # DQN baseline captured while the reference took 12 ms; its runs read 10 ms (the box was 20%
+    # faster then). Predicted 100 frames/s, measured 120: -16.7% raw, 0 once the prediction is
+    # scaled by 12 / 10. The calibrated error of the baseline itself is 0 by construction.
+    import pandas as pd
+
+    from archsim.trace.format import Trace
+    from archsim.validate.run import add_baseline_columns
+
+    row = {
+        "config": "dqn-base",
+        "workload": "dqn",
+        "role": "baseline",
+        "measured_frames_per_s": 120.0,
+        "predicted_frames_per_s": 100.0,
+        "speed_ref_ms": 10.0,
+    }
+    no_steps = Trace(meta={}, ops=pd.DataFrame(), steps=pd.DataFrame({"role": []}))
+    add_baseline_columns([row], {"dqn": no_steps}, {"dqn": 12.0})
+    assert row["calibrated_frames_error"] == pytest.approx(0.0)
+    assert row["capture_speed_ref_ms"] == 12.0
+    assert row["drift_corrected_frames_error"] == pytest.approx(0.0)
+    # measurements saved before the reference existed: no correction, NaN
+    old = dict(row, speed_ref_ms=math.nan)
+    add_baseline_columns([old], {"dqn": no_steps}, {})
+    assert math.isnan(old["drift_corrected_frames_error"])
+
+
+def test_reference_work_takes_cpu_time():
+    from archsim.validate.speed import reference_cpu_ms
+
+    assert 0 < reference_cpu_ms() < 10_000
+
+
 def test_window_rates_by_hand():
     # Two actors of 2 envs each and a learner, sampled (wall s, count, process CPU s) at ts.
     # Actor 0 makes 10 actor steps/s from t=0, actor 1 5/s from t=1 (first non-zero count at t=1);
@@ -156,6 +190,15 @@ def test_quick_validation_outputs(quick_run):
     assert "Mean absolute error of frames/s" in table
     for suffix in (".png", ".svg"):
         assert (quick_run / f"validation_scatter{suffix}").stat().st_size > 1000
+    for r in rows:  # the machine's speed read around the capture and every run
+        capture_ms, run_ms = float(r["capture_speed_ref_ms"]), float(r["speed_ref_ms"])
+        assert capture_ms > 0 and run_ms > 0
+        corrected = float(r["predicted_frames_per_s"]) * capture_ms / run_ms
+        assert float(r["drift_corrected_frames_error"]) == pytest.approx(
+            (corrected - float(r["measured_frames_per_s"])) / float(r["measured_frames_per_s"]),
+            rel=1e-4,
+            abs=5e-5,
+        )
     summary = json.loads((quick_run / "summary.json").read_text())
     assert summary["frames_mae"] == pytest.approx(
         mean_abs_error([float(r["frames_error"]) for r in rows]), rel=1e-4

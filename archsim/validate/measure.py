@@ -51,6 +51,9 @@ class Measurement:
     # 1-minute load average of the machine at the end of the run (os.getloadavg): other jobs on this
     # shared box move the measured rates; a run at a load well above the cores is suspect.
     loadavg_1min: float = float("nan")
+    # the machine's speed around the run: CPU ms of archsim.validate.speed's reference work, the mean
+    # of a reading before and one after (NaN in measurements from before it was taken)
+    speed_ref_ms: float = float("nan")
 
 
 def dqn_settings(config: RunConfig) -> Any:
@@ -81,11 +84,17 @@ def seed_settings(config: RunConfig, seconds: float) -> Any:
 
 
 def measure(config: RunConfig, dqn_steps: int, r2d2_seconds: float, work_dir: Path) -> Measurement:
+    """One real run of ``config``, with the machine's speed read before and after it."""
+    from archsim.validate.speed import reference_cpu_ms
+
+    before_ms = reference_cpu_ms()
     if config.workload == "dqn":
         m = measure_dqn(config, dqn_steps)
     else:
         m = measure_r2d2(config, r2d2_seconds, work_dir)
-    return dataclasses.replace(m, loadavg_1min=os.getloadavg()[0])
+    load = os.getloadavg()[0]
+    speed_ms = (before_ms + reference_cpu_ms()) / 2
+    return dataclasses.replace(m, loadavg_1min=load, speed_ref_ms=speed_ms)
 
 
 # --- DQN: one process, in this one ---------------------------------------------------------------

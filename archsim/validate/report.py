@@ -24,6 +24,8 @@ CSV_COLUMNS = (
     "repeats",
     "window_s",
     "loadavg_1min",
+    "speed_ref_ms",
+    "capture_speed_ref_ms",
     "measured_frames_per_s",
     "frames_spread",
     "predicted_frames_per_s",
@@ -37,6 +39,7 @@ CSV_COLUMNS = (
     "capture_frames_per_s",
     "calibrated_frames_per_s",
     "calibrated_frames_error",
+    "drift_corrected_frames_error",
 )
 
 
@@ -74,6 +77,9 @@ def summary(rows: list[dict]) -> dict:
         "cpu_util_mae": mean_abs_error([r["cpu_util_error"] for r in rows]),
         "calibrated_frames_mae_variants": mean_abs_error(
             [r["calibrated_frames_error"] for r in rows if r["role"] == "variant"]
+        ),
+        "drift_corrected_frames_mae": mean_abs_error(
+            [r.get("drift_corrected_frames_error", math.nan) for r in rows]
         ),
         **{
             f"frames_mae_{w}": mean_abs_error(
@@ -145,6 +151,12 @@ def markdown_table(rows: list[dict]) -> str:
         f"Learner updates/s MAE {s['updates_mae']:.1%}; CPU utilization MAE {s['cpu_util_mae']:.1%}. "
         f"Calibrated to each baseline's measurement, the variants' frames/s MAE is "
         f"{s['calibrated_frames_mae_variants']:.1%}."
+        + (
+            f" Corrected for the machine's speed drift between capture and runs, the frames/s MAE "
+            f"is {s['drift_corrected_frames_mae']:.1%}."
+            if math.isfinite(s["drift_corrected_frames_mae"])
+            else ""
+        )
     )
     return "\n".join(lines) + "\n"
 

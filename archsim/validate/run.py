@@ -14,6 +14,7 @@ from archsim.errors import ArchsimError
 from archsim.validate.configs import Plan, RunConfig
 from archsim.validate.measure import Measurement, measure
 from archsim.validate.report import signed_rel_error, spread
+from archsim.validate.speed import reference_cpu_ms
 
 
 def capture_baseline(workload: str, config: RunConfig, plan: Plan, out_dir: Path) -> object:
@@ -55,12 +56,14 @@ def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dic
     bar = tqdm(
         total=len(plan.baselines) + len(runs), desc="validate", unit="run", disable=not progress
     )
-    traces = {}
+    traces, capture_speed = {}, {}
     for workload, config in plan.baselines.items():
         bar.set_postfix_str(f"capture {config.name}")
+        before_ms = reference_cpu_ms()
         traces[workload] = capture_baseline(
             workload, config, plan, out_dir / "traces" / config.name
         )
+        capture_speed[workload] = (before_ms + reference_cpu_ms()) / 2
         bar.update()
     measured: dict[str, list[Measurement]] = {}
     with tempfile.TemporaryDirectory(prefix="archsim-validate-") as tmp:
@@ -70,7 +73,7 @@ def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dic
             measured.setdefault(config.name, []).append(m)
             bar.update()
     bar.close()
-    save_measurements(out_dir / MEASUREMENTS_FILE, plan, measured)
+    save_measurements(out_dir / MEASUREMENTS_FILE, plan, measured, capture_speed)
     rows = []
     for config in plan.configs:
         role = "baseline" if plan.baselines[config.workload] is config else "variant"
@@ -79,14 +82,16 @@ def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dic
                 config, role, measured[config.name], predict(config, traces[config.workload], hw)
             )
         )
-    add_baseline_columns(rows, traces)
+    add_baseline_columns(rows, traces, capture_speed)
     return rows
 
 
-def add_baseline_columns(rows: list[dict], traces: dict) -> None:
+def add_baseline_columns(rows: list[dict], traces: dict, capture_speed: dict) -> None:
     """Diagnostics beside the headline error: the profiled baseline run's own frames/s (baseline
-    rows), and each prediction scaled by its baseline's measured / predicted ratio ("calibrated":
-    what is left is the model's error in how frames/s CHANGES with the knobs)."""
+    rows); each prediction scaled by its baseline's measured / predicted ratio ("calibrated":
+    what is left is the model's error in how frames/s CHANGES with the knobs); and each prediction
+    scaled by the machine's speed during its runs over its speed during the baseline capture
+    ("drift-corrected", archsim.validate.speed: what is left is the model's error, not the VM's)."""
     from archsim.validate.capture_rate import capture_frames_per_s
 
     base = {r["workload"]: r for r in rows if r["role"] == "baseline"}
@@ -100,6 +105,12 @@ def add_baseline_columns(rows: list[dict], traces: dict) -> None:
         row["calibrated_frames_per_s"] = row["predicted_frames_per_s"] * scale
         row["calibrated_frames_error"] = signed_rel_error(
             row["calibrated_frames_per_s"], row["measured_frames_per_s"]
+        )
+        row["capture_speed_ref_ms"] = float(capture_speed.get(row["workload"], math.nan))
+        # slower reference = more ms: a capture at 1.2x the run's ms predicts 1.2x too few frames/s
+        drift = row["capture_speed_ref_ms"] / row["speed_ref_ms"]
+        row["drift_corrected_frames_error"] = signed_rel_error(
+            row["predicted_frames_per_s"] * drift, row["measured_frames_per_s"]
         )
 
 
@@ -135,6 +146,7 @@ def make_row(
         "repeats": len(runs),
         "window_s": statistics.fmean(float(m.window_s) for m in runs),
         "loadavg_1min": statistics.fmean(float(m.loadavg_1min) for m in runs),
+        "speed_ref_ms": statistics.fmean(float(m.speed_ref_ms) for m in runs),
         "measured_frames_per_s": mean["frames_per_s"],
         "frames_spread": spread(fps),
         "predicted_frames_per_s": predicted["frames_per_s"],
@@ -153,11 +165,14 @@ def make_row(
 MEASUREMENTS_FILE = "measurements.json"
 
 
-def save_measurements(path: Path, plan: Plan, measured: dict[str, list[Measurement]]) -> None:
+def save_measurements(
+    path: Path, plan: Plan, measured: dict[str, list[Measurement]], capture_speed: dict
+) -> None:
     """The raw runs, so that predictions can be redone (``repredict``) when the model changes."""
     doc = {
         "configs": [dataclasses.asdict(c) for c in plan.configs],
         "baselines": {w: c.name for w, c in plan.baselines.items()},
+        "capture_speed_ref_ms": capture_speed,
         "runs": {name: [dataclasses.asdict(m) for m in ms] for name, ms in measured.items()},
     }
     path.write_text(json.dumps(doc, indent=1) + "\n")
@@ -185,5 +200,5 @@ def repredict(from_dir: Path) -> list[dict]:
         runs = [Measurement(**m) for m in doc["runs"][config.name]]
         role = "baseline" if baselines[config.workload] is config else "variant"
         rows.append(make_row(config, role, runs, predict(config, traces[config.workload], hw)))
-    add_baseline_columns(rows, traces)
+    add_baseline_columns(rows, traces, doc.get("capture_speed_ref_ms", {}))
     return rows
