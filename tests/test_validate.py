@@ -236,3 +236,92 @@ def test_from_redoes_the_same_predictions(quick_run, tmp_path):
     with open(out / "validation.csv") as f:
         again = list(csv.DictReader(f))
     assert first == again
+
+
+# --- pooling runs, by hand ---------------------------------------------------------------------
+
+
+def _row(config: str, role: str, measured: float, predicted: float, repeats: int = 2) -> dict:
+    from archsim.validate.report import CSV_COLUMNS
+
+    row = {key: math.nan for key in CSV_COLUMNS}
+    row.update(
+        config=config,
+        workload="dqn",
+        role=role,
+        knobs="k",
+        actors=1,
+        envs_per_actor=1,
+        inference_batch=1,
+        learner_batch=32,
+        train_every=4,
+        repeats=repeats,
+        measured_frames_per_s=measured,
+        predicted_frames_per_s=predicted,
+        measured_updates_per_s=1.0,
+        predicted_updates_per_s=1.0,
+        measured_cpu_util=0.5,
+        predicted_cpu_util=0.5,
+        speed_ref_ms=10.0,
+        capture_speed_ref_ms=10.0,
+    )
+    return row
+
+
+def test_pooled_runs_average_measurements_and_predictions(tmp_path):
+    # Run 1: base measured 100 (2 repeats), predicted 90; variant 200 / 220.
+    # Run 2: base measured 130 (1 repeat), predicted 110; variant 260 (1 repeat) / 240.
+    # Pooled base: measured (2 x 100 + 130) / 3 = 110, predicted (90 + 110) / 2 = 100: -9.09%.
+    # Variant: measured (2 x 200 + 260) / 3 = 220, predicted 230: +4.55%; calibrated by the
+    # base's 110 / 100: 253, +15%. Spread of the run means: (130 - 100) / 115.
+    from archsim.validate.pool import pool_rows
+    from archsim.validate.report import write_csv
+
+    runs = [
+        [_row("b", "baseline", 100.0, 90.0), _row("v", "variant", 200.0, 220.0)],
+        [_row("b", "baseline", 130.0, 110.0, 1), _row("v", "variant", 260.0, 240.0, 1)],
+    ]
+    dirs = []
+    for i, rows in enumerate(runs):
+        (tmp_path / str(i)).mkdir()
+        write_csv(rows, tmp_path / str(i) / "validation.csv")
+        dirs.append(tmp_path / str(i))
+    base, variant = pool_rows(dirs)
+    assert base["repeats"] == 3 and base["measured_frames_per_s"] == pytest.approx(110.0)
+    assert base["predicted_frames_per_s"] == pytest.approx(100.0)
+    assert base["frames_error"] == pytest.approx(-10 / 110)
+    assert base["frames_spread"] == pytest.approx(30 / 115)
+    assert variant["frames_error"] == pytest.approx(10 / 220)
+    assert variant["calibrated_frames_error"] == pytest.approx(253 / 220 - 1)
+    assert variant["drift_corrected_frames_error"] == pytest.approx(10 / 220)  # no drift
+
+
+def test_pool_bad_input_is_one_line(tmp_path):
+    from archsim.validate.report import write_csv
+
+    for name, configs in (("a", ("b", "v")), ("c", ("b", "w"))):
+        (tmp_path / name).mkdir()
+        write_csv(
+            [_row(configs[0], "baseline", 1.0, 1.0), _row(configs[1], "variant", 1.0, 1.0)],
+            tmp_path / name / "validation.csv",
+        )
+    (tmp_path / "bad").mkdir()
+    text = (tmp_path / "a" / "validation.csv").read_text().replace(",1,", ",one,", 1)
+    (tmp_path / "bad" / "validation.csv").write_text(text)
+    cases = {
+        ("a", "missing"): "missing/validation.csv: not found",
+        ("a", "c"): "configurations ['b', 'w'] differ",
+        ("a", "bad"): "bad/validation.csv: line 2, column 'actors': expected a number",
+    }
+    for dirs, message in cases.items():
+        proc = subprocess.run(
+            [sys.executable, "-m", "archsim", "validate", "--out", str(tmp_path / "out"), "--pool"]
+            + [str(tmp_path / d) for d in dirs],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert message in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "out").exists()

@@ -4,6 +4,7 @@ Captures one baseline trace per workload (DQN; R2D2 with central inference), run
 at the other configurations of the plan (archsim/validate/configs.py) without the profiler, predicts
 each from its baseline trace on the `local` hardware config, and writes ``validation.csv``,
 ``validation.md``, ``validation_scatter.png``/``.svg``, ``summary.json`` and the baseline traces.
+``--from DIR`` redoes an earlier run's predictions; ``--pool DIR DIR ...`` pools earlier runs.
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="no runs: redo the predictions from an earlier --out DIR's traces and measurements "
         "(after a model change)",
     )
+    parser.add_argument(
+        "--pool",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="no runs: pool two or more earlier --out DIRs into one table (per configuration, the "
+        "mean of every measured run and of every run's prediction)",
+    )
     add_out_argument(parser)
     parser.set_defaults(func=handle)
 
@@ -46,14 +56,21 @@ def handle(args: argparse.Namespace) -> int:
     import json
 
     from archsim.atomic import atomic_output_dir, check_output_dir
+    from archsim.errors import ArchsimError
     from archsim.validate.configs import FULL_PLAN, QUICK_PLAN
     from archsim.validate.report import markdown_table, scatter_chart, summary, write_csv
     from archsim.validate.run import MEASUREMENTS_FILE, repredict, run_validation
 
     check_output_dir(args.out, args.force)  # refuse before minutes of runs, not after
     plan = QUICK_PLAN if args.quick else FULL_PLAN
+    if args.pool is not None and args.from_dir is not None:
+        raise ArchsimError("--pool and --from: give one of them")
     with atomic_output_dir(args.out, force=args.force) as tmp:
-        if args.from_dir is not None:
+        if args.pool is not None:
+            from archsim.validate.pool import pool_rows
+
+            rows = pool_rows(args.pool)
+        elif args.from_dir is not None:
             import shutil
 
             rows = repredict(args.from_dir)
