@@ -18,8 +18,8 @@ import dataclasses
 
 from archsim.capture.unprofiled import STEP_KEY
 
-# Samples needed on each side for a median to mean something (a design choice: a profiled window is
-# 8 steps, so this asks for at least one window of them).
+# Samples needed on each side for a mean or median to mean something (a design choice: a profiled
+# window is 8 steps, so this asks for at least one window of them).
 MIN_STEPS = 8
 
 

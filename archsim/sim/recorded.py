@@ -134,7 +134,9 @@ def inference_probe(trace) -> pd.DataFrame | None:
     None when the capture made none or it has fewer than two sizes."""
     processes = ((trace.meta or {}).get("capture") or {}).get("processes") or []
     for process in processes:
-        probe = process.get("inference_probe") if isinstance(process, dict) else None
+        if not isinstance(process, dict):
+            continue
+        probe = process.get("inference_probe")
         if process.get("role") == "learner" and probe:
             table = pd.DataFrame(probe).drop_duplicates("batch_size").sort_values("batch_size")
             if len(table) >= 2:
@@ -168,7 +170,7 @@ def _interpolate(xs: np.ndarray, ys: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 def _line_by_size(by_size: pd.DataFrame, column: str, sizes: np.ndarray) -> np.ndarray:
-    """``column`` (per-size medians, with counts ``n``) as a line in the batch size, evaluated at
+    """``column`` (per-size typical values, with counts ``n``) as a line in the batch size, evaluated at
     ``sizes``: weighted least squares, kept to a non-negative fixed part and slope; through the
     origin when only one size was recorded."""
     size = by_size.index.to_numpy(dtype=float)
