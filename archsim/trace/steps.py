@@ -152,10 +152,9 @@ def _attach_gaps(steps: pd.DataFrame, gap_rows: list[dict]) -> np.ndarray:
     if not gap_rows:
         return gaps
     rows = pd.DataFrame(gap_rows)
-    found = enclosing_step(steps, rows["pid"], rows["tid"], rows["t"])
+    found = enclosing_step(steps, rows["pid"], rows["tid"], rows["t"])  # step_id = row position
     inside = found >= 0
-    position = pd.Index(steps["step_id"]).get_indexer(found[inside])
-    gaps[position] = rows["cpu_us"].to_numpy(float)[inside]
+    gaps[found[inside]] = rows["cpu_us"].to_numpy(float)[inside]
     return gaps
 
 

@@ -16,7 +16,12 @@ import statistics
 from pathlib import Path
 
 from archsim.errors import ArchsimError
-from archsim.validate.report import CSV_COLUMNS, signed_rel_error, spread
+from archsim.validate.report import (
+    CSV_COLUMNS,
+    add_calibrated_columns,
+    signed_rel_error,
+    spread,
+)
 
 _TEXT = ("config", "workload", "role", "knobs")
 _INTS = ("actors", "envs_per_actor", "inference_batch", "learner_batch", "train_every", "repeats")
@@ -66,14 +71,7 @@ def pool_rows(run_dirs: list[Path]) -> list[dict]:
                 f"from {run_dirs[0]}'s {names}"
             )
     pooled = [_pool_one([rows[i] for rows in runs]) for i in range(len(names))]
-    base = {r["workload"]: r for r in pooled if r["role"] == "baseline"}
-    for row in pooled:
-        b = base[row["workload"]]
-        scale = b["measured_frames_per_s"] / b["predicted_frames_per_s"]
-        row["calibrated_frames_per_s"] = row["predicted_frames_per_s"] * scale
-        row["calibrated_frames_error"] = signed_rel_error(
-            row["calibrated_frames_per_s"], row["measured_frames_per_s"]
-        )
+    add_calibrated_columns(pooled)
     return pooled
 
 

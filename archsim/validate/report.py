@@ -50,6 +50,19 @@ def signed_rel_error(predicted: float, measured: float) -> float:
     return (predicted - measured) / measured
 
 
+def add_calibrated_columns(rows: list[dict]) -> None:
+    """Each prediction scaled by its workload baseline's measured / predicted frames/s
+    ("calibrated": what is left is the model's error in how frames/s CHANGES with the knobs)."""
+    base = {r["workload"]: r for r in rows if r["role"] == "baseline"}
+    for row in rows:
+        b = base[row["workload"]]
+        scale = b["measured_frames_per_s"] / b["predicted_frames_per_s"]
+        row["calibrated_frames_per_s"] = row["predicted_frames_per_s"] * scale
+        row["calibrated_frames_error"] = signed_rel_error(
+            row["calibrated_frames_per_s"], row["measured_frames_per_s"]
+        )
+
+
 def mean_abs_error(errors: Sequence[float]) -> float:
     """Mean of |error| over the finite errors (NaN when there are none)."""
     finite = [abs(e) for e in errors if math.isfinite(e)]

@@ -13,7 +13,7 @@ from pathlib import Path
 from archsim.errors import ArchsimError
 from archsim.validate.configs import Plan, RunConfig
 from archsim.validate.measure import Measurement, measure
-from archsim.validate.report import signed_rel_error, spread
+from archsim.validate.report import add_calibrated_columns, signed_rel_error, spread
 from archsim.validate.speed import reference_cpu_ms
 
 
@@ -94,17 +94,12 @@ def add_baseline_columns(rows: list[dict], traces: dict, capture_speed: dict) ->
     ("drift-corrected", archsim.validate.speed: what is left is the model's error, not the VM's)."""
     from archsim.validate.capture_rate import capture_frames_per_s
 
-    base = {r["workload"]: r for r in rows if r["role"] == "baseline"}
+    add_calibrated_columns(rows)
     for row in rows:
-        b = base[row["workload"]]
-        is_base = row is b
         row["capture_frames_per_s"] = (
-            capture_frames_per_s(traces[row["workload"]], row["workload"]) if is_base else math.nan
-        )
-        scale = b["measured_frames_per_s"] / b["predicted_frames_per_s"]
-        row["calibrated_frames_per_s"] = row["predicted_frames_per_s"] * scale
-        row["calibrated_frames_error"] = signed_rel_error(
-            row["calibrated_frames_per_s"], row["measured_frames_per_s"]
+            capture_frames_per_s(traces[row["workload"]], row["workload"])
+            if row["role"] == "baseline"
+            else math.nan
         )
         row["capture_speed_ref_ms"] = float(capture_speed.get(row["workload"], math.nan))
         # slower reference = more ms: a capture at 1.2x the run's ms predicts 1.2x too few frames/s

@@ -101,20 +101,16 @@ class Trainer(threading.Thread):
                 if not ready:
                     time.sleep(POLL_S)
                     continue
-                self.train_once()
+                batch_size = self.settings.r2d2.batch_size
+                with step("learner", batch_size=batch_size):
+                    with phase("replay_sample"), self.lock:
+                        indices, weights = self.replay.sample(batch_size)
+                        batch = self.replay.batch(indices)
+                    result = self.learner.train_step(batch, weights)
+                    with phase("priority_update"), self.lock:
+                        self.replay.update_priorities(indices, result.priorities)
         except BaseException as exc:  # reported by the process's main thread
             self.error = exc
-
-    def train_once(self) -> None:
-        """One learner step: sample, train, update priorities (the lock around replay access)."""
-        batch_size = self.settings.r2d2.batch_size
-        with step("learner", batch_size=batch_size):
-            with phase("replay_sample"), self.lock:
-                indices, weights = self.replay.sample(batch_size)
-                batch = self.replay.batch(indices)
-            result = self.learner.train_step(batch, weights)
-            with phase("priority_update"), self.lock:
-                self.replay.update_priorities(indices, result.priorities)
 
 
 class InferenceServer:

@@ -70,7 +70,9 @@ class ProcessProfiler:
         self.index = index
         self.record_shapes = record_shapes
         self._profiler = None
-        self._timing = None  # the unprofiled-step timing, once recording has stopped mid-run
+        # the unprofiled-step timing and its figures, once recording has stopped mid-run
+        self._timing = None
+        self._unprofiled_times = None
         self._next_poll_s = 0.0
         self.sidecar: dict = {"role": role, "index": index, "pid": os.getpid()}
 

@@ -192,13 +192,14 @@ def run_seed(settings: SeedSettings, raw_dir: Path) -> SeedRunResult:
                 indent=1,
             )
         )
-        stop_recording = raw_dir / STOP_RECORDING_FILE
+        recording = True
         while time.monotonic() - started < settings.seconds and failure is None:
             time.sleep(WATCH_PERIOD_S)
             failure = _first_exit(procs, started)
             elapsed_s = time.monotonic() - started
-            if elapsed_s >= settings.seconds * RECORDED_FRACTION and not stop_recording.exists():
-                stop_recording.write_text(f"{elapsed_s:.3f}\n")
+            if recording and elapsed_s >= settings.seconds * RECORDED_FRACTION:
+                (raw_dir / STOP_RECORDING_FILE).write_text(f"{elapsed_s:.3f}\n")
+                recording = False
         run_seconds = time.monotonic() - started
     except BaseException:
         # a start-up failure or an interrupt: whatever is still starting has nothing worth waiting for
