@@ -1,0 +1,103 @@
+"""CPU work on the actor side and the per-observation server work, in capture-thread seconds.
+
+- Actor CPU work per env step: the trace's actor steps (env_step + preprocess, plus act and
+  replay_insert for local inference, plus the per-message cost of sending: the capture's own CPU
+  per request when a central capture timed it, else the network model's stack cost), as an
+  empirical distribution the engine draws from; divided by the target thread's speed in the engine.
+- Local inference adds the actors' share of fetching the learner's parameters.
+- Server CPU per observation: the replay insert plus reading the request (what a SEED capture
+  measured between its batches, else the network model's stack cost).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from archsim.errors import ArchsimError
+from archsim.perf.network import stack_seconds_per_message
+from archsim.sim.config import SimConfig
+from archsim.sim.recorded import server_request_cpu_s
+from archsim.sim.step_work import has_cpu_time, phase_work_us, phases_work_us, typical_us
+
+# Nature DQN parameters, 1.69 M (the network of Mnih et al. 2015, "Human-level control through deep
+# reinforcement learning": 3 conv layers, a 512-unit layer, 18 actions), as fp32: the parameter
+# publication size when the trace does not say.
+DEFAULT_PARAM_BYTES = 1.69e6 * 4
+# Ape-X actors copy the learner's parameters every 400 frames (Horgan et al. 2018, "Distributed
+# Prioritized Experience Replay"); 4 frames per env step (ALE frameskip, Mnih et al. 2015).
+PARAM_FETCH_EVERY_ENV_STEPS = 400 / 4
+
+
+@dataclass(frozen=True)
+class ActorWork:
+    """Actor-side CPU work of one env step (samples) and the server's per-observation CPU."""
+
+    actor_step_cpu_s: np.ndarray
+    server_cpu_s_per_obs: float
+    param_copy_capture_s: float  # receive and copy one parameter set
+
+
+def actor_rows(steps: pd.DataFrame, config: SimConfig) -> pd.DataFrame:
+    """The trace's actor steps, checked for what ``config.inference`` needs of them."""
+    actor = steps[steps["role"] == "actor"]
+    if actor.empty or actor["env_step_us"].isna().all():
+        raise ArchsimError(
+            "trace: no actor steps with an env_step phase (steps.parquet role == 'actor'); "
+            f"--inference {config.inference} needs them for environment-step times"
+        )
+    if config.inference == "local" and actor["act_us"].isna().all():
+        raise ArchsimError(
+            "trace: its actor steps have no act phase (a central-inference capture), so "
+            "--inference local has no policy time to give the actors; use --inference central"
+        )
+    return actor
+
+
+def derive_actor_work(trace, hw, config: SimConfig) -> ActorWork:
+    """Actor CPU work per env step and the server's CPU per observation for ``trace`` on ``hw``
+    (``trace`` already without the profiler's cost and cut to whole steps)."""
+    speed_rel = hw.cpu.thread_speed_rel
+    envs = config.envs_per_actor
+    stack_capture_s = stack_seconds_per_message(hw.network) * speed_rel  # as capture-thread seconds
+    actor = actor_rows(trace.steps, config)
+    per_env = np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0)
+    phases = ["env_step", "preprocess"]
+    if config.inference == "local":
+        phases += ["act", "replay_insert"]
+    work_us = phases_work_us(actor, phases).to_numpy(dtype=float) / per_env
+    # One message per actor step. A central capture that timed its actors' CPU while they sent a
+    # request and took the reply (serialisation, socket calls) carries that cost itself; otherwise
+    # the network model's per-message stack cost stands in for it.
+    if config.inference == "central" and has_cpu_time(actor, "inference_wait"):
+        message_us = phase_work_us(actor, "inference_wait").fillna(0.0).to_numpy(dtype=float)
+        actor_cpu_s = (work_us + message_us / per_env) * 1e-6
+    else:
+        actor_cpu_s = work_us * 1e-6 + stack_capture_s / envs
+    settings = ((trace.meta or {}).get("workload") or {}).get("settings") or {}
+    param_bytes = float(settings.get("param_bytes", DEFAULT_PARAM_BYTES))
+    # Receiving and copying one parameter set: a message, then param_bytes through host memory.
+    param_copy_capture_s = (
+        stack_seconds_per_message(hw.network) + param_bytes / (hw.memory.host_dram_bw_gbs * 1e9)
+    ) * speed_rel
+    if config.inference == "local":
+        actor_cpu_s = actor_cpu_s + param_copy_capture_s / PARAM_FETCH_EVERY_ENV_STEPS
+    actor_cpu_s = actor_cpu_s[np.isfinite(actor_cpu_s)]
+
+    insert_us = np.nan_to_num(
+        typical_us(phase_work_us(actor, "replay_insert"), has_cpu_time(actor, "replay_insert")),
+        nan=0.0,
+    )
+    # Per request the server reads it off the network: what a SEED capture measured between its
+    # batches, else the network model's per-message stack cost.
+    request_capture_s = server_request_cpu_s(trace)
+    if request_capture_s is None:
+        request_capture_s = stack_capture_s
+    server_cpu_s_per_obs = insert_us / float(np.median(per_env)) * 1e-6 + request_capture_s / envs
+    return ActorWork(
+        actor_step_cpu_s=actor_cpu_s,
+        server_cpu_s_per_obs=float(server_cpu_s_per_obs),
+        param_copy_capture_s=param_copy_capture_s,
+    )

@@ -1,0 +1,86 @@
+"""GPU time of one job (an inference batch, a learner step) from a few representative steps' ops:
+resized with ``scale_ops_to_batch`` and predicted with ``predict_op_seconds`` in ONE call on the
+concatenated table for every batch size asked. SM share of a job: blocks / (SMs x resident blocks
+per SM), capped at 1, time-weighted over its ops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from archsim.sim.rnn_lowering import lower_lstm_ops
+
+# Steps whose ops represent "one step" for GPU time: a handful of typical ones (the modal op count)
+# is plenty and keeps the one vectorized prediction over (steps x batch sizes) small.
+REPRESENTATIVE_STEPS = 8
+COPY_KINDS = ("memcpy",)
+
+
+def representative_ops(
+    trace, phases: tuple[str, ...], role: str
+) -> tuple[pd.DataFrame, int, np.ndarray]:
+    """(ops of up to REPRESENTATIVE_STEPS typical steps, number of those steps, batch of each op's
+    step). Ops not tied to a step are spread evenly over the trace's steps of ``role``."""
+    ops = trace.ops[trace.ops["phase"].isin(phases)]
+    if ops.empty:
+        return ops, 1, np.ones(0)
+    steps = trace.steps.set_index("step_id")
+    linked = ops[ops["step_id"].isin(steps.index)]
+    if linked.empty:
+        n_steps = max(1, int((trace.steps["role"] == role).sum()))
+        return ops.reset_index(drop=True), n_steps, np.ones(len(ops))
+    counts = linked.groupby("step_id").size()
+    modal = counts[counts == counts.mode().iloc[0]].index.to_numpy()
+    pick = modal[np.linspace(0, len(modal) - 1, min(REPRESENTATIVE_STEPS, len(modal))).astype(int)]
+    chosen = linked[linked["step_id"].isin(pick)].reset_index(drop=True)
+    batch = steps.loc[chosen["step_id"], "batch_size"].to_numpy(dtype=float)
+    return chosen, len(np.unique(pick)), np.maximum(batch, 1.0)
+
+
+def lowered(
+    ops: pd.DataFrame, from_batch: np.ndarray, backward_steps: int | None
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """LSTM ops as their GPU kernels (archsim.sim.rnn_lowering), keeping each row's batch."""
+    tagged = ops.assign(_from_batch=from_batch)
+    low = lower_lstm_ops(tagged, backward_steps)
+    return low.drop(columns="_from_batch").reset_index(drop=True), low["_from_batch"].to_numpy(
+        dtype=float
+    )
+
+
+def has_copies(ops: pd.DataFrame) -> bool:
+    """Whether the ops already hold their host-device copies (then none is added)."""
+    return bool(ops["kind"].isin(COPY_KINDS).any())
+
+
+def job_times(
+    ops: pd.DataFrame,
+    n_steps: int,
+    from_batch: np.ndarray,
+    sizes: np.ndarray,
+    hw,
+    source,
+) -> tuple[np.ndarray, np.ndarray]:
+    """GPU seconds of one step and its SM share, for every batch size in ``sizes``, in one pass."""
+    from archsim.perf.kernel import launch_shape, predict_op_seconds, scale_ops_to_batch
+    from archsim.perf.occupancy import blocks_per_sm
+
+    tables = []
+    for size in sizes:
+        parts = [
+            scale_ops_to_batch(group, int(b), int(size))
+            for b, group in ops.groupby(from_batch, sort=True)
+        ]
+        table = pd.concat(parts, ignore_index=True)
+        table["_size"] = int(size)
+        tables.append(table)
+    big = pd.concat(tables, ignore_index=True)
+    seconds = predict_op_seconds(big.drop(columns="_size"), hw, source)
+    blocks, threads, regs, smem = launch_shape(big)
+    resident = blocks_per_sm(threads, regs, smem, hw.gpu)
+    frac = np.minimum(1.0, blocks / (hw.gpu.sms * np.maximum(resident, 1.0)))
+    frame = pd.DataFrame({"size": big["_size"], "t": seconds, "tf": seconds * frac})
+    sums = frame.groupby("size").sum().reindex(sizes)
+    total = sums["t"].to_numpy() / n_steps
+    weighted = sums["tf"].to_numpy() / np.maximum(sums["t"].to_numpy(), 1e-30)
+    return total, weighted

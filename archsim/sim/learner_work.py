@@ -1,0 +1,83 @@
+"""One learner step on a GPU: the train ops at ``learner_batch`` (archsim.sim.gpu_jobs) plus the
+host-to-device copy of the batch unless the trace holds its memcpys; CPU launch overhead = kernels x
+``gpu.launch_overhead_us`` on the learner thread; replay sampling from the learner steps. For an
+R2D2 trace ``learner_batch`` counts sequences of the trace's length
+(meta.workload.settings.r2d2.sequence_length + burn_in)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from archsim.errors import ArchsimError
+from archsim.perf.network import OBS_BYTES, host_copy_seconds
+from archsim.sim.gpu_jobs import has_copies, job_times, lowered, representative_ops
+from archsim.sim.recorded import fold_sequence_dims, sequence_settings
+from archsim.sim.step_work import has_cpu_time, phase_work_us, typical_us
+from archsim.trace.schema import PHASE_GROUPS
+
+
+@dataclass(frozen=True)
+class LearnerWork:
+    sample_cpu_s: float  # replay sampling and batch assembly, capture-thread seconds
+    launch_cpu_s: float  # kernel launches, capture-thread seconds
+    gpu_s: float  # the step on the GPU, batch copy included
+    sm_fraction: float
+
+
+def trace_learner_batch(trace) -> int:
+    """Batch size of the trace's learner steps (the default of --learner-batch)."""
+    learner = trace.steps[trace.steps["role"] == "learner"]
+    if learner.empty:
+        raise ArchsimError(
+            "trace: no learner steps (steps.parquet has no role == 'learner' rows); the simulator "
+            "takes the learner's work from them"
+        )
+    return max(1, int(learner["batch_size"].median()))
+
+
+def sample_us(learner: pd.DataFrame) -> float:
+    """Typical replay-sample work of a learner step, 0 when the trace has none."""
+    sample = typical_us(
+        phase_work_us(learner, "replay_sample"), has_cpu_time(learner, "replay_sample")
+    )
+    return float(np.nan_to_num(sample, nan=0.0))
+
+
+def derive_learner_work(trace, hw, learner_batch: int, source) -> LearnerWork:
+    """A learner step of ``learner_batch`` samples on ``hw`` (a GPU machine)."""
+    train_ops, train_steps, train_from = representative_ops(trace, PHASE_GROUPS["train"], "learner")
+    if train_ops.empty:
+        raise ArchsimError("trace: no training ops (train_forward/backward/optimizer phases)")
+    # DQN: s and s' per transition (Mnih et al. 2015 store transitions (s, a, r, s'))
+    steps_per_sample = 2
+    sequence = sequence_settings(trace)
+    if sequence is not None:
+        length, burn_in = sequence
+        # The learner unrolls burn-in and training parts apart or together: fold those time axes.
+        unrolls = tuple(sorted({length, burn_in, length + burn_in} - {0}))
+        train_ops, train_from = lowered(train_ops, train_from, backward_steps=length)
+        train_ops = fold_sequence_dims(train_ops, train_from, unrolls)
+        steps_per_sample = length + burn_in  # one observation per step of a sequence
+    seconds, frac = job_times(
+        train_ops, train_steps, train_from, np.array([learner_batch]), hw, source
+    )
+    batch_bytes = learner_batch * steps_per_sample * OBS_BYTES
+    copy_s = 0.0 if has_copies(train_ops) else host_copy_seconds(batch_bytes, hw.host_link)
+    gpu_s = float(seconds[0]) + copy_s
+    learner_frac = float(frac[0]) * float(seconds[0]) / max(gpu_s, 1e-30)
+    kernels_per_step = len(train_ops) / train_steps
+    speed_rel = hw.cpu.thread_speed_rel
+    launch_capture_s = kernels_per_step * hw.gpu.launch_overhead_us * 1e-6 * speed_rel
+
+    learner = trace.steps[trace.steps["role"] == "learner"]
+    trace_batch = max(1.0, float(learner["batch_size"].median()))
+    sample_capture_s = sample_us(learner) * 1e-6 * learner_batch / trace_batch
+    return LearnerWork(
+        sample_cpu_s=sample_capture_s,
+        launch_cpu_s=launch_capture_s,
+        gpu_s=gpu_s,
+        sm_fraction=float(np.clip(learner_frac, 0.0, 1.0)),
+    )

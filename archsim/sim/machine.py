@@ -1,0 +1,32 @@
+"""The engine's view of a HardwareConfig: CPU topology, thread speed and the power model's figures,
+checked against the knobs (``--gpus``). Kept apart from the service times: it needs no trace."""
+
+from __future__ import annotations
+
+from archsim.errors import ArchsimError
+from archsim.sim.config import SimConfig
+from archsim.sim.metrics import PowerModel
+from archsim.sim.system import Machine
+
+
+def derive_machine(hw, config: SimConfig) -> Machine:
+    """The CPU and power figures of ``hw`` (a HardwareConfig) that the engine uses."""
+    if hw.gpu is not None and config.gpus > hw.gpu.count:
+        raise ArchsimError(f"--gpus: {config.gpus} is more than the {hw.gpu.count} of {hw.name}")
+    cpu = hw.cpu
+    return Machine(
+        hw_threads=cpu.hw_threads,
+        cores=cpu.cores,
+        sockets=cpu.sockets,
+        cores_per_socket=cpu.cores_per_socket,
+        thread_speed_rel=cpu.thread_speed_rel,
+        smt_yield=cpu.smt_yield,
+        power=PowerModel(
+            gpus=config.gpus if hw.gpu is not None else 0,
+            gpu_idle_w=hw.gpu.idle_power_w if hw.gpu is not None else 0.0,
+            gpu_max_w=hw.gpu.max_power_w if hw.gpu is not None else 0.0,
+            sockets=cpu.sockets,
+            cpu_idle_w=cpu.idle_power_w,
+            cpu_max_w=cpu.max_power_w,
+        ),
+    )
