@@ -1,5 +1,5 @@
 """R2D2 hyper-parameters. Defaults follow Kapturowski et al. 2019 ("Recurrent Experience Replay in
-Distributed Reinforcement Learning", ICLR 2019, Table 2) and /work/shared/REFERENCE.md ("R2D2" row).
+Distributed Reinforcement Learning", ICLR 2019, Table 2) and docs/REFERENCE.md ("RL workloads", R2D2).
 """
 
 from __future__ import annotations
