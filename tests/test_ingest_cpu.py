@@ -15,7 +15,6 @@ from archsim.cli import main
 from archsim.trace import load, save
 from archsim.trace.flops import is_metadata_op
 from archsim.trace.ingest import ingest
-from archsim.trace.link import thread_key
 from archsim.trace.schema import ACTOR_PHASES, LEARNER_PHASES
 
 N_ACTIONS = 6
@@ -117,7 +116,7 @@ def test_cpu_ops_are_disjoint_compute_ops_with_phases(cpu_trace):
     assert not ops["name"].map(is_metadata_op).any()  # views/empty/reshape are left out
     assert (ops["launch_op"] == ops["name"]).all()
     # Kept ops never contain one another on a thread: summing their time counts nothing twice.
-    for _, group in ops.groupby(thread_key(ops["pid"].to_numpy(), ops["tid"].to_numpy())):
+    for _, group in ops.groupby(["pid", "tid"]):
         group = group.sort_values("start_us")
         ends = (group["start_us"] + group["dur_us"]).to_numpy()
         assert (group["start_us"].to_numpy()[1:] >= ends[:-1] - 1e-3).all()

@@ -29,8 +29,12 @@ from archsim.errors import ArchsimError, where
 from archsim.trace import flops as flops_mod
 from archsim.trace.format import Trace
 from archsim.trace.kineto import (
+    CUPTI_RANGE_CATEGORY,
+    FOREIGN_DEVICE_PREFIXES,
     GPU_CATEGORIES,
     KinetoTrace,
+    clean_text,
+    clean_value,
     device_properties,
     gpu_event_fields,
     op_shapes,
@@ -51,6 +55,8 @@ from archsim.trace.steps import assign_phases, assign_profiler_steps, build_step
 MAX_UNLINKED_FRACTION = 0.01
 _KIND_OF_CATEGORY = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 _NON_OP_NAMESPACES = ("autograd::", "profiler::", "archsim::", "torch::autograd::")
+# Runtime/driver calls that put work on a GPU (CUDA, HIP, driver API; kernels, copies, memsets).
+_LAUNCH_CALL = r"Launch|Memcpy|Memset"
 
 
 def ingest(path: Path | str, meta: dict[str, Any] | None = None) -> Trace:
@@ -63,18 +69,28 @@ def ingest(path: Path | str, meta: dict[str, Any] | None = None) -> Trace:
     cpu = ev[ev["cat"] == "cpu_op"].reset_index(drop=True)
     gpu = ev[ev["cat"].isin(GPU_CATEGORIES)].reset_index(drop=True)
     runtime = ev[ev["cat"] == "cuda_runtime"].reset_index(drop=True)
+    _refuse_unmodelled_devices(kt, gpu, runtime)
     if not len(gpu) and not len(cpu):
         raise ArchsimError(
             where(path, "no cpu_op, kernel, memcpy or memset events: nothing to ingest")
         )
-    counts: dict[str, Any] = {}
+    counts: dict[str, Any] = {
+        "duplicate_events_removed": kt.duplicates_removed,
+        "ts_rebased_by_us": kt.ts_rebased_by_us,
+        "names_repaired": kt.names_repaired,
+    }
+    gpu, counts["prewindow_gpu_events_dropped"] = drop_prewindow(gpu, runtime)
+    if not len(gpu) and not len(cpu):
+        raise ArchsimError(
+            where(path, "every GPU event was queued before the profiling window: nothing to ingest")
+        )
     ops = _gpu_ops(kt, gpu, runtime, cpu, counts) if len(gpu) else _cpu_ops(cpu, counts)
     steps, phase_intervals, unknown_markers = build_steps(path, annotations)
     pid, tid, t = ops["_anchor_pid"].to_numpy(), ops["_anchor_tid"].to_numpy(), ops["_anchor_t"]
     t = t.to_numpy(dtype=np.float64)
     valid = ~np.isnan(t)
     ops["phase"] = assign_phases(phase_intervals, annotations, cpu, pid, tid, t, valid)
-    ops["profiler_step"] = assign_profiler_steps(annotations, pid, t, valid)
+    ops["profiler_step"] = assign_profiler_steps(annotations, pid, t, valid, path)
     step_id = np.full(len(ops), -1, dtype=np.int64)
     if valid.any():
         step_id[valid] = enclosing_step(steps, pid[valid], tid[valid], t[valid])
@@ -94,6 +110,63 @@ def ingest(path: Path | str, meta: dict[str, Any] | None = None) -> Trace:
     return Trace(meta=_merge(trace_meta, meta or {}), ops=ops, steps=steps, raw_path=path)
 
 
+def _refuse_unmodelled_devices(kt: KinetoTrace, gpu: pd.DataFrame, runtime: pd.DataFrame) -> None:
+    """One line, rather than a trace whose device work is silently missing and whose meta says
+    cuda: device events of an accelerator archsim has no model of (MTIA), or runtime launches with
+    no kernel events at all (CUPTI range-profiler mode records ranges, not kernels)."""
+    foreign = {
+        c: n for c, n in kt.other_device_events.items() if c.startswith(FOREIGN_DEVICE_PREFIXES)
+    }
+    if foreign:
+        props = device_properties(kt.top)
+        named = f" of '{props[0].get('name')}'" if props and props[0].get("name") else ""
+        listed = ", ".join(f"{n} {c}" for c, n in sorted(foreign.items()))
+        raise ArchsimError(
+            where(
+                kt.path,
+                f"device work is in non-CUDA/ROCm accelerator events{named} ({listed}): archsim "
+                "models CPUs and CUDA/ROCm GPUs only, so this trace cannot be simulated",
+            )
+        )
+    if len(gpu):
+        return
+    launches = runtime["name"].astype(str).str.contains(_LAUNCH_CALL).to_numpy()
+    if launches.any():
+        ranges = kt.other_device_events.get(CUPTI_RANGE_CATEGORY, 0)
+        mode = (
+            f" (CUPTI range-profiler mode: {ranges} {CUPTI_RANGE_CATEGORY} events)"
+            if ranges
+            else ""
+        )
+        raise ArchsimError(
+            where(
+                kt.path,
+                f"{int(launches.sum())} kernel launches / copies in runtime calls but no kernel, "
+                f"memcpy or memset events{mode}: the GPU work was not recorded, so this trace "
+                "cannot be simulated",
+            )
+        )
+
+
+def drop_prewindow(gpu: pd.DataFrame, runtime: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """(GPU events without those queued before the profiling window opened, how many were dropped).
+
+    CUPTI correlation ids grow monotonically with every launch of a process, so a GPU event whose
+    correlation matches no runtime call and is below the first runtime call's correlation was
+    launched before recording began: it ran inside the window (its queue drained there) but its
+    launch is not in the file. Such events cannot be attributed to any cpu op or step.
+    """
+    rt_corr = runtime["correlation"].to_numpy()
+    rt_corr = rt_corr[rt_corr >= 0]
+    if not len(gpu) or not len(rt_corr):
+        return gpu, 0
+    corr = gpu["correlation"].to_numpy()
+    early = (corr >= 0) & (corr < rt_corr.min()) & ~np.isin(corr, rt_corr)
+    if not early.any():
+        return gpu, 0
+    return gpu[~early].reset_index(drop=True), int(early.sum())
+
+
 def _shapes_recorded(cpu: pd.DataFrame) -> bool:
     return any(op_shapes(a)[0] is not None for a in cpu["args"])
 
@@ -107,7 +180,9 @@ def _gpu_ops(
 ) -> pd.DataFrame:
     launch = link_to_runtime(gpu, runtime)
     unlinked = np.flatnonzero(launch < 0)
-    if len(unlinked) > MAX_UNLINKED_FRACTION * len(gpu):
+    # A trace with no runtime calls at all (GPU-only activity) has nothing to link to: its GPU events
+    # are kept unlinked (counted). With runtime calls, many unlinked events mean a broken file.
+    if len(runtime) and len(unlinked) > MAX_UNLINKED_FRACTION * len(gpu):
         first = gpu.iloc[unlinked[0]]
         raise ArchsimError(
             where(
@@ -401,7 +476,7 @@ def _trace_meta(kt: KinetoTrace, devices: list[int], counts: dict[str, Any]) -> 
     if devices:
         main = next((p for p in props if p.get("id") == devices[0]), main)
     rt_names = " ".join(kt.events.loc[kt.events["cat"] == "cuda_runtime", "name"].head(2000))
-    if not devices and not props:
+    if not devices:  # no GPU ops (deviceProperties alone only says a GPU was present)
         device = "cpu"
     elif "hip" in rt_names or "AMD" in str(main.get("name", "")):
         device = "rocm"
@@ -422,9 +497,9 @@ def _trace_meta(kt: KinetoTrace, devices: list[int], counts: dict[str, Any]) -> 
     ingest_meta = {
         "source_file": kt.path.name,
         "n_events": kt.n_events,
-        "trace_name": kt.top.get("traceName"),
-        "schema_version": kt.top.get("schemaVersion"),
-        "base_time_ns": kt.top.get("baseTimeNanoseconds"),
+        "trace_name": clean_text(str(kt.top["traceName"])) if "traceName" in kt.top else None,
+        "schema_version": clean_value(kt.top.get("schemaVersion")),
+        "base_time_ns": clean_value(kt.top.get("baseTimeNanoseconds")),
         "max_unlinked_fraction": MAX_UNLINKED_FRACTION,
         **counts,
     }

@@ -48,7 +48,21 @@ _EXTERNAL_ID_KEYS = ("External id", "external id")
 _INPUT_DIMS_KEYS = ("Input Dims", "Input dims")
 _INPUT_TYPE_KEYS = ("Input type", "Input types")
 _OCCUPANCY_KEYS = ("est. achieved occupancy %", "theoretical occupancy %")
-_INT_IN_TEXT = re.compile(r"-?\d+")
+_INT_IN_TEXT = re.compile(r"-?\d{1,19}")
+INT64_LIMIT = 2**63  # pid/tid/correlation/shape values are stored as int64
+# float64 holds every integer up to 2**53 exactly; microsecond timestamps beyond 2**52 (about 143 years
+# after the Unix epoch: no real clock) are rebased onto the earliest event before float conversion so
+# that they keep microsecond resolution (stated in meta as ingest.ts_rebased_by_us).
+TS_EXACT_LIMIT_US = 2**52
+# No profiling window runs for a week: Kineto keeps a session's events in host memory buffers and
+# torch.profiler schedules record a few steps at a time (pytorch.org/docs/stable/profiler.html). A
+# longer event (e.g. dur=1e18) is a corrupt field, not a measurement.
+MAX_EVENT_DUR_US = 7 * 86_400 * 1e6
+# Device-event categories of accelerators other than CUDA/ROCm GPUs (Meta MTIA: mtia_ccp_events,
+# mtia_runtime, as written by Kineto's MTIA backend). archsim has no model of these devices.
+FOREIGN_DEVICE_PREFIXES = ("mtia_",)
+# CUPTI range-profiler mode records kernel ranges in this category instead of kernel events.
+CUPTI_RANGE_CATEGORY = "cuda_profiler_range"
 # record_function names that are annotations even when filed as ops (older traces).
 _ANNOTATION_PREFIXES = ("ProfilerStep#", "archsim::", "Optimizer.step#", "Optimizer.zero_grad#")
 
@@ -61,11 +75,23 @@ class KinetoTrace:
     events: pd.DataFrame
     top: dict[str, Any] = field(default_factory=dict)  # top-level keys other than traceEvents
     n_events: int = 0  # all entries of traceEvents, kept or not
+    # Repairs and skipped content, stated in meta: exact duplicate events removed, the amount (us)
+    # subtracted from every timestamp, names with invalid Unicode (lone surrogates) replaced.
+    duplicates_removed: int = 0
+    ts_rebased_by_us: int = 0
+    names_repaired: int = 0
+    # Complete events of categories ingest does not read but must not ignore silently (counts by
+    # category): foreign-accelerator device events and CUPTI range-profiler ranges.
+    other_device_events: dict[str, int] = field(default_factory=dict)
 
 
 def read_json(path: Path) -> dict[str, Any]:
     """Load a Kineto JSON or JSON.gz file (gzip detected by its magic bytes, not the suffix)."""
     path = Path(path)
+    if path.is_dir():
+        raise ArchsimError(
+            where(path, "is a directory (expected a Kineto .json or .json.gz trace file)")
+        )
     if not path.is_file():
         raise ArchsimError(where(path, "no such trace file"))
     try:
@@ -81,6 +107,10 @@ def read_json(path: Path) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         detail = str(exc).split(":")[0] if isinstance(exc, UnicodeDecodeError) else exc.msg
         raise ArchsimError(where(path, f"not JSON ({detail})")) from None
+    except RecursionError:
+        raise ArchsimError(where(path, "JSON nested too deeply to be a Kineto trace")) from None
+    except ValueError as exc:  # integers of more than sys.get_int_max_str_digits() digits
+        raise ArchsimError(where(path, f"unreadable JSON number ({str(exc)[:80]})")) from None
     if not isinstance(doc, dict):
         raise ArchsimError(
             where(path, "not a Kineto trace (expected a JSON object with 'traceEvents')")
@@ -91,18 +121,56 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def _as_int(value: Any, default: int = -1) -> int:
-    """pid/tid/stream as an int: numbers as they are, "stream 7" -> 7, anything else -> default."""
+    """stream/grid/block as an int: numbers as they are, "stream 7" -> 7, anything else (or a value
+    that does not fit int64) -> default."""
     if isinstance(value, bool):
         return default
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return default
+        value = int(value)
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value == value:
-        return int(value)
+        return value if -INT64_LIMIT <= value < INT64_LIMIT else default
     if isinstance(value, str):
         found = _INT_IN_TEXT.search(value)
         if found:
-            return int(found.group())
+            return _as_int(int(found.group()), default)
     return default
+
+
+def _id_field(path: Path, event: dict[str, Any], index: int, key: str, value: Any) -> int:
+    """pid/tid/correlation: like _as_int, but a number no int64 holds (>= 2**63, +-Infinity) is an
+    error rather than a silent -1, since it would merge unrelated threads or launches."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not (math.isfinite(value) and -INT64_LIMIT <= value < INT64_LIMIT):
+            raise ArchsimError(
+                where(
+                    path,
+                    f"{_event_label(event, index)} has '{key}' {_short(value)} "
+                    "(expected an integer below 2^63)",
+                )
+            )
+        return int(value)
+    return _as_int(value)
+
+
+def _short(value: Any) -> str:
+    text = (
+        repr(value)
+        if not isinstance(value, int) or abs(value) < 10**30
+        else f"~1e{len(str(abs(value))) - 1}"
+    )
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates (valid JSON escapes, invalid Unicode) replaced by U+FFFD, so
+    it can be written to Parquet, YAML and a terminal."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _first(args: dict[str, Any], keys: tuple[str, ...], default: Any = None) -> Any:
@@ -113,13 +181,16 @@ def _first(args: dict[str, Any], keys: tuple[str, ...], default: Any = None) -> 
 
 
 def _number(value: Any) -> float:
-    return (
-        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else np.nan
-    )
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return np.nan
+    try:
+        return float(value)
+    except OverflowError:
+        return np.nan
 
 
 def _event_label(event: dict[str, Any], index: int) -> str:
-    name = str(event.get("name", "?"))
+    name = clean_text(str(event.get("name", "?")))
     if len(name) > 60:
         name = name[:57] + "..."
     return f"event #{index} ({event.get('cat', '?')} '{name}')"
@@ -138,15 +209,71 @@ def _check_times(path: Path, event: dict[str, Any], index: int) -> tuple[float, 
             raise ArchsimError(
                 where(path, f"{_event_label(event, index)} has a non-finite '{key}': {value!r}")
             )
+        if abs(value) >= INT64_LIMIT:
+            raise ArchsimError(
+                where(
+                    path,
+                    f"{_event_label(event, index)} has '{key}' {_short(value)} (expected "
+                    "microseconds below 2^63)",
+                )
+            )
     if dur < 0:
         raise ArchsimError(
             where(path, f"{_event_label(event, index)} has a negative duration ({dur} us)")
         )
-    return float(ts), float(dur)
+    if dur > MAX_EVENT_DUR_US:
+        raise ArchsimError(
+            where(
+                path,
+                f"{_event_label(event, index)} lasts {dur:.3g} us (more than a week: not a "
+                "profiled event)",
+            )
+        )
+    return ts, float(dur)
+
+
+def _bad_dims(dims: Any) -> bool:
+    """True when recorded Input Dims hold a negative size or one no int64 holds."""
+    if isinstance(dims, list):
+        return any(_bad_dims(d) for d in dims)
+    if isinstance(dims, int) and not isinstance(dims, bool):
+        return not 0 <= dims < INT64_LIMIT
+    return False
+
+
+def _check_args(path: Path, cat: str, event: dict[str, Any], index: int, args: dict) -> None:
+    """Shapes and byte counts are sizes: negative (or beyond int64) ones are corrupt input."""
+    if cat == "cpu_op":
+        dims = _first(args, _INPUT_DIMS_KEYS)
+        if dims is not None and _bad_dims(dims):
+            raise ArchsimError(
+                where(
+                    path,
+                    f"{_event_label(event, index)} has a negative or out-of-range size in "
+                    "'Input Dims' (expected sizes >= 0)",
+                )
+            )
+        return
+    for key in ("bytes", "size"):
+        value = args.get(key)
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        if is_number and not 0 <= value < INT64_LIMIT:
+            raise ArchsimError(
+                where(
+                    path,
+                    f"{_event_label(event, index)} has '{key}' {_short(value)} (expected a "
+                    "byte count >= 0)",
+                )
+            )
 
 
 def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
-    """Turn ``traceEvents`` into a table of the complete events ingest needs, validating each."""
+    """Turn ``traceEvents`` into a table of the complete events ingest needs, validating each.
+
+    Repairs, each counted on the result: exact duplicate events are removed (a trace concatenated
+    with itself would otherwise double every time); timestamps beyond 2**52 us are rebased onto the
+    earliest one before conversion to float; names with lone surrogates get U+FFFD.
+    """
     path = Path(path)
     cols: dict[str, list[Any]] = {
         k: []
@@ -163,20 +290,29 @@ def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
             "args",
         )
     }
+    other_device: dict[str, int] = {}
+    names_repaired = 0
     for index, event in enumerate(doc["traceEvents"]):
         if not isinstance(event, dict):
             raise ArchsimError(where(path, f"traceEvents[{index}] is not a JSON object"))
         if event.get("ph") != "X":
             continue
-        cat = CATEGORY_ALIASES.get(str(event.get("cat", "")).lower())
-        name = event.get("name")
+        raw_cat = str(event.get("cat", "")).lower()
+        cat = CATEGORY_ALIASES.get(raw_cat)
         if cat is None:
+            if raw_cat.startswith(FOREIGN_DEVICE_PREFIXES) or raw_cat == CUPTI_RANGE_CATEGORY:
+                other_device[raw_cat] = other_device.get(raw_cat, 0) + 1
             continue
         ts, dur = _check_times(path, event, index)
         args = event.get("args")
         if not isinstance(args, dict):
             args = {}
+        _check_args(path, cat, event, index, args)
+        name = event.get("name")
         name = str(name) if name is not None else ""
+        cleaned = clean_text(name)
+        names_repaired += cleaned is not name
+        name = cleaned
         # Legacy traces file record_function ranges (ProfilerStep#N, user scopes) under "Operator";
         # they are annotations, not ops.
         if cat == "cpu_op" and name.startswith(_ANNOTATION_PREFIXES):
@@ -184,13 +320,16 @@ def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
         cols["index"].append(index)
         cols["cat"].append(cat)
         cols["name"].append(name)
-        cols["pid"].append(_as_int(event.get("pid")))
-        cols["tid"].append(_as_int(event.get("tid")))
+        cols["pid"].append(_id_field(path, event, index, "pid", event.get("pid")))
+        cols["tid"].append(_id_field(path, event, index, "tid", event.get("tid")))
         cols["ts"].append(ts)
         cols["dur"].append(dur)
-        cols["correlation"].append(_as_int(args.get("correlation")))
+        cols["correlation"].append(
+            _id_field(path, event, index, "correlation", args.get("correlation"))
+        )
         cols["external_id"].append(_as_int(_first(args, _EXTERNAL_ID_KEYS)))
         cols["args"].append(args)
+    ts_values, rebase = _rebased(cols["ts"])
     events = pd.DataFrame(
         {
             "index": np.asarray(cols["index"], dtype=np.int64),
@@ -198,16 +337,41 @@ def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
             "name": pd.Series(cols["name"], dtype=object),
             "pid": np.asarray(cols["pid"], dtype=np.int64),
             "tid": np.asarray(cols["tid"], dtype=np.int64),
-            "ts": np.asarray(cols["ts"], dtype=np.float64),
+            "ts": ts_values,
             "dur": np.asarray(cols["dur"], dtype=np.float64),
             "correlation": np.asarray(cols["correlation"], dtype=np.int64),
             "external_id": np.asarray(cols["external_id"], dtype=np.int64),
             "args": pd.Series(cols["args"], dtype=object),
         }
     )
+    key = ["cat", "name", "pid", "tid", "ts", "dur", "correlation", "external_id"]
+    duplicated = events.duplicated(subset=key, keep="first").to_numpy()
+    if duplicated.any():
+        events = events[~duplicated].reset_index(drop=True)
     events["end"] = events["ts"] + events["dur"]
     top = {k: v for k, v in doc.items() if k != "traceEvents"}
-    return KinetoTrace(path=path, events=events, top=top, n_events=len(doc["traceEvents"]))
+    return KinetoTrace(
+        path=path,
+        events=events,
+        top=top,
+        n_events=len(doc["traceEvents"]),
+        duplicates_removed=int(duplicated.sum()),
+        ts_rebased_by_us=rebase,
+        names_repaired=int(names_repaired),
+        other_device_events=other_device,
+    )
+
+
+def _rebased(ts: list[int | float]) -> tuple[np.ndarray, int]:
+    """(timestamps as float64, the integer us subtracted from each: 0 unless some exceed 2**52).
+
+    Subtracting in Python integers first keeps integer timestamps exact; converting 9.2e18 straight
+    to float64 would round them to multiples of 1024 us and mis-link kernels to launches.
+    """
+    if not ts or max(abs(t) for t in ts) < TS_EXACT_LIMIT_US:
+        return np.asarray(ts, dtype=np.float64), 0
+    base = min(math.floor(t) for t in ts)
+    return np.asarray([t - base for t in ts], dtype=np.float64), int(base)
 
 
 def read_kineto(path: Path) -> KinetoTrace:
@@ -276,8 +440,22 @@ def op_shapes(args: dict[str, Any]) -> tuple[Any, Any, Any]:
 
 
 def device_properties(top: dict[str, Any]) -> list[dict[str, Any]]:
-    """``deviceProperties`` as a list of plain dicts (empty for CPU-only traces)."""
+    """``deviceProperties`` as a list of plain dicts (empty for CPU-only traces and for traces that
+    do not record it)."""
     props = top.get("deviceProperties")
     if not isinstance(props, list):
         return []
-    return [dict(p) for p in props if isinstance(p, dict)]
+    return [clean_value(dict(p)) for p in props if isinstance(p, dict)]
+
+
+def clean_value(value: Any) -> Any:
+    """Strings with lone surrogates repaired, numbers no int64 holds dropped, recursively."""
+    if isinstance(value, dict):
+        return {clean_text(str(k)): clean_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_value(v) for v in value]
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= INT64_LIMIT:
+        return None
+    return value

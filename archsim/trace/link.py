@@ -1,6 +1,6 @@
 """Link GPU activity to the CPU code that caused it, and points in time to enclosing intervals.
 
-Rules (../shared/fixtures/README.md): a kernel/memcpy/memset joins its launching runtime call
+Rules (checked on the real traces the test suite reads; see tests/test_ingest_fixtures.py): a kernel/memcpy/memset joins its launching runtime call
 (``cudaLaunchKernel``, ``hipLaunchKernel``, ``cudaMemcpyAsync``...) by ``args.correlation``; the launch
 then belongs to the innermost ``cpu_op`` on the same pid/tid whose interval contains the launch's
 start. ``External id`` is NOT used: in 2023-era traces it equals the correlation on launches.
@@ -40,9 +40,17 @@ def _group_codes(keys_a: np.ndarray, keys_b: np.ndarray) -> tuple[np.ndarray, np
     return codes[: len(keys_a)], codes[len(keys_a) :]
 
 
+_THREAD_KEY = np.dtype([("pid", np.int64), ("tid", np.int64)])
+
+
 def thread_key(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """One int64 per (pid, tid): pids and tids are < 2**31 on Linux, so pack them."""
-    return (np.asarray(pid, dtype=np.int64) << 32) ^ (np.asarray(tid, dtype=np.int64) & 0xFFFFFFFF)
+    """One comparable, sortable key per (pid, tid). A structured pair rather than bits packed into
+    one int64: Kineto pids/tids are not bounded by Linux's 2**22 (device pids, synthetic tids,
+    64-bit thread handles), and a packed key would merge distinct threads."""
+    pid = np.asarray(pid, dtype=np.int64)
+    key = np.empty(len(pid), dtype=_THREAD_KEY)
+    key["pid"], key["tid"] = pid, np.asarray(tid, dtype=np.int64)
+    return key
 
 
 def innermost_containing(
@@ -145,7 +153,9 @@ def ancestors_table(ops: pd.DataFrame) -> np.ndarray:
     starting before it, or -1). Used to climb from a launching op to the op that has a FLOP formula.
     """
     n = len(ops)
-    key = thread_key(ops["pid"].to_numpy(), ops["tid"].to_numpy())
+    _, key = np.unique(
+        thread_key(ops["pid"].to_numpy(), ops["tid"].to_numpy()), return_inverse=True
+    )
     start, end = ops["ts"].to_numpy(), ops["end"].to_numpy()
     order = np.lexsort((-end, start, key))
     parent_sorted = np.full(n, -1, dtype=np.int64)

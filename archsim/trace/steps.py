@@ -32,6 +32,7 @@ _STEP_MARKER = re.compile(rf"^archsim::({'|'.join(STEP_ROLES)})_step(?:#(.*))?$"
 _CPU_MARKER = re.compile(r"^archsim::cpu#us=(.*)$")
 _GAP_CPU_MARKER = re.compile(r"^archsim::cpu_gap#us=(.*)$")
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_INT64_MAX = 2**63 - 1
 STEP_INT_ATTRS = ("actor", "batch_size")
 FOREIGN_OPTIMIZER_PREFIX = "Optimizer.step#"
 FOREIGN_BACKWARD_PREFIX = "autograd::engine::evaluate_function"
@@ -50,6 +51,18 @@ def _parse_attrs(path: Path, name: str, text: str | None) -> dict[str, int]:
             raise ArchsimError(
                 where(path, f"step marker '{name}': attribute '{item}' is not key=integer")
             ) from None
+    # A step batches at least one env / request / sample; an actor index is >= 0. A negative batch
+    # would turn every throughput negative (images/s: -64,102.6), so it is refused here.
+    low = {"batch_size": 1, "actor": -1}  # actor -1: not an actor step
+    for key, value in attrs.items():
+        if not low.get(key, -_INT64_MAX) <= value <= _INT64_MAX:
+            raise ArchsimError(
+                where(
+                    path,
+                    f"step marker '{name[:80]}': {key}={value} is out of range (expected an "
+                    f"integer >= {low.get(key, -_INT64_MAX)})",
+                )
+            )
     return attrs
 
 
@@ -262,7 +275,11 @@ def assign_phases(
 
 
 def assign_profiler_steps(
-    annotations: pd.DataFrame, pid: np.ndarray, t: np.ndarray, valid: np.ndarray
+    annotations: pd.DataFrame,
+    pid: np.ndarray,
+    t: np.ndarray,
+    valid: np.ndarray,
+    path: Path | str = "trace",
 ) -> np.ndarray:
     """ProfilerStep#N number containing each anchor on the same process, -1 outside."""
     out = np.full(len(t), -1, dtype=np.int64)
@@ -274,6 +291,16 @@ def assign_profiler_steps(
     pos = latest_containing(
         pid[idx], t[idx], marks["pid"].to_numpy(), marks["ts"].to_numpy(), marks["end"].to_numpy()
     )
-    nums = numbers[numbers.notna()].astype(np.int64).to_numpy()
+    values = [int(v) for v in numbers[numbers.notna()]]
+    too_big = next((v for v in values if v > _INT64_MAX), None)
+    if too_big is not None:
+        raise ArchsimError(
+            where(
+                path,
+                f"annotation 'ProfilerStep#{str(too_big)[:30]}...': step number out of range "
+                "(expected an integer below 2^63)",
+            )
+        )
+    nums = np.asarray(values, dtype=np.int64)
     out[idx] = np.where(pos >= 0, nums[np.maximum(pos, 0)], -1)
     return out
