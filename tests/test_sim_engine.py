@@ -24,7 +24,7 @@ STEPS_IN_WINDOW = 400
 def test_throughput_linear_in_actors_up_to_the_threads_then_flat(engine):
     # 8 hardware threads, 2 reserved for the learner (training loop + inference server): 6 for actors.
     # Infinitely fast GPU, zero-latency link, batch 1: an actor alone steps every 250 us exactly, so
-    # in the window it finishes 400 steps = 1,600 frames; k actors sharing a thread still finish
+    # in the window it finishes 400 steps; k actors sharing a thread still finish
     # 400 steps between them (the thread is never idle).
     times = service_times(actor_step_s=(250e-6,), inference_s=0.0)
     fps = {}
@@ -36,8 +36,8 @@ def test_throughput_linear_in_actors_up_to_the_threads_then_flat(engine):
             sim_seconds=WINDOW_S,
             engine=engine,
         )
-        fps[actors] = simulate_system(times, machine(8), cfg, 32).metrics["frames_per_s"]
-    per_actor = 4 * STEPS_IN_WINDOW / WINDOW_S
+        fps[actors] = simulate_system(times, machine(8), cfg, 32).metrics["env_steps_per_s"]
+    per_actor = STEPS_IN_WINDOW / WINDOW_S
     for actors in (1, 2, 4, 6):
         assert fps[actors] == pytest.approx(actors * per_actor, rel=1e-12)
     for actors in (8, 12, 24):
@@ -65,7 +65,6 @@ def test_one_actor_central_steps_at_one_over_the_round_trip(engine):
     # Steps end at 230 us + k * period, k = 0, 1, ...: those inside 50 ms.
     steps = math.floor((0.05 - 230e-6) / period) + 1
     assert m["env_steps_per_s"] == pytest.approx(steps / 0.05, rel=1e-12)
-    assert m["frames_per_s"] == pytest.approx(4 * steps / 0.05, rel=1e-12)
     assert m["actor_wait_s_per_step"] == pytest.approx(period - 230e-6, rel=1e-6)
 
 
@@ -98,20 +97,25 @@ def test_timeout_closes_a_partial_batch():
 
 
 def test_smt_yield_slows_a_thread_by_its_siblings_busy_time():
-    # 4 threads on 2 cores (2 per core), smt_yield 0.5, local inference. The learner (1 thread in
-    # local mode) is on thread 0 = core 0 and uses no CPU (its step is all GPU). Actors go to core 1
-    # first (threads 1 and 3), then to the learner core's sibling (thread 2).
-    # - threads 1 and 3 share core 1 and are always busy: each runs at 0.5 -> 500 us per step,
-    #   200 steps in the window;
-    # - thread 2's sibling (the learner's thread 0) is never busy: under the "busy" model it runs at
-    #   full speed, 250 us per step, 400 steps; under "static" at 0.5 like the others, 200 steps.
+    # Local inference, smt_yield 0.5, the learner (1 thread in local mode) on thread 0 = core 0 and
+    # using no CPU (its step is all GPU); a 250 us env step.
+    # - 1 core x 2 threads: no other core, so the actor takes the learner core's sibling (thread 1).
+    #   That sibling is never busy: under the "busy" model the actor runs at full speed, 400 steps in
+    #   the window; under "static" at 0.5, 200 steps.
+    # - 2 cores x 2 threads, 3 actors: they take core 1's two threads (1 and 3; actors 0 and 2 share
+    #   thread 1) and leave the learner core's sibling (thread 2) free. Both threads of core 1 are
+    #   always busy, each at 0.5: 200 steps each, in either model.
     times = service_times(actor_step_s=(250e-6,))
-    cfg = SimConfig(actors=3, inference="local", sim_seconds=0.1 + 250e-6)
-    mach = machine(4, cores=2, smt_yield=0.5)
-    busy = simulate_system(times, mach, cfg, 32).metrics
-    static = simulate_system(times, mach, cfg.replace(smt_model="static"), 32).metrics
-    assert busy["env_steps_per_s"] == pytest.approx((200 + 200 + 400) / cfg.sim_seconds)
-    assert static["env_steps_per_s"] == pytest.approx(3 * 200 / cfg.sim_seconds)
+    cfg = SimConfig(actors=1, inference="local", sim_seconds=0.1 + 250e-6)
+    one_core = machine(2, cores=1, smt_yield=0.5)
+    busy = simulate_system(times, one_core, cfg, 32).metrics
+    static = simulate_system(times, one_core, cfg.replace(smt_model="static"), 32).metrics
+    assert busy["env_steps_per_s"] == pytest.approx(400 / cfg.sim_seconds)
+    assert static["env_steps_per_s"] == pytest.approx(200 / cfg.sim_seconds)
+    two_cores = machine(4, cores=2, smt_yield=0.5)
+    for model in ("busy", "static"):
+        m = simulate_system(times, two_cores, cfg.replace(actors=3, smt_model=model), 32).metrics
+        assert m["env_steps_per_s"] == pytest.approx((200 + 200) / cfg.sim_seconds)
 
 
 def test_gpu_streams_share_sms_by_processor_sharing():

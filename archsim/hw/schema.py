@@ -25,7 +25,9 @@ class CpuConfig(_Strict):
     # Per-thread speed relative to the capture machine (1.0 = same speed).
     thread_speed_rel: float = Field(gt=0)
     # Speed of each thread when both hardware threads of a core are busy, relative to running alone.
-    smt_yield: float = Field(gt=0, le=1)
+    # At least 0.5: a core with two busy threads does at least what one thread does alone (SMT adds
+    # +10-30% throughput on servers: Marr et al., Intel Technology Journal 6(1), 2002).
+    smt_yield: float = Field(ge=0.5, le=1)
     idle_power_w: float = Field(ge=0)  # per socket
     max_power_w: float = Field(gt=0)  # per socket (TDP)
 

@@ -3,9 +3,12 @@ how fast each hardware thread runs.
 
 Why pinning: the simulator assigns every software thread to one hardware thread, as thread-affinity
 actor pools (Sample Factory, EnvPool) do: the learner's threads (training loop, inference server) get
-the first hardware threads, and the actors are spread round-robin over the rest (over all of them
-when nothing is left), the SMT siblings of the learner's cores last. So the learner side takes threads away from the actors, which is one of the
-two things that place the knee of an actor sweep (DESIGN.md). A hardware thread serves its software
+the first hardware threads, and the actors are spread round-robin over the threads of the other
+cores, idle cores before SMT siblings (as Linux's scheduler places runnable threads). The SMT
+siblings of the learner's cores stay free while any other core exists (a pinned learner keeps its
+cores), so adding hardware threads never slows the learner or its inference server. So the learner
+side takes threads away from the actors, which is one of the two things that place the knee of an
+actor sweep (DESIGN.md). A hardware thread serves its software
 threads first-come first-served, which is a FIFO queue (Lindley recursion). Linux numbers the first hardware thread of every core before any second sibling, so
 thread ``t`` lives on core ``t % cores``: the first ``cores`` software threads get a core each and
 SMT only starts when more are placed.
@@ -63,11 +66,13 @@ def place_threads(
     cores = min(cores, hw_threads)
     reserved = np.arange(n_reserved) % hw_threads
     learner_cores = set((reserved % cores).tolist())
-    rest = [t for t in range(n_reserved, hw_threads) if t % cores not in learner_cores]
-    # The SMT siblings of the learner's cores are used last, as a deployment that pins the learner
-    # on its own cores would.
-    rest += [t for t in range(n_reserved, hw_threads) if t % cores in learner_cores]
-    order = np.array(rest if rest else range(hw_threads), dtype=int)
+    # Threads are numbered first threads of every core, then second siblings, so this order fills
+    # idle cores before any SMT sibling.
+    own_cores = [t for t in range(n_reserved, hw_threads) if t % cores not in learner_cores]
+    # The learner process keeps its cores to itself, as a deployment that pins it does: the SMT
+    # siblings of its cores take actors only when no other core is left.
+    siblings = [t for t in range(n_reserved, hw_threads) if t % cores in learner_cores]
+    order = np.array(own_cores or siblings or range(hw_threads), dtype=int)
     actors = order[np.arange(n_actors) % len(order)]
     placement = np.concatenate([reserved, actors]).astype(int)
     occupied = np.zeros(hw_threads, dtype=bool)
