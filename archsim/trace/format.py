@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -105,6 +106,68 @@ def _checked_table(
         raise
 
 
+# meta.yaml sections that every consumer reads as mappings (`workload: x` would fail far away).
+_META_MAPPINGS = ("workload", "source", "capture", "ingest")
+
+
+def _check_meta(path: Path, meta: dict[str, Any]) -> None:
+    for key in _META_MAPPINGS:
+        if key in meta and not isinstance(meta[key], dict):
+            raise ArchsimError(
+                f"{path}: '{key}' is {type(meta[key]).__name__} {str(meta[key])[:40]!r} "
+                "(expected a mapping)"
+            )
+    workload = meta.get("workload", {})
+    if "name" in workload and not isinstance(workload["name"], str | type(None)):
+        raise ArchsimError(f"{path}: 'workload.name' is not a string")
+    if "settings" in workload and not isinstance(workload["settings"], dict | type(None)):
+        raise ArchsimError(f"{path}: 'workload.settings' is not a mapping")
+
+
+def _check_steps(path: Path, steps: pd.DataFrame) -> None:
+    """One row per step, each with some recorded time, no negative durations, batches >= 1."""
+    dup = steps["step_id"].duplicated()
+    if dup.any():
+        raise ArchsimError(
+            f"{path}: step_id {int(steps['step_id'][dup].iloc[0])} appears "
+            f"{int((steps['step_id'] == steps['step_id'][dup].iloc[0]).sum())} times "
+            "(expected one row per step)"
+        )
+    timed = [c for c in steps.columns if c.endswith("_us")]
+    empty = steps[timed].isna().all(axis=1).to_numpy()
+    if empty.any():
+        row = int(np.flatnonzero(empty)[0])
+        raise ArchsimError(
+            f"{path}: row {row} (step_id {int(steps['step_id'].iloc[row])}) has no times at all "
+            "(every *_us column is NaN)"
+        )
+    dur = steps["dur_us"].to_numpy(dtype=np.float64)
+    bad = (dur < 0) | np.isinf(dur)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ArchsimError(
+            f"{path}: row {row} has dur_us {dur[row]} (expected a finite duration >= 0)"
+        )
+    low = steps["batch_size"] < 1
+    if low.any():
+        row = int(np.flatnonzero(low.to_numpy())[0])
+        raise ArchsimError(
+            f"{path}: row {row} has batch_size {int(steps['batch_size'].iloc[row])} (expected >= 1)"
+        )
+
+
+def _check_ops(path: Path, ops: pd.DataFrame) -> None:
+    """Measured times and counted work are never negative or infinite (NaN: not recorded)."""
+    for column in ("dur_us", "flops", "bytes_read", "bytes_written"):
+        values = ops[column].to_numpy(dtype=np.float64)
+        bad = (values < 0) | np.isinf(values)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ArchsimError(
+                f"{path}: row {row} has {column} {values[row]} (expected a finite number >= 0)"
+            )
+
+
 def load(directory: Path) -> Trace:
     """Read a trace directory, checking that it is one and that its format version is understood."""
     directory = Path(directory)
@@ -115,12 +178,19 @@ def load(directory: Path) -> Trace:
         )
     if not meta_path.exists():
         raise ArchsimError(f"{directory}: not a trace directory ({META_FILE} is missing)")
+    if not meta_path.is_file():
+        raise ArchsimError(f"{meta_path}: is not a file (expected the trace's YAML metadata)")
     try:
-        meta = yaml.safe_load(meta_path.read_text())
-    except yaml.YAMLError as exc:
+        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ArchsimError(f"{meta_path}: not UTF-8 text (expected YAML metadata)") from None
+    except OSError as exc:
+        raise ArchsimError(f"{meta_path}: cannot be read ({exc.strerror})") from None
+    except (yaml.YAMLError, RecursionError) as exc:
         raise ArchsimError(f"{meta_path}: not valid YAML ({exc.__class__.__name__})") from None
     if not isinstance(meta, dict):
         raise ArchsimError(f"{meta_path}: expected a mapping of trace metadata")
+    _check_meta(meta_path, meta)
     version = meta.get("format_version")
     if version != FORMAT_VERSION:
         raise ArchsimError(
@@ -138,6 +208,8 @@ def load(directory: Path) -> Trace:
                 f"{path}: not a readable Parquet table ({exc.__class__.__name__})"
             ) from None
         tables[name] = _checked_table(path, table, columns, CORE_COLUMNS[name])
+    _check_steps(directory / STEPS_FILE, tables[STEPS_FILE])
+    _check_ops(directory / OPS_FILE, tables[OPS_FILE])
     raw = directory / RAW_FILE
     return Trace(
         meta=meta,
