@@ -1,0 +1,91 @@
+"""The table of formulas by op key, and the lookups ingest uses: op_key, op_class, op_cost."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from archsim.trace.flops import conv, gemm, memory, optim, pointwise, rnn
+from archsim.trace.flops.args import Formula, OpCost, parse_args, words
+
+_FORMULAS: dict[str, tuple[str, Formula]] = {
+    **gemm.FORMULAS,
+    **conv.FORMULAS,
+    **rnn.FORMULAS,
+    **pointwise.FORMULAS,
+    **memory.FORMULAS,
+    **optim.FORMULAS,
+}
+
+# Ops that only change metadata (views, allocation) and do no device work. CPU-only traces leave them
+# out of ops.parquet; `aten::to`/`reshape`/`contiguous` are listed because when they do copy, the copy
+# shows up as their child (_to_copy/copy_/clone), which is kept.
+METADATA_OPS = frozenset(
+    words(
+        "empty empty_like empty_strided new_empty new_empty_strided view view_as reshape "
+        "_reshape_alias _unsafe_view as_strided as_strided_ t transpose transpose_ permute "
+        "expand expand_as squeeze squeeze_ unsqueeze unsqueeze_ slice select narrow split "
+        "split_with_sizes unbind chunk unsafe_split unsafe_chunk detach detach_ alias "
+        "lift_fresh lift resize_ set_ flatten unflatten numpy_T contiguous to result_type "
+        "resolve_conj resolve_neg broadcast_tensors _local_scalar_dense item is_nonzero size "
+        "stride dim _nnz _has_compatible_shallow_copy_type record_stream zeros ones full "
+        "scalar_tensor empty_like view_as_real view_as_complex real imag "
+        "movedim moveaxis swapaxes diagonal indices values"
+    )
+)
+METADATA_OPS = frozenset(name.rstrip("_") for name in METADATA_OPS)  # keys as op_key() makes them
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def op_key(name: str) -> str:
+    """``aten::add_`` -> ``add``; ``ConvolutionBackward0`` -> ``convolution_backward``;
+    ``autograd::engine::evaluate_function: MseLossBackward0`` -> ``mse_loss_backward``."""
+    if ": " in name:
+        name = name.rsplit(": ", 1)[1]
+    base = name.rsplit("::", 1)[-1]
+    if re.fullmatch(r"[A-Z][A-Za-z]*Backward\d*", base):
+        base = _CAMEL_BOUNDARY.sub("_", re.sub(r"\d+$", "", base)).lower()
+    if base.startswith("__") and base.endswith("__"):
+        return base  # operators such as __and__ keep their dunder name
+    return base.rstrip("_") if base.rstrip("_") else base
+
+
+def is_metadata_op(name: str) -> bool:
+    return op_key(name) in METADATA_OPS and "::" in name
+
+
+def op_class(name: str) -> str:
+    """The family an op (or an autograd node / backward op of it) belongs to."""
+    key = op_key(name)
+    if key in _FORMULAS:
+        return _FORMULAS[key][0]
+    if key.endswith("_backward"):
+        forward = key[: -len("_backward")]
+        if forward in _FORMULAS:
+            return _FORMULAS[forward][0]
+    if key.startswith(("_foreach_", "_fused_")):
+        return "optimizer"
+    if "conv" in key:
+        return "conv"
+    if "lstm" in key or "gru" in key or "rnn" in key:
+        return "rnn"
+    return "other"
+
+
+def has_formula(name: str) -> bool:
+    return op_key(name) in _FORMULAS
+
+
+def op_cost(name: str, dims: Any, types: Any = None, concrete: Any = None) -> OpCost:
+    """FLOPs and bytes of one recorded op call; falls back to input bytes when no formula applies."""
+    args = parse_args(dims, types, concrete)
+    klass = op_class(name)
+    if args is None:
+        return OpCost(klass, 0.0, 0.0, 0.0, False, "")
+    entry = _FORMULAS.get(op_key(name))
+    result = entry[1](args) if entry is not None else None
+    if result is None:
+        return OpCost(klass, 0.0, args.read_bytes(), 0.0, False, args.dtype)
+    flops, read, written = result
+    return OpCost(klass, float(flops), float(read), float(written), True, args.dtype)
