@@ -7,3 +7,9 @@ python3 -m venv .venv
 . .venv/bin/activate
 pip install -q --disable-pip-version-check "torch==2.13.0"
 pip install -q --disable-pip-version-check -e ".[dev]"
+# Headless Chromium opens `archsim report` pages in the test suite (tests/test_report_html.py); where
+# apt is available as root it is installed from Debian's packages, elsewhere that one test skips.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+    || echo "setup: chromium could not be installed; the report's browser test will skip" >&2
+fi

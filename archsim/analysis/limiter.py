@@ -1,0 +1,89 @@
+"""What limits a simulated run's throughput, and why, in words a report can print.
+
+A closed system (actors wait for their actions) runs as fast as its most loaded resource allows, so the
+limiter is read from utilizations and waits the simulator already reports:
+
+- a resource busy at least ``SATURATED`` of the time is saturated: adding actors cannot raise frames/s
+  beyond it (the GPU, or the CPU threads as a whole);
+- actors that spend more than half of their time waiting (for an action or for the replay rate
+  limiter) are held back by whatever they wait on: the inference path (batching, server thread, GPU)
+  or the learner's pacing (the larger of the two mean waits says which);
+- otherwise the system is latency-bound: every resource has slack and throughput grows with actors.
+
+``SATURATED`` is 0.9: in an M/M/1-like queue the wait grows as 1/(1-u), so above ~90% busy, queueing
+rather than service dominates (Kleinrock, *Queueing Systems* vol. 1, 1975, the M/M/1 mean response
+time); a sweep's knee shows up there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+SATURATED = 0.9
+# An actor that spends more than half of its time waiting is held back by what it waits for.
+WAITING = 0.5
+
+
+def limiter(metrics: Mapping[str, float]) -> tuple[str, str]:
+    """(short name, one-sentence reason) of what limits a run whose record is ``metrics`` (simulate's
+    metric names, plus the ``actors`` knob as metrics.json and sweep rows carry it)."""
+    gpu = _number(metrics, "gpu_util")
+    cpu = _number(metrics, "cpu_util")
+    if gpu >= SATURATED and gpu >= cpu:
+        return "GPU", f"the GPU is busy {gpu:.0%} of the time: more actors only queue behind it"
+    if cpu >= SATURATED:
+        return (
+            "CPU",
+            f"the CPU threads are {cpu:.0%} busy: actors, inference server and learner compete for them",
+        )
+    actors = _number(metrics, "actors")
+    steps_per_s = _number(metrics, "env_steps_per_s")
+    # Fraction of each actor's time spent waiting: waits per step x steps per actor per second.
+    waiting = _number(metrics, "actor_wait_s_per_step") * steps_per_s / actors if actors else 0.0
+    if waiting > WAITING:
+        replay_wait = _number(metrics, "replay_insert_wait_mean_us")
+        inference_wait = _number(metrics, "inference_wait_mean_us")
+        if replay_wait >= inference_wait:
+            ratio = metrics.get("replay_ratio")
+            return (
+                "learner pacing",
+                f"actors spend {waiting:.0%} of their time waiting for the learner to consume their "
+                f"transitions (replay ratio {ratio} samples per insert); a faster learner, a "
+                "larger learner batch or a lower ratio raises frames/s",
+            )
+        return (
+            "inference",
+            f"actors spend {waiting:.0%} of their time waiting for actions "
+            f"({inference_wait:,.0f} us per request: batching, the server thread and the GPU)",
+        )
+    return (
+        "actors (latency-bound)",
+        f"no resource is saturated (GPU {gpu:.0%}, CPU {cpu:.0%} busy) and actors mostly work: "
+        "more actors add throughput",
+    )
+
+
+def _number(metrics: Mapping[str, float], key: str) -> float:
+    try:
+        value = float(metrics.get(key, 0.0) or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return value if math.isfinite(value) else 0.0
+
+
+def knee(xs: Sequence[float], ys: Sequence[float], efficiency: float = 0.5) -> float | None:
+    """The first x after which y grows less than ``efficiency`` x proportionally to x (None: never).
+
+    With y = frames/s and x = actors, a system that scales perfectly doubles y when x doubles; the knee
+    is where doubling x buys less than half of that (``efficiency`` 0.5), i.e. where the limiter bites.
+    """
+    points = sorted((float(x), float(y)) for x, y in zip(xs, ys, strict=True))
+    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+        if x0 <= 0 or y0 <= 0 or not math.isfinite(y1):
+            continue
+        ideal_gain = x1 / x0 - 1.0
+        gain = y1 / y0 - 1.0
+        if ideal_gain > 0 and gain < efficiency * ideal_gain:
+            return x0
+    return None
