@@ -19,6 +19,7 @@ from archsim.hw.schema import (
     MemoryConfig,
     NetworkConfig,
 )
+from archsim.perf.launch import launch_overhead_us
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -88,11 +89,13 @@ def detect_gpu() -> GpuConfig | None:
         name=props.name,
         count=torch.cuda.device_count(),
         sms=props.multi_processor_count,
+        physical_sms=props.multi_processor_count,
         clock_mhz=clock_mhz,
         fp32_flops_per_clk_per_sm=128,
         fp16_flops_per_clk_per_sm=256,
         tensor_flops_per_clk_per_sm=1024 if props.major >= 7 else 0,
         dram_bw_gbs=900,
+        dram_pj_per_bit=3.9,  # HBM2 (O'Connor et al., MICRO 2017), with the V100 bandwidth
         dram_latency_ns=500,
         l2_size_mb=max(getattr(props, "L2_cache_size", 6 * 2**20) / 2**20, 0.25),
         l2_bw_gbs=2155,
@@ -101,7 +104,8 @@ def detect_gpu() -> GpuConfig | None:
         registers_per_sm=getattr(props, "regs_per_multiprocessor", 65536),
         shared_mem_per_sm_kb=getattr(props, "shared_memory_per_multiprocessor", 98304) / 1024,
         launch_latency_us=1.0,
-        launch_overhead_us=5.2,
+        # the local machine is the capture machine: its thread speed is 1.0 (archsim.perf.launch)
+        launch_overhead_us=round(launch_overhead_us(1.0), 2),
         idle_power_w=55,
         max_power_w=300,
     )

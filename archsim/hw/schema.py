@@ -44,6 +44,9 @@ class GpuConfig(_Strict):
     name: str
     count: int = Field(ge=1)
     sms: int = Field(ge=1)
+    # SMs of the physical card, which ``--sms`` / ``--set gpu.sms`` leave alone: SMs beyond ``sms``
+    # are disabled and draw only idle power (archsim.perf.power). None = ``sms``.
+    physical_sms: int | None = Field(default=None, ge=1)
     clock_mhz: float = Field(gt=0)
     fp32_flops_per_clk_per_sm: float = Field(gt=0)
     fp16_flops_per_clk_per_sm: float = Field(gt=0)
@@ -52,6 +55,9 @@ class GpuConfig(_Strict):
     # convolutions in TF32 by default (torch.backends.cudnn.allow_tf32 = True).
     tf32: bool = False
     dram_bw_gbs: float = Field(gt=0)
+    # DRAM energy per bit moved (memory technology: HBM2, GDDR6, ...), for the power model's DRAM
+    # term. None = no DRAM term (the SMs then take the whole dynamic budget).
+    dram_pj_per_bit: float | None = Field(default=None, ge=0)
     dram_latency_ns: float = Field(gt=0)
     l2_size_mb: float = Field(gt=0)
     l2_bw_gbs: float = Field(gt=0)
@@ -66,6 +72,11 @@ class GpuConfig(_Strict):
     launch_overhead_us: float = Field(ge=0)  # CPU time per launch on the launching thread
     idle_power_w: float = Field(ge=0)  # per GPU
     max_power_w: float = Field(gt=0)  # per GPU
+
+    @property
+    def card_sms(self) -> int:
+        """SMs of the physical card (at least the enabled ``sms``): the power model's denominator."""
+        return max(self.sms, self.physical_sms or self.sms)
 
     @property
     def fp32_peak_flops(self) -> float:

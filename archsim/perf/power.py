@@ -1,14 +1,104 @@
-"""Power model (DESIGN.md "Power"): idle power plus a dynamic part proportional to utilization, per
-GPU and per CPU socket. Pure functions; energy is the time integral of power.
+"""Power model (DESIGN.md "Power"): per GPU and per CPU socket, idle power plus the dynamic power of
+what is doing work. Pure functions; energy is the time integral of power.
+
+GPU: ``idle + sm_dynamic_w x (busy SM-seconds / (all SMs of the physical card x time)) + DRAM``.
+SMs that ``--sms`` disables draw only their share of idle, so two busy SMs of a V100's 80 add
+2/80 of the SM budget, not the whole card's. The DRAM term is the energy per bit of the memory
+technology times the bits the kernels move. The SM budget is what is left of the board power (TDP)
+once idle and DRAM at full bandwidth are paid, so a card with every SM busy and DRAM at peak
+bandwidth draws exactly its TDP.
+
+CPU socket: ``idle + per_core_w x busy cores``, where a core's second hardware thread adds only
+SMT_SECOND_THREAD_POWER_FRAC of a core (both threads share the core's pipelines and caches). The
+per-core figure is what is left of TDP after idle, spread over every core of the socket with all of
+its threads busy.
+
+Power is linear in the time-integrated activity (busy seconds, bytes), so the power of a window is
+the mean of the power of its parts and energy is exactly the integral of the power series. Every
+result is clipped to [idle, TDP] per device: activity can only exceed its bound through float
+residue or a DRAM byte rate above the modelled bandwidth (two memory-bound kernels sharing the
+GPU), and a real board caps its power at TDP by lowering its clocks.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+# A core's second busy SMT thread raises its power by ~24% (Li, Brooks, Hu, Skadron, Bose,
+# "Understanding the Energy Efficiency of Simultaneous Multithreading", ISLPED 2004: SMT gives ~20%
+# speedup for ~24% more power over a range of applications).
+SMT_SECOND_THREAD_POWER_FRAC = 0.24
+BITS_PER_BYTE = 8
+PJ = 1e-12  # joules per picojoule
+
+
+def dram_peak_w(dram_bw_gbs: float, dram_pj_per_bit: float) -> float:
+    """DRAM power at full bandwidth: bandwidth x 8 bits x energy per bit."""
+    return dram_bw_gbs * 1e9 * BITS_PER_BYTE * dram_pj_per_bit * PJ
+
+
+def sm_share_of_card(
+    sm_fraction: np.ndarray | float, enabled_sms: int, physical_sms: int
+) -> np.ndarray:
+    """Share of the physical card's SMs in use, from the share of the ENABLED SMs in use.
+
+    ``physical_sms`` below ``enabled_sms`` (a what-if card with more SMs than the preset's) counts
+    the enabled SMs as the card: its TDP is then spread over more SMs.
+    """
+    card = max(physical_sms, enabled_sms, 1)
+    return np.clip(np.asarray(sm_fraction, dtype=float), 0.0, 1.0) * (enabled_sms / card)
+
+
+def gpu_power_w(
+    sm_share: np.ndarray | float,
+    dram_bytes_per_s: np.ndarray | float,
+    idle_w: float,
+    max_w: float,
+    dram_bw_gbs: float,
+    dram_pj_per_bit: float,
+) -> np.ndarray:
+    """Power of one GPU whose SMs are busy ``sm_share`` of the card (time mean, in [0, 1]) and whose
+    kernels move ``dram_bytes_per_s`` to and from DRAM; within [idle_w, max_w]."""
+    budget_w = max(max_w - idle_w, 0.0)
+    dram_w_per_bps = dram_pj_per_bit * PJ * BITS_PER_BYTE
+    dram_full_w = min(dram_peak_w(dram_bw_gbs, dram_pj_per_bit), budget_w)
+    sm_dynamic_w = budget_w - dram_full_w
+    share = np.clip(np.asarray(sm_share, dtype=float), 0.0, 1.0)
+    dram_w = np.maximum(np.asarray(dram_bytes_per_s, dtype=float), 0.0) * dram_w_per_bps
+    return np.clip(idle_w + sm_dynamic_w * share + dram_w, idle_w, max(max_w, idle_w))
+
+
+def cpu_per_core_w(
+    idle_w: float, max_w: float, cores_per_socket: int, threads_per_core: int
+) -> float:
+    """Dynamic power of one busy core with one busy thread, such that every core of the socket
+    with all of its threads busy draws the TDP."""
+    extra = SMT_SECOND_THREAD_POWER_FRAC * max(threads_per_core - 1, 0)
+    return max(max_w - idle_w, 0.0) / (max(cores_per_socket, 1) * (1.0 + extra))
+
+
+def cpu_socket_power_w(
+    first_thread_busy: np.ndarray | float,
+    sibling_thread_busy: np.ndarray | float,
+    idle_w: float,
+    max_w: float,
+    cores_per_socket: int,
+    threads_per_core: int,
+) -> np.ndarray:
+    """Power of one socket whose cores' first hardware threads are busy ``first_thread_busy`` cores'
+    worth (sum of their busy fractions) and whose SMT siblings ``sibling_thread_busy`` threads'
+    worth; within [idle_w, max_w]. Threads fill cores before SMT siblings (Linux's placement), so a
+    busy sibling adds only SMT_SECOND_THREAD_POWER_FRAC of a core."""
+    per_core = cpu_per_core_w(idle_w, max_w, cores_per_socket, threads_per_core)
+    first = np.maximum(np.asarray(first_thread_busy, dtype=float), 0.0)
+    sibling = np.maximum(np.asarray(sibling_thread_busy, dtype=float), 0.0)
+    p = idle_w + per_core * (first + SMT_SECOND_THREAD_POWER_FRAC * sibling)
+    return np.clip(p, idle_w, max(max_w, idle_w))
+
 
 def device_power_w(util: np.ndarray | float, idle_w: float, max_w: float) -> np.ndarray:
-    """Power of one device at utilization ``util`` in [0, 1]: idle + util * (max - idle)."""
+    """Power of a device whose whole dynamic range is used in proportion to ``util`` in [0, 1]:
+    idle + util * (max - idle). Kept for callers that have only a busy fraction."""
     u = np.clip(np.asarray(util, dtype=float), 0.0, 1.0)
     return idle_w + u * (max_w - idle_w)
 

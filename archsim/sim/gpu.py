@@ -4,7 +4,8 @@ Kernels from the two streams share the SMs: a job whose kernels fill every SM (`
 gets the GPU alone, and smaller ones run side by side until the SMs are full. When both streams have
 a job running, each progresses at rate ``1 / max(1, f_inference + f_learner)``: processor sharing of
 the SMs. Rates change only when a job starts or ends, so the GPU recomputes its next completion at
-those moments (an old timer is recognised by its version and ignored).
+those moments (an old timer is recognised by its version and ignored). A job's DRAM bytes are moved
+at an even rate over its progress, for the power model.
 """
 
 from __future__ import annotations
@@ -27,17 +28,24 @@ class SharedGpu:
         self.env = env
         self.rec = rec
         self.waiting: list[deque] = [deque(), deque()]
-        # running job per stream: [work left s, sm fraction, done event, label, start, arrived]
+        # running job per stream: [work left s, sm fraction, done event, label, start, DRAM bytes
+        # per second of work]
         self.running: list[list | None] = [None, None]
         self.queues = [rec.queue(f"gpu_{name}") for name in STREAMS]
         self.last_t = 0.0
         self.version = 0
 
-    def submit(self, stream: int, work_s: float, sm_fraction: float, label: str) -> simpy.Event:
-        """Queue a job of ``work_s`` GPU seconds (when alone) on ``stream``; returns its done event."""
+    def submit(
+        self, stream: int, work_s: float, sm_fraction: float, label: str, dram_bytes: float = 0.0
+    ) -> simpy.Event:
+        """Queue a job of ``work_s`` GPU seconds (when alone) on ``stream`` that moves ``dram_bytes``
+        to and from DRAM; returns its done event."""
         done = self.env.event()
         self._advance()
-        self.waiting[stream].append((work_s, sm_fraction, done, label, self.env.now))
+        bytes_per_work_s = dram_bytes / work_s if work_s > 0 else 0.0
+        self.waiting[stream].append(
+            (work_s, sm_fraction, done, label, self.env.now, bytes_per_work_s)
+        )
         self.queues[stream].enter(self.env.now)
         if self.running[stream] is None:
             self._start_next(stream)
@@ -56,20 +64,24 @@ class SharedGpu:
         if dt > 0:
             rate = self._rate()
             occupied = 0.0
+            moved = 0.0
             for job in self.running:
                 if job is not None:
                     job[0] -= dt * rate
                     occupied += job[1]
+                    moved += dt * rate * job[5]
             if occupied > 0:
                 self.rec.gpu_busy(self.last_t, now, min(1.0, occupied))
+            if moved > 0:
+                self.rec.gpu_dram(self.last_t, now, moved)
         self.last_t = now
 
     def _start_next(self, stream: int) -> None:
         if self.waiting[stream]:
-            work, frac, done, label, arrived = self.waiting[stream].popleft()
+            work, frac, done, label, arrived, bytes_rate = self.waiting[stream].popleft()
             now = self.env.now
             self.queues[stream].leave(now, arrived)
-            self.running[stream] = [work, frac, done, label, now]
+            self.running[stream] = [work, frac, done, label, now, bytes_rate]
         else:
             self.running[stream] = None
 

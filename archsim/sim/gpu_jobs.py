@@ -1,7 +1,9 @@
 """GPU time of one job (an inference batch, a learner step) from a few representative steps' ops:
 resized with ``scale_ops_to_batch`` and predicted with ``predict_op_seconds`` in ONE call on the
 concatenated table for every batch size asked. SM share of a job: blocks / (SMs x resident blocks
-per SM), capped at 1, time-weighted over its ops."""
+per SM), capped at 1, time-weighted over its ops. DRAM bytes of a job (for the power model): the
+ops' bytes read and written (from their tensor sizes: an upper bound, as L2 hits never reach
+DRAM; kernels that carry no bytes count none)."""
 
 from __future__ import annotations
 
@@ -60,8 +62,9 @@ def job_times(
     sizes: np.ndarray,
     hw,
     source,
-) -> tuple[np.ndarray, np.ndarray]:
-    """GPU seconds of one step and its SM share, for every batch size in ``sizes``, in one pass."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """GPU seconds of one step, its SM share and its DRAM bytes, for every batch size in
+    ``sizes``, in one pass."""
     from archsim.perf.kernel import launch_shape, predict_op_seconds, scale_ops_to_batch
     from archsim.perf.occupancy import blocks_per_sm
 
@@ -79,8 +82,13 @@ def job_times(
     blocks, threads, regs, smem = launch_shape(big)
     resident = blocks_per_sm(threads, regs, smem, hw.gpu)
     frac = np.minimum(1.0, blocks / (hw.gpu.sms * np.maximum(resident, 1.0)))
-    frame = pd.DataFrame({"size": big["_size"], "t": seconds, "tf": seconds * frac})
+    nbytes = np.nan_to_num(big["bytes_read"].to_numpy(dtype=float), nan=0.0) + np.nan_to_num(
+        big["bytes_written"].to_numpy(dtype=float), nan=0.0
+    )
+    frame = pd.DataFrame(
+        {"size": big["_size"], "t": seconds, "tf": seconds * frac, "b": np.maximum(nbytes, 0.0)}
+    )
     sums = frame.groupby("size").sum().reindex(sizes)
     total = sums["t"].to_numpy() / n_steps
     weighted = sums["tf"].to_numpy() / np.maximum(sums["t"].to_numpy(), 1e-30)
-    return total, weighted
+    return total, weighted, sums["b"].to_numpy() / n_steps

@@ -63,6 +63,9 @@ def serve_batch(
             float(times.inference_gpu_s[n_obs]),
             float(times.inference_sm_fraction[n_obs]),
             label,
+            dram_bytes=0.0
+            if times.inference_dram_bytes is None
+            else float(times.inference_dram_bytes[n_obs]),
         )
     elif system.params_lock is not None:
         # the batch's forward pass holds the params lock; the request handling around it does not

@@ -31,6 +31,7 @@ class InferenceWork:
     sm_fraction: np.ndarray
     server_cpu_s_per_batch: float
     recorded: bool  # a SEED trace: batches close when a server thread is free
+    dram_bytes: np.ndarray | None = None  # GPU DRAM bytes of a batch of each size, for power
 
 
 def derive_inference_work(trace, hw, config: SimConfig, source) -> InferenceWork:
@@ -45,19 +46,21 @@ def derive_inference_work(trace, hw, config: SimConfig, source) -> InferenceWork
     inf_ops, inf_from = lowered(inf_ops, inf_from, backward_steps=None)
     inference_gpu_s = np.zeros(max_batch + 1)
     inference_frac = np.zeros(max_batch + 1)
+    inference_bytes = np.zeros(max_batch + 1)
     if config.inference == "central":
         if inf_ops.empty:
             raise ArchsimError(
                 "trace: no act/inference_batch ops; --inference central needs the policy's ops"
             )
         sizes = np.arange(1, max_batch + 1)
-        seconds, frac = job_times(inf_ops, inf_steps, inf_from, sizes, hw, source)
+        seconds, frac, nbytes = job_times(inf_ops, inf_steps, inf_from, sizes, hw, source)
         # A batch may be padded to any larger size, so b observations never need longer than
         # the fastest size >= b: the suffix minimum (the kernel model's wave quantisation can make
         # a bigger batch faster than a smaller one).
         order = np.minimum.accumulate(seconds[::-1])[::-1]
         frac = np.where(order < seconds, np.nan, frac)
         frac = pd.Series(frac).bfill().to_numpy()
+        nbytes = pd.Series(np.where(order < seconds, np.nan, nbytes)).bfill().to_numpy()
         seconds = order
         copied = has_copies(inf_ops)
         copies = np.array(
@@ -65,6 +68,8 @@ def derive_inference_work(trace, hw, config: SimConfig, source) -> InferenceWork
         )
         inference_gpu_s[1:] = seconds + copies
         inference_frac[1:] = frac * seconds / np.maximum(seconds + copies, 1e-30)
+        # the observations copied to the GPU are written to its DRAM once
+        inference_bytes[1:] = nbytes + (0.0 if copied else sizes * OBS_BYTES)
         if recorded:
             # On a GPU the policy's ops leave the server thread but each costs a kernel launch.
             kernels_per_batch = len(inf_ops) / inf_steps
@@ -76,4 +81,5 @@ def derive_inference_work(trace, hw, config: SimConfig, source) -> InferenceWork
         sm_fraction=np.clip(inference_frac, 0.0, 1.0),
         server_cpu_s_per_batch=server_cpu_s_per_batch,
         recorded=recorded,
+        dram_bytes=inference_bytes,
     )

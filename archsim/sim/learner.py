@@ -23,7 +23,11 @@ def learner_process(system: System):
         )
         if times.on_gpu:
             done = gpu.submit(
-                LEARNER, times.learner_gpu_s, times.learner_sm_fraction, "learner_step"
+                LEARNER,
+                times.learner_gpu_s,
+                times.learner_sm_fraction,
+                "learner_step",
+                dram_bytes=times.learner_dram_bytes,
             )
             yield from threads.execute(thread, times.learner_launch_cpu_s, "kernel_launches")
             yield done

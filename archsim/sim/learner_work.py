@@ -25,6 +25,7 @@ class LearnerWork:
     launch_cpu_s: float  # kernel launches, capture-thread seconds
     gpu_s: float  # the step on the GPU, batch copy included
     sm_fraction: float
+    dram_bytes: float = 0.0  # GPU DRAM bytes of the step (its ops and the batch copy), for power
 
 
 def trace_learner_batch(trace) -> int:
@@ -61,7 +62,7 @@ def derive_learner_work(trace, hw, learner_batch: int, source) -> LearnerWork:
         train_ops, train_from = lowered(train_ops, train_from, backward_steps=length)
         train_ops = fold_sequence_dims(train_ops, train_from, unrolls)
         steps_per_sample = length + burn_in  # one observation per step of a sequence
-    seconds, frac = job_times(
+    seconds, frac, nbytes = job_times(
         train_ops, train_steps, train_from, np.array([learner_batch]), hw, source
     )
     batch_bytes = learner_batch * steps_per_sample * OBS_BYTES
@@ -80,4 +81,6 @@ def derive_learner_work(trace, hw, learner_batch: int, source) -> LearnerWork:
         launch_cpu_s=launch_capture_s,
         gpu_s=gpu_s,
         sm_fraction=float(np.clip(learner_frac, 0.0, 1.0)),
+        # the batch copied to the GPU is written to its DRAM once (unless the ops hold the copy)
+        dram_bytes=float(nbytes[0]) + (0.0 if has_copies(train_ops) else float(batch_bytes)),
     )

@@ -28,5 +28,11 @@ def derive_machine(hw, config: SimConfig) -> Machine:
             sockets=cpu.sockets,
             cpu_idle_w=cpu.idle_power_w,
             cpu_max_w=cpu.max_power_w,
+            gpu_enabled_sms=hw.gpu.sms if hw.gpu is not None else 1,
+            gpu_card_sms=hw.gpu.card_sms if hw.gpu is not None else 1,
+            gpu_dram_bw_gbs=hw.gpu.dram_bw_gbs if hw.gpu is not None else 1.0,
+            gpu_dram_pj_per_bit=(hw.gpu.dram_pj_per_bit or 0.0) if hw.gpu is not None else 0.0,
+            cores_per_socket=cpu.cores_per_socket,
+            threads_per_core=cpu.threads_per_core,
         ),
     )

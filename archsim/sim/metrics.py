@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from archsim.perf.power import device_power_w, frames_per_joule
+from archsim.perf.power import (
+    cpu_socket_power_w,
+    frames_per_joule,
+    gpu_power_w,
+    sm_share_of_card,
+)
 
 # ALE with frameskip 4: one agent (env) step = 4 frames (REFERENCE.md "RL workloads").
 FRAMES_PER_ENV_STEP = 4
@@ -91,15 +96,18 @@ class Recorder:
     cpu_busy_s: np.ndarray = field(init=False)
     gpu_sm_busy_s: float = 0.0  # integral of the SM fraction in use
     gpu_any_busy_s: float = 0.0  # time with at least one kernel running
+    gpu_dram_bytes: float = 0.0  # bytes the kernels moved to and from GPU DRAM in the window
     queues: dict[str, QueueStat] = field(default_factory=dict)
     cpu_bins: np.ndarray = field(init=False)
     gpu_bins: np.ndarray = field(init=False)
+    dram_bins: np.ndarray = field(init=False)
     timeline: list | None = None
 
     def __post_init__(self) -> None:
         self.cpu_busy_s = np.zeros(self.hw_threads)
         self.cpu_bins = np.zeros((max(self.series_bins, 1), self.hw_threads))
         self.gpu_bins = np.zeros(max(self.series_bins, 1))
+        self.dram_bins = np.zeros(max(self.series_bins, 1))  # bytes per bin
 
     def queue(self, name: str) -> QueueStat:
         if name not in self.queues:
@@ -124,6 +132,17 @@ class Recorder:
             if self.series_bins:
                 _add_to_bins(self.gpu_bins, s, f, end, weight=sm_fraction)
 
+    def gpu_dram(self, start: float, finish: float, nbytes: float) -> None:
+        """``nbytes`` moved at an even rate over [start, finish): the part inside the window."""
+        end = self.end
+        s = start if start < end else end
+        f = finish if finish < end else end
+        if f > s and finish > start:
+            rate = nbytes / (finish - start)
+            self.gpu_dram_bytes += rate * (f - s)
+            if self.series_bins:
+                _add_to_bins(self.dram_bins, s, f, end, weight=rate)
+
 
 def _add_to_bins(bins: np.ndarray, s: float, f: float, end: float, weight: float = 1.0) -> None:
     """Add the overlap of [s, f) with each of the equal bins of [0, end) to ``bins`` (in seconds)."""
@@ -140,7 +159,8 @@ def _add_to_bins(bins: np.ndarray, s: float, f: float, end: float, weight: float
 
 @dataclass(frozen=True)
 class PowerModel:
-    """Idle and peak power of what is in use: ``gpus`` GPUs and every CPU socket."""
+    """Idle and peak power of what is in use: ``gpus`` GPUs and every CPU socket, plus what the
+    power model (archsim.perf.power) needs to charge only the SMs, cores and bytes that work."""
 
     gpus: int
     gpu_idle_w: float
@@ -148,24 +168,92 @@ class PowerModel:
     sockets: int
     cpu_idle_w: float  # per socket
     cpu_max_w: float  # per socket
+    gpu_enabled_sms: int = 1  # gpu.sms after --sms
+    gpu_card_sms: int = 1  # SMs of the physical card (gpu.physical_sms); the rest draw only idle
+    gpu_dram_bw_gbs: float = 1.0
+    gpu_dram_pj_per_bit: float = 0.0  # 0: no DRAM term
+    # 0: unknown, the threads in use on a socket count as its cores (small test machines)
+    cores_per_socket: int = 0
+    threads_per_core: int = 1
+
+
+def _power_w(
+    power: PowerModel,
+    width_s: float,
+    cpu_busy_s: np.ndarray,
+    gpu_sm_busy_s: np.ndarray | float,
+    gpu_dram_bytes: np.ndarray | float,
+    socket_of_thread: np.ndarray,
+    smt_sibling: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(CPU W, GPU W) over intervals of ``width_s``: ``cpu_busy_s`` is (intervals, threads) busy
+    seconds, the GPU figures per interval. Linear in every input, so a window's power is the mean
+    of its parts' (energy = integral of power)."""
+    busy = np.atleast_2d(cpu_busy_s) / width_s
+    sibling = np.zeros(busy.shape[1], dtype=bool) if smt_sibling is None else smt_sibling
+    first_busy = np.zeros((busy.shape[0], power.sockets))
+    sibling_busy = np.zeros((busy.shape[0], power.sockets))
+    for s in range(power.sockets):
+        on = socket_of_thread == s
+        first_busy[:, s] = busy[:, on & ~sibling].sum(axis=1)
+        sibling_busy[:, s] = busy[:, on & sibling].sum(axis=1)
+    in_use = np.bincount(socket_of_thread[~sibling], minlength=power.sockets)
+    cores = power.cores_per_socket or np.maximum(in_use, 1)
+    cpu_w = np.zeros(busy.shape[0])
+    for s in range(power.sockets):
+        cores_s = int(cores if np.isscalar(cores) else cores[s])
+        cpu_w += cpu_socket_power_w(
+            first_busy[:, s],
+            sibling_busy[:, s],
+            power.cpu_idle_w,
+            power.cpu_max_w,
+            cores_s,
+            power.threads_per_core,
+        )
+    gpu_w = np.zeros(busy.shape[0])
+    if power.gpus > 0:
+        share = sm_share_of_card(
+            np.asarray(gpu_sm_busy_s, dtype=float) / width_s,
+            power.gpu_enabled_sms,
+            power.gpu_card_sms,
+        )
+        # One GPU runs both streams; any further GPUs in use are counted idle (the learner uses one).
+        gpu_w = gpu_w + gpu_power_w(
+            share,
+            np.asarray(gpu_dram_bytes, dtype=float) / width_s,
+            power.gpu_idle_w,
+            power.gpu_max_w,
+            power.gpu_dram_bw_gbs,
+            power.gpu_dram_pj_per_bit,
+        )
+        gpu_w = gpu_w + (power.gpus - 1) * power.gpu_idle_w
+    return cpu_w, gpu_w
 
 
 def summarize(
-    rec: Recorder, power: PowerModel, socket_of_thread: np.ndarray, threads_per_socket: np.ndarray
+    rec: Recorder,
+    power: PowerModel,
+    socket_of_thread: np.ndarray,
+    threads_per_socket: np.ndarray,
+    smt_sibling: np.ndarray | None = None,
 ) -> dict[str, float]:
-    """The run's metrics, named as the sweep CSV columns."""
+    """The run's metrics, named as the sweep CSV columns. ``smt_sibling`` marks the hardware threads
+    that are a core's second thread (None: none is). ``avg_power_w`` and ``energy_j`` count CPU
+    sockets and GPUs together (archsim.perf.power); ``frames_per_joule`` divides by both."""
     t = rec.end
     frames = FRAMES_PER_ENV_STEP * rec.env_steps
     cpu_util = float(rec.cpu_busy_s.sum() / (rec.hw_threads * t))
-    socket_busy = np.bincount(socket_of_thread, weights=rec.cpu_busy_s, minlength=power.sockets)
-    socket_util = socket_busy / (np.maximum(threads_per_socket, 1) * t)
-    cpu_power_w = float(np.sum(device_power_w(socket_util, power.cpu_idle_w, power.cpu_max_w)))
-    # One GPU runs both streams; any further GPUs in use are counted idle (the learner uses one).
-    gpu_sm_util = rec.gpu_sm_busy_s / t
-    gpu_power_w = (
-        float(device_power_w(gpu_sm_util, power.gpu_idle_w, power.gpu_max_w))
-        + (power.gpus - 1) * power.gpu_idle_w
+    cpu_w, gpu_w = _power_w(
+        power,
+        t,
+        rec.cpu_busy_s,
+        rec.gpu_sm_busy_s,
+        rec.gpu_dram_bytes,
+        socket_of_thread,
+        smt_sibling,
     )
+    cpu_power_w, gpu_power_w = float(cpu_w[0]), float(gpu_w[0])
+    gpu_sm_util = rec.gpu_sm_busy_s / t
     avg_power_w = cpu_power_w + gpu_power_w
     energy = avg_power_w * t
     out = {
@@ -193,17 +281,23 @@ def summarize(
 
 
 def power_series(
-    rec: Recorder, power: PowerModel, socket_of_thread: np.ndarray, threads_per_socket: np.ndarray
+    rec: Recorder,
+    power: PowerModel,
+    socket_of_thread: np.ndarray,
+    threads_per_socket: np.ndarray,
+    smt_sibling: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(bin start times, total power per bin): piecewise-constant power of the run, for plots and
     for checking that energy is its integral."""
     n = rec.series_bins
     width = rec.end / n
-    socket_busy = np.zeros((n, power.sockets))
-    for s in range(power.sockets):
-        socket_busy[:, s] = rec.cpu_bins[:, socket_of_thread == s].sum(axis=1)
-    socket_util = socket_busy / (np.maximum(threads_per_socket, 1) * width)
-    cpu_w = device_power_w(socket_util, power.cpu_idle_w, power.cpu_max_w).sum(axis=1)
-    gpu_w = device_power_w(rec.gpu_bins / width, power.gpu_idle_w, power.gpu_max_w)
-    gpu_w = gpu_w + (power.gpus - 1) * power.gpu_idle_w
+    cpu_w, gpu_w = _power_w(
+        power,
+        width,
+        rec.cpu_bins,
+        rec.gpu_bins,
+        rec.dram_bins,
+        socket_of_thread,
+        smt_sibling,
+    )
     return np.arange(n) * width, cpu_w + gpu_w

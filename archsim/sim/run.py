@@ -93,10 +93,12 @@ def simulate_system(
     rec, engine, events = _run(times, layout, machine, config, learner_batch, timeline, series_bins)
     socket_of_thread = layout.socket_of_thread()
     threads_per_socket = np.bincount(socket_of_thread, minlength=machine.sockets)
-    metrics = summarize(rec, machine.power, socket_of_thread, threads_per_socket)
+    # a hardware thread beyond the first ``layout.cores`` is its core's second (SMT) thread
+    smt_sibling = np.arange(layout.hw_threads) >= layout.cores
+    metrics = summarize(rec, machine.power, socket_of_thread, threads_per_socket, smt_sibling)
     series = None
     if series_bins:
-        series = power_series(rec, machine.power, socket_of_thread, threads_per_socket)
+        series = power_series(rec, machine.power, socket_of_thread, threads_per_socket, smt_sibling)
     return SimResult(
         metrics=metrics,
         config=config,

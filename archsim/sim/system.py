@@ -50,6 +50,10 @@ class ServiceTimes:
     # also holds the lock) done under the params lock, and of an inference batch of each size.
     learner_locked_cpu_s: float = 0.0
     inference_locked_s: np.ndarray | None = None
+    # GPU DRAM bytes of an inference batch (index = batch size; None = 0) and of a learner step, for
+    # the power model's DRAM term (archsim.perf.power)
+    inference_dram_bytes: np.ndarray | None = None
+    learner_dram_bytes: float = 0.0
 
     def check(self, config: SimConfig) -> None:
         if len(self.actor_step_cpu_s) == 0:

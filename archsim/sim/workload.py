@@ -57,4 +57,6 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         publish_cpu_s=actor.param_copy_capture_s,  # serialize once per publication; actors fetch it
         server_cpu_s_per_batch=inference.server_cpu_s_per_batch,
         batch_when_server_free=inference.recorded,
+        inference_dram_bytes=inference.dram_bytes,
+        learner_dram_bytes=learner.dram_bytes,
     )
