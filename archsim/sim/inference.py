@@ -20,6 +20,7 @@ from collections.abc import Callable
 import simpy
 from simpy.events import Event
 
+from archsim.sim.gil import run_burst
 from archsim.sim.gpu import INFERENCE
 from archsim.sim.system import System, locked
 
@@ -54,7 +55,8 @@ def serve_batch(
         rec.inference_batches += 1
         rec.inference_obs += n_obs
     cpu_s = times.server_cpu_s_per_batch + times.server_cpu_s_per_obs * n_obs
-    yield from system.threads.execute(server, cpu_s, "inference_server")
+    # request handling holds the learner process's GIL for its Python part (archsim.sim.gil)
+    yield from run_burst(system, server, cpu_s, times.python.server, "inference_server")
     yield from system.replay.insert(n_obs)
     label = f"inference_batch b={n_obs}"
     if times.on_gpu:
@@ -71,10 +73,12 @@ def serve_batch(
         # the batch's forward pass holds the params lock; the request handling around it does not
         locked_s = float(times.inference_locked_s[n_obs])
         free_s = float(times.inference_gpu_s[n_obs]) - locked_s
-        yield from system.threads.execute(server, free_s, label)
-        yield from locked(system.params_lock, system.threads.execute(server, locked_s, label))
+        python = times.python.inference
+        yield from run_burst(system, server, free_s, python, label)
+        yield from locked(system.params_lock, run_burst(system, server, locked_s, python, label))
     else:
-        yield from system.threads.execute(server, float(times.inference_gpu_s[n_obs]), label)
+        cpu_s = float(times.inference_gpu_s[n_obs])
+        yield from run_burst(system, server, cpu_s, times.python.inference, label)
     # The recorded server sends the replies once it has the actions: it is free again only then.
     server_free()
     if times.response_down_s > 0:

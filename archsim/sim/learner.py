@@ -1,10 +1,13 @@
 """The learner: sample a batch from replay, launch the training step (the CPU launch cost overlaps
 the GPU work, as asynchronous CUDA launches do), wait for it, and publish parameters. Without a GPU
 the step runs on the learner's own thread; with a params lock (``--param-lock on``) the replay sample
-and the step's locked part (optimizer step, priority update) hold it."""
+and the step's locked part (optimizer step, priority update) hold it. The Python part of each burst
+holds the learner process's GIL (archsim.sim.gil) when the process has a server thread beside it;
+kernel launches are native and take no GIL."""
 
 from __future__ import annotations
 
+from archsim.sim.gil import run_burst
 from archsim.sim.gpu import LEARNER
 from archsim.sim.system import System, locked
 
@@ -15,11 +18,15 @@ def learner_process(system: System):
     thread = system.learner_thread
     batch = system.learner_batch
     lock = system.params_lock
+    python = times.python
     updates = 0
     while True:
         yield from replay.sample(batch)
         yield from locked(
-            lock, threads.execute(thread, times.learner_sample_cpu_s, "replay_sample")
+            lock,
+            run_burst(
+                system, thread, times.learner_sample_cpu_s, python.replay_sample, "replay_sample"
+            ),
         )
         if times.on_gpu:
             done = gpu.submit(
@@ -33,12 +40,17 @@ def learner_process(system: System):
             yield done
         elif lock is not None:
             free_s = times.learner_gpu_s - times.learner_locked_cpu_s
-            yield from threads.execute(thread, free_s, "learner_step")
-            yield from locked(lock, threads.execute(thread, times.learner_locked_cpu_s, "update"))
+            yield from run_burst(system, thread, free_s, python.train, "learner_step")
+            yield from locked(
+                lock,
+                run_burst(system, thread, times.learner_locked_cpu_s, python.update, "update"),
+            )
         else:
-            yield from threads.execute(thread, times.learner_gpu_s, "learner_step")
+            yield from run_burst(system, thread, times.learner_gpu_s, python.train, "learner_step")
         updates += 1
         if env.now < rec.end:
             rec.learner_updates += 1
         if cfg.inference == "local" and updates % cfg.publish_every == 0:
-            yield from threads.execute(thread, times.publish_cpu_s, "param_publish")
+            yield from run_burst(
+                system, thread, times.publish_cpu_s, python.publish, "param_publish"
+            )

@@ -27,6 +27,7 @@ from archsim.sim.actors import (
 )
 from archsim.sim.config import SimConfig
 from archsim.sim.cpu import LindleyThreads, SimpyThreads
+from archsim.sim.gil import Gil
 from archsim.sim.gpu import SharedGpu
 from archsim.sim.inference import FleetBatcher, PlainBatcher
 from archsim.sim.learner import learner_process
@@ -176,6 +177,9 @@ def _run(
                 "the lock (it needs recorded inference batches, as SEED-style R2D2 traces have)"
             )
         system.params_lock = simpy.Resource(env, capacity=1)
+    if times.python.any() and len({system.learner_thread, *system.server_threads}) > 1:
+        # the learner process's threads take turns on its GIL (one thread alone never waits)
+        system.gil = Gil(env, threads)
     engine = _start_processes(system, plain or shared, timeline)
     if shared:
         engine = "shared"

@@ -13,6 +13,7 @@ from archsim.errors import ArchsimError
 from archsim.perf.cpu import ThreadLayout
 from archsim.sim.config import SimConfig
 from archsim.sim.metrics import PowerModel, Recorder
+from archsim.sim.python_share import PythonShare
 
 SAMPLE_CHUNK = (
     1024  # draws per refill of an actor's random stream (any value gives the same stream)
@@ -46,6 +47,9 @@ class ServiceTimes:
     # False on a machine without a GPU: inference batches run on the server thread and learner steps
     # on the learner thread, and the *_gpu_s figures are CPU seconds of the capture machine.
     on_gpu: bool = True
+    # The share of each learner-process burst that is Python and holds the process's GIL
+    # (archsim.sim.python_share); the default, all native, takes no GIL.
+    python: PythonShare = PythonShare()
     # Without a GPU, with --param-lock on: the part of a learner step (after its replay sample, which
     # also holds the lock) done under the params lock, and of an inference batch of each size.
     learner_locked_cpu_s: float = 0.0
@@ -130,6 +134,7 @@ class System:
     server_threads: list[int]  # inference server threads; batch k is served by thread k % n
     actor_threads: np.ndarray
     params_lock: simpy.Resource | None = None  # --param-lock on, without a GPU
+    gil: object = None  # archsim.sim.gil.Gil of the learner process, when two of its threads take turns
 
 
 def locked(lock, work):

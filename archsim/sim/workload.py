@@ -24,6 +24,7 @@ from archsim.sim.inference_work import derive_inference_work
 from archsim.sim.learner_work import derive_learner_work, trace_learner_batch
 from archsim.sim.machine import derive_machine
 from archsim.sim.profiler_cost import without_profiler_cost
+from archsim.sim.python_share import derive_python_share
 from archsim.sim.step_work import whole_steps
 from archsim.sim.system import ServiceTimes
 
@@ -34,12 +35,16 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
     """Per-step work of every component for ``trace`` on ``hw`` under ``config``."""
     from archsim.perf.kernel import source_hw_for_trace
 
+    # the Python share of the learner process's bursts: op and phase times both as profiled
+    python = derive_python_share(trace)
     trace = without_profiler_cost(trace)
     trace = dataclasses.replace(trace, steps=whole_steps(trace.steps))
     source = source_hw_for_trace(trace)
     actor = derive_actor_work(trace, hw, config)
     if hw.gpu is None:
-        return cpu_only_times(trace, config, learner_batch, actor, hw)
+        return dataclasses.replace(
+            cpu_only_times(trace, config, learner_batch, actor, hw), python=python
+        )
     inference = derive_inference_work(trace, hw, config, source)
     learner = derive_learner_work(trace, hw, learner_batch, source)
     envs = config.envs_per_actor
@@ -59,4 +64,5 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         batch_when_server_free=inference.recorded,
         inference_dram_bytes=inference.dram_bytes,
         learner_dram_bytes=learner.dram_bytes,
+        python=python,
     )
