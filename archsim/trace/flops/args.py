@@ -33,6 +33,7 @@ DEFAULT_DTYPE = ("float32", 4)  # legacy traces without "Input type": assume fp3
 OP_CLASSES = (
     "gemm",
     "conv",
+    "attention",
     "elementwise",
     "reduction",
     "softmax",
@@ -78,6 +79,9 @@ class OpArgs:
     values: list[Any]
     dtype: str
     itemsize: int
+    # Output shape known from elsewhere in the trace (e.g. a 2021-era convolution's output, read from
+    # its autograd node's grad_output), for ops whose own recorded arguments do not determine it.
+    output_shape: tuple[int, ...] | None = None
 
     def tensor(self, i: int) -> Tensor | None:
         v = self.values[i] if i < len(self.values) else None

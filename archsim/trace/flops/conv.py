@@ -1,11 +1,19 @@
-"""Convolution formulas (forward, transposed, backward): 2 FLOPs per multiply-add."""
+"""Convolution formulas (forward, transposed, backward): 2 FLOPs per multiply-add.
+
+2021-era traces (PyTorch 1.8-1.10) record stride/padding/dilation as ``GenericList`` without
+values (no ``Concrete Inputs``), so a forward convolution's output size cannot be computed from its
+own arguments; ingest then passes the output shape it read from the matching autograd node
+(``CudnnConvolutionBackward``'s recorded grad_output, same ``Sequence number``) as
+``OpArgs.output_shape``. The legacy backward entry point ``cudnn_convolution_backward`` records
+(input, grad_output, weight), which is all its cost needs.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from archsim.trace.flops.args import Formula, OpArgs, is_ints
+from archsim.trace.flops.args import Formula, OpArgs, Tensor, is_ints
 
 # Positions of (stride, padding, dilation, groups, transposed) in each convolution entry point's
 # schema (native_functions.yaml). Input is arg 0 and weight arg 1 everywhere.
@@ -41,7 +49,7 @@ def _conv(name: str) -> Formula:
         spatial = len(x.shape) - 2
         stride = args.value(stride_i)
         if stride is None:
-            return None  # without the stride (no Concrete Inputs) the output size is unknown
+            return _conv_from_output(args, x, w)
         stride = _seq(stride, spatial, 1)
         padding = _seq(args.value(pad_i), spatial, 0)
         dilation = _seq(args.value(dil_i) if dil_i is not None else None, spatial, 1)
@@ -80,6 +88,34 @@ def _conv(name: str) -> Formula:
     return formula
 
 
+def _conv_from_output(args: OpArgs, x: Tensor, w: Tensor) -> tuple[float, float, float] | None:
+    """Forward convolution whose output shape [N, C_out, *spatial] came from outside its arguments
+    (legacy traces): every output element sums C_in/groups x prod(kernel) products, as in _conv."""
+    out = args.output_shape
+    if out is None or len(out) != len(x.shape) or out[0] != x.shape[0] or out[1] != w.shape[0]:
+        return None  # without the stride (no Concrete Inputs) the output size is unknown
+    out_numel = math.prod(out)
+    flops = 2.0 * out_numel * w.shape[1] * math.prod(w.shape[2:])
+    return flops, args.read_bytes(), out_numel * args.itemsize
+
+
+def _legacy_cudnn_conv_backward(args: OpArgs) -> tuple[float, float, float] | None:
+    """PyTorch 1.8-1.10 ``cudnn_convolution_backward(self, grad_output, weight, padding, stride,
+    dilation, groups, benchmark, deterministic, allow_tf32, output_mask[2])``: grad_input and
+    grad_weight each cost the forward's MACs (grad_output elements x C_in/groups x prod(kernel)),
+    2 FLOPs per MAC; no bias term (cuDNN adds it separately). output_mask is not recorded in these
+    traces: both gradients are counted, as for every non-input layer."""
+    x, go, w = args.tensor(0), args.tensor(1), args.tensor(2)
+    if x is None or go is None or w is None or len(go.shape) < 3 or len(w.shape) != len(go.shape):
+        return None
+    macs = go.numel * w.shape[1] * math.prod(w.shape[2:])
+    mask = args.value(10)
+    mask = list(mask) if isinstance(mask, list | tuple) and len(mask) == 2 else [True, True]
+    flops = 2.0 * macs * (int(bool(mask[0])) + int(bool(mask[1])))
+    written = (x.nbytes if mask[0] else 0) + (w.nbytes if mask[1] else 0)
+    return flops, args.read_bytes(), float(written)
+
+
 def _conv_backward(args: OpArgs) -> tuple[float, float, float] | None:
     """convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
     transposed, output_padding, groups, output_mask): grad_input and grad_weight each cost the
@@ -101,4 +137,5 @@ def _conv_backward(args: OpArgs) -> tuple[float, float, float] | None:
 FORMULAS: dict[str, tuple[str, Formula]] = {
     **{name: ("conv", _conv(name)) for name in _CONV_ARGS},
     "convolution_backward": ("conv", _conv_backward),
+    "cudnn_convolution_backward": ("conv", _legacy_cudnn_conv_backward),
 }

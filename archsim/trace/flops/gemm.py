@@ -46,7 +46,47 @@ def _linear(args: OpArgs) -> tuple[float, float, float] | None:
     return flops, args.read_bytes(), rows * n * args.itemsize
 
 
+def _grouped_mm(offs_idx: int) -> Formula:
+    """``_grouped_mm(self, mat2, offs, ...)`` / ``_scaled_grouped_mm(self, mat2, scale_a, scale_b,
+    offs, ...)``: G independent GEMMs in one call (mixture-of-experts layers). Total FLOPs are
+    2 * sum_g(M_g * K_g * N_g); whichever dimension ``offs`` splits, the per-group sizes sum to the
+    split tensor's extent, so the total follows from the shapes alone:
+    - A [M_total, K] x B [G, K, N] (rows of A split among groups):     2 * M_total * K * N, out [M_total, N]
+    - A [G, M, K] x B [G, K, N] (batched):                             2 * G * M * K * N,  out [G, M, N]
+    - A [M, K_total] x B [K_total, N] (K split; one output per group): 2 * M * K_total * N, out [G, M, N]
+    - A [G, M, K] x B [K, N_total] (columns of B split):               2 * M * K * N_total, out [M, N_total]
+    The output is written in the inputs' element size (fp8 scaled variants write wider: a lower bound).
+    """
+
+    def formula(args: OpArgs) -> tuple[float, float, float] | None:
+        a, b = args.tensor(0), args.tensor(1)
+        if a is None or b is None:
+            return None
+        offs = args.tensor(offs_idx)
+        groups = offs.numel if offs is not None and offs.shape else 1
+        shapes = (len(a.shape), len(b.shape))
+        if shapes == (2, 3) and a.shape[1] == b.shape[1]:
+            flops, out = 2.0 * a.shape[0] * a.shape[1] * b.shape[2], a.shape[0] * b.shape[2]
+        elif shapes == (3, 3) and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]:
+            g, m, k = a.shape
+            flops, out = 2.0 * g * m * k * b.shape[2], g * m * b.shape[2]
+        elif shapes == (2, 2) and a.shape[1] == b.shape[0]:
+            flops, out = (
+                2.0 * a.shape[0] * a.shape[1] * b.shape[1],
+                groups * a.shape[0] * b.shape[1],
+            )
+        elif shapes == (3, 2) and a.shape[2] == b.shape[0]:
+            flops, out = 2.0 * a.shape[1] * a.shape[2] * b.shape[1], a.shape[1] * b.shape[1]
+        else:
+            return None
+        return flops, args.read_bytes(), float(out * args.itemsize)
+
+    return formula
+
+
 FORMULAS: dict[str, tuple[str, Formula]] = {
+    "_grouped_mm": ("gemm", _grouped_mm(2)),
+    "_scaled_grouped_mm": ("gemm", _grouped_mm(4)),
     "mm": ("gemm", _gemm(0, 1)),
     "addmm": ("gemm", _gemm(1, 2, bias_idx=0)),
     "_addmm_activation": ("gemm", _gemm(1, 2, bias_idx=0)),

@@ -1,27 +1,35 @@
-"""Op class of a GPU kernel guessed from its name (when its launching op says nothing)."""
+"""Op class of a GPU kernel guessed from its name (when its launching op says nothing).
+
+Names are matched by whole tokens, never by substring: the name is split at every non-alphanumeric
+character and at lower-to-upper case changes (``_typeConvert`` -> ``type convert``,
+``cudnn::bn_fw_tr_1C11`` -> ``cudnn bn fw tr 1 c11``), and each rule matches a token that starts with
+its prefix (``conv`` matches ``convolve`` and ``conv2d`` but a rule may exclude continuations such as
+``convert``). Vendor GEMM kernels that carry the GEMM in a token's middle (``volta_sgemm_128x64``,
+``ampere_h16816gemm``) are matched on the token's ending instead.
+"""
 
 from __future__ import annotations
 
-# Checked in order: normalisation and softmax kernels often also contain "cudnn" or "reduce".
-_KERNEL_NAME_CLASSES: tuple[tuple[str, str], ...] = (
-    ("softmax", "softmax"),
-    ("batch_norm", "reduction"),
-    ("bn_", "reduction"),
-    ("layer_norm", "reduction"),
-    ("reduce", "reduction"),
-    ("gemm", "gemm"),
-    ("gemv", "gemm"),
-    ("cutlass", "gemm"),
-    ("cublas", "gemm"),
-    ("cijk_", "gemm"),  # AMD Tensile / hipBLASLt GEMM kernels
-    ("conv", "conv"),
-    ("scudnn", "conv"),
-    ("wgrad", "conv"),
-    ("dgrad", "conv"),
-    ("elementwise", "elementwise"),
-    ("copy", "copy"),
-    ("lstm", "rnn"),
-    ("gru", "rnn"),
+import re
+
+_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+
+# (token regex, class), checked in order: normalisation and softmax kernels often also contain
+# "cudnn" or "reduce" tokens. Each regex must match a whole token.
+_KERNEL_TOKEN_CLASSES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), klass)
+    for pattern, klass in (
+        (r"softmax\w*|soft", "softmax"),  # softmax_warp_forward; cunn_SoftMaxForward -> soft max
+        (r"flash\w*|fmha\w*|attention\w*|sdpa\w*", "attention"),
+        (r"bn|batchnorm\w*|layernorm\w*|rmsnorm\w*|groupnorm\w*", "reduction"),
+        (r"norm", "reduction"),  # batch_norm, layer_norm, group_norm split at "_"
+        (r"reduce\w*|\w*kreduce", "reduction"),  # reduce_kernel; splitKreduce_kernel
+        (r"\w*gemm\w*|\w*gemv\w*|cutlass\w*|cublas\w*|cijk|xmma\w*", "gemm"),
+        (r"conv(?!ert)\w*|\w*scudnn\w*|wgrad\w*|dgrad\w*|winograd\w*", "conv"),
+        (r"elementwise\w*|vectorized\w*", "elementwise"),
+        (r"copy\w*", "copy"),
+        (r"lstm\w*|gru\w*", "rnn"),
+    )
 )
 # Kernels that do the work of an op of a class; other kernels an op launches (bias copies, layout
 # transforms) are helpers and get no share of its FLOPs.
@@ -31,10 +39,15 @@ MAIN_KERNEL_CLASSES: dict[str, frozenset[str]] = {
 }
 
 
+def kernel_tokens(kernel_name: str) -> list[str]:
+    """Lower-case tokens of a kernel name (see the module docstring)."""
+    return [t.lower() for t in _SPLIT.split(kernel_name) if t]
+
+
 def kernel_class(kernel_name: str) -> str:
-    """Op class guessed from a kernel's name ("other" when nothing matches)."""
-    lowered = kernel_name.lower()
-    for needle, klass in _KERNEL_NAME_CLASSES:
-        if needle in lowered:
+    """Op class guessed from a kernel's name ("other" when no token matches)."""
+    tokens = kernel_tokens(kernel_name)
+    for pattern, klass in _KERNEL_TOKEN_CLASSES:
+        if any(pattern.fullmatch(t) for t in tokens):
             return klass
     return "other"

@@ -58,4 +58,40 @@ _COPY_OPS: dict[str, Formula] = {
     "gather": _gather,
 }
 
-FORMULAS: dict[str, tuple[str, Formula]] = {name: ("copy", f) for name, f in _COPY_OPS.items()}
+EMBEDDING_BAG_MEAN, EMBEDDING_BAG_MAX = 1, 2  # `mode` values (0 is sum), torch.nn.EmbeddingBag
+
+
+def _embedding_bag(args: OpArgs) -> tuple[float, float, float] | None:
+    """embedding_bag / _embedding_bag(weight[V, D], indices, offsets, scale_grad_by_freq, mode,
+    sparse, per_sample_weights, include_last_offset, ...): each of the N indices gathers a D-row and
+    folds it into its bag: one add (sum, mean) or compare (max) per element, N * D; per_sample_weights
+    multiply each gathered element first (+ N * D); mean divides each bag's D sums (+ B * D). B bags:
+    offsets' length (less one with include_last_offset), or the rows of a 2-D indices tensor.
+    Reads the indices, offsets, weights and the N gathered rows (not the whole table); writes B x D."""
+    w, idx = args.tensor(0), args.tensor(1)
+    if w is None or idx is None or len(w.shape) != 2 or not idx.shape:
+        return None
+    offsets = args.tensor(2)
+    d, n = w.shape[1], idx.numel
+    if len(idx.shape) == 2:
+        bags = idx.shape[0]
+    elif offsets is not None and offsets.shape:
+        bags = offsets.numel - (1 if args.value(7, False) else 0)
+    else:
+        return None
+    mode = args.value(4, 0)
+    weights = args.tensor(6)
+    flops = float(n * d) + (n * d if weights is not None else 0)
+    flops += bags * d if mode == EMBEDDING_BAG_MEAN else 0
+    read = idx.nbytes + (offsets.nbytes if offsets else 0) + (weights.nbytes if weights else 0)
+    read += n * d * w.itemsize
+    return flops, float(read), float(max(bags, 0) * d * w.itemsize)
+
+
+FORMULAS: dict[str, tuple[str, Formula]] = {
+    **{name: ("copy", f) for name, f in _COPY_OPS.items()},
+    **dict.fromkeys(
+        ("embedding_bag", "_embedding_bag", "_embedding_bag_forward_only"),
+        ("reduction", _embedding_bag),
+    ),
+}

@@ -168,7 +168,7 @@ _NORM_OPS: dict[str, float] = {
         words(
             "batch_norm native_batch_norm _batch_norm_impl_index cudnn_batch_norm "
             "miopen_batch_norm _native_batch_norm_legit _native_batch_norm_legit_no_training "
-            "layer_norm native_layer_norm group_norm native_group_norm instance_norm"
+            "group_norm native_group_norm instance_norm"
         ),
         8.0,
     ),
@@ -206,7 +206,77 @@ _LOSS_BACKWARD_OPS: dict[str, float] = {
     "binary_cross_entropy_backward": 4.0,
 }
 
+# Per row of the normalised dims: the mean's and variance's divisions by n, + eps, rsqrt (layer
+# norm, 4); rms norm has no mean: mean-square division, + eps, rsqrt (3).
+LAYER_NORM_OPS_PER_ROW = 4
+RMS_NORM_OPS_PER_ROW = 3
+STATS_ITEMSIZE = (
+    4  # mean / rstd saved for backward are float32 (native_layer_norm, _fused_rms_norm)
+)
+
+
+def _rows(args: OpArgs, x: Tensor, weight_idx: int) -> int | None:
+    """Rows being normalised: numel / prod(normalized_shape) (the weight has normalized_shape)."""
+    w = args.tensor(weight_idx)
+    shape = args.value(1)
+    per_row = w.numel if w is not None else (math.prod(shape) if is_ints(shape) else None)
+    return x.numel // per_row if per_row else None
+
+
+def _layer_norm(saves_stats: bool) -> Formula:
+    """layer_norm / native_layer_norm(input, normalized_shape, weight, bias, eps): per element the
+    mean's add (1), the variance's subtract, square, add (3), (x - mean) * rstd (2), and the affine
+    * weight (1) + bias (1) when given; per row LAYER_NORM_OPS_PER_ROW. Writes the output (and, for
+    native_layer_norm, the float32 mean and rstd per row)."""
+
+    def formula(args: OpArgs) -> tuple[float, float, float] | None:
+        x = args.tensor(0)
+        if x is None:
+            return None
+        affine = (args.tensor(2) is not None) + (args.tensor(3) is not None)
+        rows = _rows(args, x, 2) or 0
+        flops = (6 + affine) * x.numel + LAYER_NORM_OPS_PER_ROW * rows
+        written = x.nbytes + (2 * rows * STATS_ITEMSIZE if saves_stats else 0)
+        return float(flops), args.read_bytes(), float(written)
+
+    return formula
+
+
+def _rms_norm(saves_stats: bool) -> Formula:
+    """rms_norm / _fused_rms_norm(input, normalized_shape, weight, eps) (Zhang & Sennrich 2019,
+    arXiv:1910.07467): per element square (1), add to the mean square (1), x * rstd (1) and * weight
+    (1) when given; per row RMS_NORM_OPS_PER_ROW. Writes the output (and the float32 rstd)."""
+
+    def formula(args: OpArgs) -> tuple[float, float, float] | None:
+        x = args.tensor(0)
+        if x is None:
+            return None
+        rows = _rows(args, x, 2) or 0
+        flops = (3 + (args.tensor(2) is not None)) * x.numel + RMS_NORM_OPS_PER_ROW * rows
+        written = x.nbytes + (rows * STATS_ITEMSIZE if saves_stats else 0)
+        return float(flops), args.read_bytes(), float(written)
+
+    return formula
+
+
+def _rms_norm_backward(args: OpArgs) -> tuple[float, float, float] | None:
+    """_fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask):
+    x_hat = x * rstd (1), w * g (1), their product (1) summed per row (1), x_hat * that mean (1),
+    subtract (1), * rstd (1) = 7 per element for grad_input; g * x_hat (1) summed over rows (1) = 2
+    for grad_weight. Writes grad_input (and grad_weight)."""
+    x = args.tensor(1)
+    if x is None:
+        return None
+    w = args.tensor(4)
+    return 9.0 * x.numel, args.read_bytes(), float(x.nbytes + (w.nbytes if w else 0))
+
+
 FORMULAS: dict[str, tuple[str, Formula]] = {
+    "layer_norm": ("reduction", _layer_norm(saves_stats=False)),
+    "native_layer_norm": ("reduction", _layer_norm(saves_stats=True)),
+    "rms_norm": ("reduction", _rms_norm(saves_stats=False)),
+    "_fused_rms_norm": ("reduction", _rms_norm(saves_stats=True)),
+    "_fused_rms_norm_backward": ("reduction", _rms_norm_backward),
     **{name: ("elementwise", _elementwise(k)) for name, k in _ELEMENTWISE_OPS.items()},
     **{name: ("elementwise", _fill) for name in _FILL_OPS},
     **{name: ("reduction", _reduction(k)) for name, k in _REDUCTION_OPS.items()},

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from archsim.trace.flops import conv, gemm, memory, optim, pointwise, rnn
+from archsim.trace.flops import attention, conv, gemm, memory, optim, pointwise, rnn
 from archsim.trace.flops.args import Formula, OpCost, parse_args, words
 
 _FORMULAS: dict[str, tuple[str, Formula]] = {
     **gemm.FORMULAS,
+    **attention.FORMULAS,
     **conv.FORMULAS,
     **rnn.FORMULAS,
     **pointwise.FORMULAS,
@@ -66,9 +67,10 @@ def op_class(name: str) -> str:
             return _FORMULAS[forward][0]
     if key.startswith(("_foreach_", "_fused_")):
         return "optimizer"
-    if "conv" in key:
-        return "conv"
-    if "lstm" in key or "gru" in key or "rnn" in key:
+    tokens = key.split("_")
+    if any(t.startswith("conv") and not t.startswith("convert") for t in tokens):
+        return "conv"  # conv2d, convolution, slow_conv3d; not convert_element_type
+    if any(t in ("lstm", "gru", "rnn") for t in tokens):
         return "rnn"
     return "other"
 
@@ -77,9 +79,18 @@ def has_formula(name: str) -> bool:
     return op_key(name) in _FORMULAS
 
 
-def op_cost(name: str, dims: Any, types: Any = None, concrete: Any = None) -> OpCost:
-    """FLOPs and bytes of one recorded op call; falls back to input bytes when no formula applies."""
+def op_cost(
+    name: str,
+    dims: Any,
+    types: Any = None,
+    concrete: Any = None,
+    output_shape: tuple[int, ...] | None = None,
+) -> OpCost:
+    """FLOPs and bytes of one recorded op call; falls back to input bytes when no formula applies.
+    ``output_shape``: the op's output shape when known from elsewhere in the trace (legacy convs)."""
     args = parse_args(dims, types, concrete)
+    if args is not None and output_shape is not None:
+        args.output_shape = tuple(output_shape)
     klass = op_class(name)
     if args is None:
         return OpCost(klass, 0.0, 0.0, 0.0, False, "")
