@@ -7,6 +7,7 @@ Writes ``metrics.json`` (resolved knobs, hardware, seed and metrics, named as th
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from archsim.commands._common import add_out_argument
@@ -61,6 +62,8 @@ def handle(args: argparse.Namespace) -> int:
         write_metrics(tmp, record)
         if args.timeline:
             write_chrome_trace(tmp / "timeline.json", result.timeline or [], result.power_series)
+    for note in result.notes:  # e.g. the trace does not say how its learner is paced
+        print(f"{args.trace}: {note}", file=sys.stderr)
     m = result.metrics
     print(
         f"{args.trace} on {hw.name}: {m['frames_per_s']:,.0f} frames/s, "

@@ -7,6 +7,7 @@ Writes ``sweep.csv`` (one row per point, appended as points finish; an interrupt
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -73,6 +74,7 @@ def handle(args: argparse.Namespace) -> int:
         force=args.force,
         progress=not args.no_progress,
     )
+    _note_unpaced(args.trace, knobs)  # after the points: an error stays the one stderr line
     from archsim.atomic import atomic_output_file
 
     with atomic_output_file(args.out / "sweep.parquet", "wb") as handle:
@@ -83,3 +85,21 @@ def handle(args: argparse.Namespace) -> int:
     print(table.sort_values(swept)[columns].to_string(index=False, float_format="{:,.3g}".format))
     print(f"wrote {args.out / 'sweep.csv'}" + (f" and {len(charts)} chart files" if charts else ""))
     return 0
+
+
+def _note_unpaced(trace: Path, knobs: dict) -> None:
+    """Once per sweep (not per point): the note that the trace does not say how its learner is
+    paced, when some point takes the trace's pacing (``--replay-ratio trace``, the default)."""
+    from archsim.sim.config import REPLAY_RATIO_TRACE
+    from archsim.sim.pacing import UNPACED_NOTE
+    from archsim.sim.run import name_trace_in_errors
+    from archsim.trace.format import load
+    from archsim.trace.pacing import samples_per_insert
+
+    if REPLAY_RATIO_TRACE not in knobs.get("replay_ratio", [REPLAY_RATIO_TRACE]):
+        return
+    meta = load(trace).meta if trace.is_dir() else {}  # a raw Kineto file has no workload meta
+    with name_trace_in_errors(trace):
+        ratio, _ = samples_per_insert(meta)
+    if ratio is None:
+        print(f"{trace}: {UNPACED_NOTE}", file=sys.stderr)

@@ -16,6 +16,9 @@ SMT_MODELS = ("busy", "static")
 CPU_SCHEDULERS = ("pinned", "shared")
 SWITCHES = ("off", "on")
 REPLAY_LIMITS = ("both", "learner")
+# --replay-ratio trace (the default): the captured workload's pacing (archsim.trace.pacing),
+# resolved by archsim.sim.run.simulate; unpaced when the trace does not say.
+REPLAY_RATIO_TRACE = "trace"
 # Knobs that take one of a few words, and the words.
 CHOICES = {
     "inference": INFERENCE_MODES,
@@ -42,8 +45,9 @@ class SimConfig:
     inference_batch: int | None = None
     inference_timeout_us: float = 1000.0
     learner_batch: int | None = None  # None: the trace's learner batch
-    # Samples drawn per inserted transition; None: no rate limiter (SEED RL, R2D2 run free).
-    replay_ratio: float | None = None
+    # Samples drawn per inserted transition. "trace": the captured workload's (DQN: batch / train
+    # frequency; R2D2: its replay ratio per transition); None: no rate limiter (--replay-ratio none).
+    replay_ratio: float | str | None = REPLAY_RATIO_TRACE
     # Rate limiter slack, in learner batches: how far either side may run ahead (Reverb's error
     # buffer). A design default: small against a run, at least one insert and one sample wide.
     replay_slack_batches: float = 4.0
@@ -98,8 +102,13 @@ class SimConfig:
             raise ArchsimError(
                 f"--inference-timeout-us: expected >= 0, got {self.inference_timeout_us}"
             )
-        if self.replay_ratio is not None and not self.replay_ratio > 0:
-            raise ArchsimError(f"--replay-ratio: expected > 0, got {self.replay_ratio}")
+        ratio = self.replay_ratio
+        paced = ratio is not None and ratio != REPLAY_RATIO_TRACE
+        number = isinstance(ratio, int | float) and not isinstance(ratio, bool)
+        if paced and not (number and ratio > 0):
+            raise ArchsimError(
+                f"--replay-ratio: expected a number > 0, trace or none, got {ratio!r}"
+            )
         if not self.replay_slack_batches >= 1:
             raise ArchsimError(
                 f"--replay-slack-batches: expected >= 1 (below that both sides could wait on each "
@@ -119,6 +128,14 @@ class SimConfig:
                 )
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ArchsimError(f"--seed: expected a non-negative integer, got {self.seed!r}")
+
+    @property
+    def samples_per_insert(self) -> float | None:
+        """The rate limiter's ratio; None when unpaced (also "trace" left unresolved, as in
+        ``simulate_system``, which has no trace to ask)."""
+        if self.replay_ratio is None or self.replay_ratio == REPLAY_RATIO_TRACE:
+            return None
+        return float(self.replay_ratio)
 
     @property
     def learner_threads(self) -> int:

@@ -16,6 +16,7 @@ from archsim.sim.config import (
     ENGINES,
     INFERENCE_MODES,
     REPLAY_LIMITS,
+    REPLAY_RATIO_TRACE,
     SMT_MODELS,
     SWITCHES,
 )
@@ -32,8 +33,12 @@ def _float(text: str) -> float:
     return value
 
 
-def _optional_float(text: str) -> float | None:
-    return None if text.lower() in ("none", "off") else _float(text)
+def _replay_ratio(text: str) -> float | str | None:
+    """A number, ``trace`` (the captured workload's pacing) or ``none`` (unpaced)."""
+    word = text.lower()
+    if word == REPLAY_RATIO_TRACE:
+        return REPLAY_RATIO_TRACE
+    return None if word in ("none", "off") else _float(text)
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
@@ -66,7 +71,13 @@ KNOBS: tuple[Knob, ...] = (
     Knob("inference_batch", _int, "integer", "max observations per inference batch (64)"),
     Knob("inference_timeout_us", _float, "number", "batching timeout in us (default 1000)"),
     Knob("learner_batch", _int, "integer", "learner batch (default: the trace's)"),
-    Knob("replay_ratio", _optional_float, "number or none", "samples per insert (default none)"),
+    Knob(
+        "replay_ratio",
+        _replay_ratio,
+        "number|trace|none",
+        "samples per inserted transition: a number, none (unpaced) or trace (default: the "
+        "captured workload's pacing)",
+    ),
     Knob("replay_slack_batches", _float, "number", "rate-limiter slack in batches (default 4)"),
     Knob(
         "replay_limit",

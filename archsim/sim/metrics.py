@@ -19,9 +19,6 @@ from archsim.perf.power import (
     sm_share_of_card,
 )
 
-# ALE with frameskip 4: one agent (env) step = 4 frames (REFERENCE.md "RL workloads").
-FRAMES_PER_ENV_STEP = 4
-
 
 class QueueStat:
     """One queue: arrivals, time-integral of its length and total wait, clipped to [0, end]."""
@@ -88,6 +85,9 @@ class Recorder:
     end: float
     hw_threads: int
     series_bins: int = 0  # >0: also keep per-bin utilization for a power time series
+    # Frames per env step of the trace's environment (ALE frameskip; 1 when the trace does not say,
+    # archsim.sim.pacing): frames_per_s = this x env_steps_per_s.
+    frames_per_env_step: float = 1.0
     env_steps: int = 0
     learner_updates: int = 0
     inference_batches: int = 0
@@ -241,7 +241,7 @@ def summarize(
     that are a core's second thread (None: none is). ``avg_power_w`` and ``energy_j`` count CPU
     sockets and GPUs together (archsim.perf.power); ``frames_per_joule`` divides by both."""
     t = rec.end
-    frames = FRAMES_PER_ENV_STEP * rec.env_steps
+    frames = rec.frames_per_env_step * rec.env_steps
     cpu_util = float(rec.cpu_busy_s.sum() / (rec.hw_threads * t))
     cpu_w, gpu_w = _power_w(
         power,

@@ -47,6 +47,7 @@ class SimResult:
     events: int  # simpy events processed
     timeline: list | None = None  # (label, track, start s, duration s) slices
     power_series: tuple[np.ndarray, np.ndarray] | None = None  # (bin start s, power W)
+    notes: tuple[str, ...] = ()  # one-line notes for the user (e.g. an unpaced default learner)
 
 
 # SMT calibration: short runs that measure each hardware thread's busy fraction, from which the
@@ -97,6 +98,14 @@ def simulate_system(
     # a hardware thread beyond the first ``layout.cores`` is its core's second (SMT) thread
     smt_sibling = np.arange(layout.hw_threads) >= layout.cores
     metrics = summarize(rec, machine.power, socket_of_thread, threads_per_socket, smt_sibling)
+    # Learner samples per inserted transition (each env step inserts one), over the window: the
+    # replay ratio the run achieved, in the unit of the learner batch (R2D2: sequences).
+    env_steps_per_s = metrics["env_steps_per_s"]
+    metrics["samples_per_insert"] = (
+        metrics["learner_updates_per_s"] * learner_batch / env_steps_per_s
+        if env_steps_per_s > 0
+        else 0.0
+    )
     series = None
     if series_bins:
         series = power_series(rec, machine.power, socket_of_thread, threads_per_socket, smt_sibling)
@@ -126,7 +135,12 @@ def _run(
     # (they all run on the whole CPU), numbered learner first, then actors.
     owners = np.arange(len(layout.placement)) if shared else layout.placement
     env = simpy.Environment()
-    rec = Recorder(end=config.sim_seconds, hw_threads=layout.hw_threads, series_bins=series_bins)
+    rec = Recorder(
+        end=config.sim_seconds,
+        hw_threads=layout.hw_threads,
+        series_bins=series_bins,
+        frames_per_env_step=times.frames_per_env_step,
+    )
     if timeline:
         rec.timeline = []
     plain = config.engine == "simpy"
@@ -140,7 +154,7 @@ def _run(
         threads = LindleyThreads(env, layout, rec)
     slack = config.replay_slack_batches * max(
         learner_batch,
-        (config.replay_ratio or 0.0)
+        (config.samples_per_insert or 0.0)
         * (config.inference_batch if config.inference == "central" else config.envs_per_actor),
     )
     system = System(
@@ -152,7 +166,11 @@ def _run(
         threads=threads,
         gpu=SharedGpu(env, rec),
         replay=RateLimitedReplay(
-            env, config.replay_ratio, slack, rec, learner_only=config.replay_limit == "learner"
+            env,
+            config.samples_per_insert,
+            slack,
+            rec,
+            learner_only=config.replay_limit == "learner",
         ),
         streams=ActorStreams(
             times.actor_step_cpu_s, config.actors, config.envs_per_actor, config.seed
@@ -205,7 +223,8 @@ def _start_processes(system: System, plain: bool, timeline: bool) -> str:
         env.process(fleet_batcher.run())
         fleet.start()
         return "fast"
-    if not plain and not timeline and _actors_own_threads(system) and config.replay_ratio is None:
+    unpaced = config.samples_per_insert is None
+    if not plain and not timeline and _actors_own_threads(system) and unpaced:
         closed_form_local(system)
         return "closed_form"
     for actor in range(config.actors):
@@ -245,15 +264,18 @@ def simulate(
     trace, hw, config: SimConfig, timeline: bool = False, series_bins: int = 0
 ) -> SimResult:
     """Simulate ``trace``'s workload on ``hw`` (a HardwareConfig) with the knobs of ``config``."""
+    from archsim.sim.pacing import resolve_pacing
     from archsim.sim.recorded import recorded_inference_batch_mean
     from archsim.sim.workload import derive_machine, derive_service_times, trace_learner_batch
 
     learner_batch = config.learner_batch or trace_learner_batch(trace)
     if config.learner_batch is None:
         config = config.replace(learner_batch=learner_batch)
+    config, notes = resolve_pacing(trace, config)
     machine = derive_machine(hw, config)
     times = derive_service_times(trace, hw, config, learner_batch)
     result = simulate_system(times, machine, config, learner_batch, timeline, series_bins)
+    result.notes = notes
     recorded_mean = recorded_inference_batch_mean(trace)
     if recorded_mean is not None:  # next to the simulated inference_batch_mean
         result.metrics["recorded_inference_batch_mean"] = recorded_mean

@@ -58,8 +58,16 @@ class ServiceTimes:
     # the power model's DRAM term (archsim.perf.power)
     inference_dram_bytes: np.ndarray | None = None
     learner_dram_bytes: float = 0.0
+    # Frames per env step of the trace's environment (archsim.trace.pacing; ALE frameskip 4 for the
+    # bundled workloads, 1 when the trace does not say): frames_per_s = this x env_steps_per_s.
+    frames_per_env_step: float = 1.0
 
     def check(self, config: SimConfig) -> None:
+        if not 0 < self.frames_per_env_step < float("inf"):
+            raise ArchsimError(
+                "trace: frames_per_env_step must be a positive number, got "
+                f"{self.frames_per_env_step}"
+            )
         if len(self.actor_step_cpu_s) == 0:
             raise ArchsimError("trace: no actor steps to draw environment-step times from")
         if np.any(~np.isfinite(self.actor_step_cpu_s)) or np.any(self.actor_step_cpu_s < 0):
@@ -69,7 +77,7 @@ class ServiceTimes:
                 f"--inference-batch: no inference time for a batch of {config.inference_batch}"
             )
         learner_step_s = self.learner_sample_cpu_s + self.learner_launch_cpu_s + self.learner_gpu_s
-        if config.replay_ratio is None and learner_step_s <= 0:
+        if config.samples_per_insert is None and learner_step_s <= 0:
             raise ArchsimError(
                 "trace: a learner step takes no time and no --replay-ratio limits it; the learner "
                 "would run infinitely fast"

@@ -23,6 +23,7 @@ from archsim.sim.cpu_only_work import cpu_only_times
 from archsim.sim.inference_work import derive_inference_work
 from archsim.sim.learner_work import derive_learner_work, trace_learner_batch
 from archsim.sim.machine import derive_machine
+from archsim.sim.pacing import trace_frames_per_env_step
 from archsim.sim.profiler_cost import without_profiler_cost
 from archsim.sim.python_share import derive_python_share
 from archsim.sim.step_work import whole_steps
@@ -39,16 +40,16 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
     python = derive_python_share(trace)
     trace = without_profiler_cost(trace)
     trace = dataclasses.replace(trace, steps=whole_steps(trace.steps))
+    frames_per_env_step = trace_frames_per_env_step(trace)
     source = source_hw_for_trace(trace)
     actor = derive_actor_work(trace, hw, config)
     if hw.gpu is None:
-        return dataclasses.replace(
-            cpu_only_times(trace, config, learner_batch, actor, hw), python=python
-        )
+        times = cpu_only_times(trace, config, learner_batch, actor, hw)
+        return dataclasses.replace(times, frames_per_env_step=frames_per_env_step, python=python)
     inference = derive_inference_work(trace, hw, config, source)
     learner = derive_learner_work(trace, hw, learner_batch, source)
     envs = config.envs_per_actor
-    return ServiceTimes(
+    times = ServiceTimes(
         actor_step_cpu_s=actor.actor_step_cpu_s,
         request_up_s=message_seconds(envs * OBS_BYTES, hw.network),
         response_down_s=message_seconds(envs * ACTION_BYTES, hw.network),
@@ -64,5 +65,5 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         batch_when_server_free=inference.recorded,
         inference_dram_bytes=inference.dram_bytes,
         learner_dram_bytes=learner.dram_bytes,
-        python=python,
     )
+    return dataclasses.replace(times, frames_per_env_step=frames_per_env_step, python=python)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.trace.format import Trace
+from archsim.trace.pacing import workload_pacing
 from archsim.trace.schema import ACTOR_PHASES, INFERENCE_PHASES, LEARNER_PHASES, PHASES
 
 _ROLE_PHASES = {"actor": ACTOR_PHASES, "learner": LEARNER_PHASES, "inference": INFERENCE_PHASES}
@@ -78,9 +79,16 @@ def summarize(trace: Trace) -> dict[str, Any]:
     source = meta.get("source", {}) or {}
     by_phase = ops_by_phase(ops)
     kinds = ops["kind"].value_counts().to_dict()
+    pacing = workload_pacing(meta)
     return {
         "workload": (meta.get("workload") or {}).get("name"),
         "format_version": meta.get("format_version"),
+        "pacing": {
+            "samples_per_insert": pacing.samples_per_insert,
+            "samples_per_insert_source": pacing.pacing_source,
+            "frames_per_env_step": pacing.frames_per_env_step,
+            "frames_per_env_step_source": pacing.frames_source,
+        },
         "source": {
             k: source.get(k)
             for k in (
@@ -139,6 +147,21 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"CPU {src['cpu_model']} ({src.get('cpu_cores')} cores, {src.get('cpu_threads')} threads)"
         )
     lines.append("source hardware: " + "; ".join(hw))
+    pacing = summary["pacing"]
+    ratio = pacing["samples_per_insert"]
+    lines.append(
+        "learner pacing: "
+        + (
+            f"{ratio:g} samples per inserted transition ({pacing['samples_per_insert_source']})"
+            if ratio is not None
+            else "unknown, the simulator runs the learner unpaced by default "
+            f"({pacing['samples_per_insert_source']})"
+        )
+    )
+    lines.append(
+        f"frames per env step: {pacing['frames_per_env_step']:g} "
+        f"({pacing['frames_per_env_step_source']})"
+    )
     ops = summary["ops"]
     kinds = ", ".join(f"{v} {k}" for k, v in ops["by_kind"].items())
     lines.append(

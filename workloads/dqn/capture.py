@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from archsim.capture.session import DEFAULT_SCHEDULE, CaptureSchedule, capture
+from workloads.dqn.env import FRAME_SKIP
 from workloads.dqn.run import DqnRunStats, run_dqn
 from workloads.dqn.settings import DqnConfig
 
@@ -39,7 +40,15 @@ def capture_dqn(
 ) -> Any:
     """Run ``steps`` DQN steps under archsim.capture; returns the saved Trace."""
     schedule = schedule or default_schedule(config)
-    meta = {"name": "dqn", "settings": {**config.as_dict(), "steps": steps}}
+    meta = {
+        "name": "dqn",
+        "settings": {**config.as_dict(), "steps": steps},
+        # What the simulator needs to run this program as it ran (archsim.trace.pacing): emulator
+        # frames per env step (AtariEnv's action repeat), and learner samples per inserted
+        # transition, one batch every train_every env steps.
+        "frames_per_env_step": FRAME_SKIP,
+        "samples_per_insert": config.batch_size / config.train_every,
+    }
     with capture(out_dir, meta, schedule=schedule, device=config.device, force=force) as cap:
         stats = run_dqn(config, steps, on_step=cap.step, progress=progress)
         meta["settings"]["learner_updates"] = stats.learner_updates

@@ -16,6 +16,7 @@ from archsim.atomic import check_output_dir
 from archsim.capture.merge import ProcessPart, merge_process_traces
 from archsim.errors import ArchsimError
 from archsim.trace.format import RAW_FILE
+from workloads.dqn.env import FRAME_SKIP
 from workloads.r2d2.seed.runner import RECORDED_FRACTION, run_seed
 from workloads.r2d2.seed.settings import SeedSettings
 
@@ -59,7 +60,16 @@ def capture_r2d2(
         raw_path = tmp_dir / RAW_FILE
         merged = merge_process_traces(parts, raw_path)
         meta = {
-            "workload": {"name": "r2d2", "settings": settings.as_dict()},
+            "workload": {
+                "name": "r2d2",
+                "settings": settings.as_dict(),
+                # For the simulator (archsim.trace.pacing): the actors' AtariEnv repeats each action
+                # FRAME_SKIP frames; the trainer samples replay_ratio sequences per sequence
+                # inserted, one sequence per (length - overlap) env steps of an environment.
+                "frames_per_env_step": FRAME_SKIP,
+                "samples_per_insert": settings.replay_ratio
+                / (settings.r2d2.sequence_length - settings.r2d2.sequence_overlap),
+            },
             "source": source_description("cpu"),
             "torch_version": str(torch.__version__),
             "capture": {

@@ -1,0 +1,28 @@
+"""The learner's default pacing and the frames per env step of a simulated run, from the trace
+(archsim.trace.pacing): ``--replay-ratio trace`` (the default) becomes the captured workload's
+samples per inserted transition, or no rate limiter with a note when the trace does not say."""
+
+from __future__ import annotations
+
+from archsim.sim.config import REPLAY_RATIO_TRACE, SimConfig
+from archsim.trace.pacing import frames_per_env_step, samples_per_insert
+
+UNPACED_NOTE = (
+    "note: the trace does not say how its learner is paced (meta.workload.samples_per_insert), "
+    "so the learner runs unpaced; give --replay-ratio NUMBER to pace it"
+)
+
+
+def resolve_pacing(trace, config: SimConfig) -> tuple[SimConfig, tuple[str, ...]]:
+    """``config`` with ``replay_ratio="trace"`` replaced by the trace's ratio (None: unpaced), and
+    the notes to show the user (one line each)."""
+    if config.replay_ratio != REPLAY_RATIO_TRACE:
+        return config, ()
+    ratio, _ = samples_per_insert(trace.meta)
+    notes = (UNPACED_NOTE,) if ratio is None else ()
+    return config.replace(replay_ratio=ratio), notes
+
+
+def trace_frames_per_env_step(trace) -> float:
+    """Frames per env step of the trace's environment (1 when it does not say)."""
+    return frames_per_env_step(trace.meta)[0]

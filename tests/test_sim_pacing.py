@@ -1,0 +1,145 @@
+"""The learner's default pacing and the frames per env step come from the trace (issue 11 items 3
+and 5): the trace's meta, the replay ratio the run achieves, ``--replay-ratio none``, frames."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from archsim.cli import main
+from archsim.errors import ArchsimError
+from archsim.hw import load_hw
+from archsim.sim.config import SimConfig
+from archsim.sim.knobs import KNOB_BY_NAME, parse_knob
+from archsim.sim.run import simulate
+from archsim.trace import save
+from archsim.trace.info import format_summary, summarize
+from archsim.trace.pacing import frames_per_env_step, samples_per_insert
+from tests.test_sim_support import tiny_trace
+
+# Nature DQN trains a batch of 32 every 4 env steps (Mnih et al. 2015, Extended Data Table 1).
+DQN_SETTINGS = {"batch_size": 32, "train_every": 4}
+SIM_SECONDS = 0.5
+
+
+def _with_workload(trace, workload: dict):
+    meta = copy.deepcopy(trace.meta)
+    meta["workload"] = workload
+    return type(trace)(meta=meta, ops=trace.ops, steps=trace.steps)
+
+
+def _dqn_trace(**extra):
+    return _with_workload(tiny_trace(), {"name": "dqn", "settings": dict(DQN_SETTINGS), **extra})
+
+
+def test_pacing_from_meta_worked_by_hand():
+    # DQN: 32 samples every 4 env steps = 8 per transition.
+    assert samples_per_insert({"workload": {"name": "dqn", "settings": DQN_SETTINGS}})[0] == 8.0
+    # R2D2: 1 sequence sampled per sequence inserted, one sequence per 20 - 10 = 10 env steps.
+    r2d2 = {
+        "name": "r2d2",
+        "settings": {"replay_ratio": 1.0, "r2d2": {"sequence_length": 20, "sequence_overlap": 10}},
+    }
+    assert samples_per_insert({"workload": r2d2})[0] == pytest.approx(0.1)
+    # What a capture writes wins over the settings; nothing known: None (unpaced).
+    explicit = {"name": "dqn", "settings": DQN_SETTINGS, "samples_per_insert": 2.5}
+    assert samples_per_insert({"workload": explicit})[0] == 2.5
+    assert samples_per_insert({"workload": {"name": "alexnet", "settings": {}}})[0] is None
+    assert samples_per_insert({})[0] is None
+
+
+def test_frames_per_env_step_from_meta_and_one_when_unknown():
+    assert frames_per_env_step({"workload": {"frames_per_env_step": 4}})[0] == 4.0
+    assert frames_per_env_step({"workload": {"settings": {"frame_skip": 3}}})[0] == 3.0
+    assert frames_per_env_step({"workload": {"name": "tiny", "settings": {}}})[0] == 1.0
+    assert frames_per_env_step(None)[0] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("workload", "field"),
+    [
+        ({"samples_per_insert": 0}, "workload.samples_per_insert"),
+        ({"samples_per_insert": "fast"}, "workload.samples_per_insert"),
+        ({"frames_per_env_step": float("nan")}, "workload.frames_per_env_step"),
+        ({"name": "dqn", "settings": {"batch_size": 32, "train_every": 0}}, "train_every"),
+    ],
+)
+def test_bad_pacing_meta_is_one_line_naming_the_field(workload, field):
+    with pytest.raises(ArchsimError) as err:
+        samples_per_insert({"workload": workload})
+        frames_per_env_step({"workload": workload})
+    assert field in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("inference", ["central", "local"])
+def test_fast_learner_samples_the_workloads_ratio(inference):
+    """With a learner faster than the workload needs, the default (the trace's pacing) holds it at 8
+    samples per inserted transition; unpaced, the same learner samples more."""
+    trace, hw = _dqn_trace(), load_hw("dgx1-v100")
+    config = SimConfig(actors=1, inference=inference, sim_seconds=SIM_SECONDS)
+    free = simulate(trace, hw, config.replace(replay_ratio=None)).metrics
+    assert free["samples_per_insert"] > 8 * 1.5  # fast enough to need pacing
+    paced = simulate(trace, hw, config)
+    assert paced.config.replay_ratio == 8.0 and paced.notes == ()
+    m = paced.metrics
+    inserted = m["env_steps_per_s"] * SIM_SECONDS
+    # The limiter keeps sampled - 8 x inserted within its slack (4 batches of 32); the window's
+    # counts may also differ from the limiter's by one update in flight.
+    slack = config.replay_slack_batches * 32 + 32
+    assert abs(m["samples_per_insert"] - 8.0) <= slack / inserted
+    assert m["samples_per_insert"] == pytest.approx(8.0, rel=0.05)
+
+
+def test_replay_ratio_none_runs_unpaced_and_trace_default_without_pacing_notes(trace_dir, capsys):
+    hw = load_hw("dgx1-v100")
+    config = SimConfig(actors=4, sim_seconds=SIM_SECONDS)
+    explicit = simulate(_dqn_trace(), hw, config.replace(replay_ratio=None))
+    assert explicit.config.replay_ratio is None and explicit.notes == ()
+    # A trace that does not say: unpaced, the same run as an explicit none, and one note.
+    unknown = simulate(tiny_trace(), hw, config)
+    assert unknown.config.replay_ratio is None and len(unknown.notes) == 1
+    assert unknown.metrics == simulate(tiny_trace(), hw, config.replace(replay_ratio=None)).metrics
+    # The CLI prints that note as one stderr line, and none for --replay-ratio none.
+    for flag, notes in (([], 1), (["--replay-ratio", "none"], 0)):
+        out = trace_dir.parent / f"run{len(flag)}"
+        args = ["simulate", str(trace_dir), "--hw", "dgx1-v100", "--actors", "4"]
+        assert main([*args, "--sim-seconds", "0.05", *flag, "--out", str(out)]) == 0
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == notes and all("unpaced" in line for line in err)
+        assert json.loads((out / "metrics.json").read_text())["replay_ratio"] is None
+
+
+def test_replay_ratio_knob_words():
+    knob = KNOB_BY_NAME["replay_ratio"]
+    assert parse_knob(knob, "trace") == "trace"
+    assert parse_knob(knob, "none") is None
+    assert parse_knob(knob, "8") == 8.0
+    assert SimConfig().replay_ratio == "trace"
+    for bad in ("fast", -1.0, 0.0, float("nan"), True):
+        with pytest.raises(ArchsimError, match="--replay-ratio"):
+            SimConfig(replay_ratio=bad)
+
+
+@pytest.mark.parametrize(("workload_extra", "frames"), [({"frames_per_env_step": 4}, 4), ({}, 1)])
+def test_frames_are_env_steps_times_frames_per_env_step(workload_extra, frames):
+    trace = _dqn_trace(**workload_extra)
+    config = SimConfig(actors=4, sim_seconds=SIM_SECONDS)
+    m = simulate(trace, load_hw("dgx1-v100"), config).metrics
+    assert m["env_steps_per_s"] > 0
+    assert m["frames_per_s"] == frames * m["env_steps_per_s"]
+    assert m["frames_per_joule"] == pytest.approx(
+        m["frames_per_s"] * SIM_SECONDS / m["energy_j"], rel=1e-12
+    )
+
+
+def test_trace_info_says_pacing_and_frames(tmp_path):
+    text = format_summary(summarize(_dqn_trace(frames_per_env_step=4)))
+    assert "learner pacing: 8 samples per inserted transition" in text
+    assert "frames per env step: 4" in text
+    unknown = format_summary(summarize(tiny_trace()))
+    assert "learner pacing: unknown, the simulator runs the learner unpaced" in unknown
+    assert "frames per env step: 1 (not in the trace's meta" in unknown
+    saved = save(_dqn_trace(), tmp_path / "dqn")
+    assert main(["trace", "info", str(saved)]) == 0
