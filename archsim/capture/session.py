@@ -19,6 +19,7 @@ from typing import Any
 from archsim.atomic import check_output_dir
 from archsim.capture.kineto_merge import merge_windows
 from archsim.capture.machine import source_description
+from archsim.capture.progress import Progress
 from archsim.capture.unprofiled import timing_unprofiled_steps
 from archsim.errors import ArchsimError
 from archsim.trace.format import RAW_FILE
@@ -79,9 +80,10 @@ class CaptureHandle:
     After the block, ``trace`` holds the saved :class:`archsim.trace.Trace` and ``out_dir`` its folder.
     """
 
-    def __init__(self, profiler: Any, window_dir: Path):
+    def __init__(self, profiler: Any, window_dir: Path, progress: Progress | None = None):
         self._profiler = profiler
         self._window_dir = window_dir
+        self._progress = progress or Progress(None, "", "", enabled=False)
         self.window_paths: list[Path] = []
         self.steps = 0
         self.trace = None
@@ -91,6 +93,7 @@ class CaptureHandle:
         """Advance the profiler schedule by one step (call it at the end of every agent step)."""
         self.steps += 1
         self._profiler.step()
+        self._progress.update()
 
     def _on_window_ready(self, profiler: Any) -> None:
         path = self._window_dir / f"window-{len(self.window_paths):04d}.json"
@@ -116,11 +119,13 @@ def capture(
     device: str = "cpu",
     force: bool = False,
     record_shapes: bool = True,
+    total_steps: int | None = None,
 ) -> Iterator[CaptureHandle]:
     """Profile the block and save a normalized trace (with its raw Kineto JSON.gz) to ``out_dir``.
 
     ``workload_meta`` is ``{"name": ..., "settings": {...}}``. ``schedule=None`` records the whole block
-    as one window (fine for short user loops that never call ``step``).
+    as one window (fine for short user loops that never call ``step``). ``total_steps`` sizes the
+    progress bar shown on a terminal.
     """
     import torch
 
@@ -138,7 +143,8 @@ def capture(
                 active=schedule.active,
                 repeat=schedule.repeat,
             )
-        handle = CaptureHandle(None, tmp_dir)
+        progress = Progress(total_steps, f"capture {out_dir.name}", "step")
+        handle = CaptureHandle(None, tmp_dir, progress)
         profiler = torch.profiler.profile(
             activities=_profiler_activities(device),
             schedule=torch_schedule,
@@ -149,8 +155,11 @@ def capture(
         with warnings.catch_warnings():
             # torch warns that each cycle's events are cleared; archsim exports every window itself
             warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
-            with timing_unprofiled_steps() as unprofiled_times, profiler:
-                yield handle
+            try:
+                with timing_unprofiled_steps() as unprofiled_times, profiler:
+                    yield handle
+            finally:
+                progress.close()
         if not handle.window_paths:
             first = schedule.first_recorded_step() if schedule else 0
             raise ArchsimError(

@@ -47,4 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
         raise ArchsimError(f"capture: expected a WORKLOAD, one of: {', '.join(known_names())}")
     workload_args = workload_parser(args.workload).parse_args(args.workload_args)
-    return workload_module(args.workload).run_capture(workload_args)
+    from archsim.capture.quiet import quiet_profiler_noise
+
+    with quiet_profiler_noise():
+        return workload_module(args.workload).run_capture(workload_args)

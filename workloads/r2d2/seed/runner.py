@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from archsim.capture.progress import Progress
 from archsim.errors import ArchsimError
 from workloads.r2d2.seed.actor_process import actor_main
 from workloads.r2d2.seed.learner_process import learner_main
@@ -193,13 +194,17 @@ def run_seed(settings: SeedSettings, raw_dir: Path) -> SeedRunResult:
             )
         )
         recording = True
+        progress = Progress(settings.seconds, "r2d2 run (profiled half)", "s")
         while time.monotonic() - started < settings.seconds and failure is None:
             time.sleep(WATCH_PERIOD_S)
             failure = _first_exit(procs, started)
             elapsed_s = time.monotonic() - started
+            progress.set_to(min(elapsed_s, settings.seconds))
             if recording and elapsed_s >= settings.seconds * RECORDED_FRACTION:
                 (raw_dir / STOP_RECORDING_FILE).write_text(f"{elapsed_s:.3f}\n")
                 recording = False
+                progress.note("unprofiled half")
+        progress.close()
         run_seconds = time.monotonic() - started
     except BaseException:
         # a start-up failure or an interrupt: whatever is still starting has nothing worth waiting for
