@@ -16,6 +16,7 @@ import math
 import re
 import zlib
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,31 @@ def read_json(path: Path) -> dict[str, Any]:
         )
     if not isinstance(doc.get("traceEvents"), list):
         raise ArchsimError(where(path, "not a Kineto trace (no 'traceEvents' list)"))
+    if _has_huge_float_ts(doc["traceEvents"]):
+        # Parse again keeping each number's text, so that rebasing is exact (see _rebased).
+        doc = json.loads(raw, parse_float=ExactFloat)
     return doc
+
+
+class ExactFloat(float):
+    """A JSON number as float that remembers its text (only used for traces with timestamps
+    beyond 2**52 us, where float64 has lost the fraction)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> ExactFloat:
+        value = super().__new__(cls, text)
+        value.text = text
+        return value
+
+
+def _has_huge_float_ts(events: list[Any]) -> bool:
+    for event in events:
+        if isinstance(event, dict):
+            ts = event.get("ts")
+            if isinstance(ts, float) and math.isfinite(ts) and abs(ts) >= TS_EXACT_LIMIT_US:
+                return True
+    return False
 
 
 def _as_int(value: Any, default: int = -1) -> int:
@@ -365,13 +390,15 @@ def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
 def _rebased(ts: list[int | float]) -> tuple[np.ndarray, int]:
     """(timestamps as float64, the integer us subtracted from each: 0 unless some exceed 2**52).
 
-    Subtracting in Python integers first keeps integer timestamps exact; converting 9.2e18 straight
-    to float64 would round them to multiples of 1024 us and mis-link kernels to launches.
+    Subtracting in Python integers (or decimals, for numbers parsed as ExactFloat) first keeps the
+    timestamps exact; converting 9.2e18 straight to float64 would round them to multiples of 1024 us
+    and mis-link kernels to launches.
     """
     if not ts or max(abs(t) for t in ts) < TS_EXACT_LIMIT_US:
         return np.asarray(ts, dtype=np.float64), 0
-    base = min(math.floor(t) for t in ts)
-    return np.asarray([t - base for t in ts], dtype=np.float64), int(base)
+    exact = [Decimal(t.text) if isinstance(t, ExactFloat) else t for t in ts]
+    base = min(math.floor(t) for t in exact)
+    return np.asarray([float(t - base) for t in exact], dtype=np.float64), int(base)
 
 
 def read_kineto(path: Path) -> KinetoTrace:
