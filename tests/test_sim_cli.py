@@ -118,7 +118,12 @@ def test_workload_from_a_trace():
     assert central.inference_gpu_s[64] > 64 * 28_224 / 11.5e9
     bigger = derive_service_times(trace, hw, SimConfig(actors=64), 256)
     assert bigger.learner_gpu_s > central.learner_gpu_s
-    assert central.learner_launch_cpu_s == pytest.approx(3 * 5.2e-6 * 0.897)  # 3 ops x 5.2 us
+    # 3 ops x 5.22 us (the DGX-1 host's modelled launch cost), in capture-thread seconds (x 0.897)
+    assert central.learner_launch_cpu_s == pytest.approx(3 * 5.22e-6 * 0.897)
+    # learner DRAM bytes: the ops' bytes plus the batch of 32 x 2 observations copied in
+    assert central.learner_dram_bytes > 32 * 2 * 28_224
+    assert bigger.learner_dram_bytes > central.learner_dram_bytes
+    assert np.all(np.diff(central.inference_dram_bytes[1:]) >= 0)
 
 
 def test_without_a_gpu_policy_and_learner_run_on_cpu_threads():
