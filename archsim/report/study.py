@@ -6,7 +6,8 @@ Each kind of output is recognised by the files its command writes:
 - a sweep: ``sweep.csv`` + ``sweep.json`` (``archsim sweep``);
 - a breakdown: ``breakdown.csv`` (``archsim breakdown``);
 - a validation: ``validation.csv`` + ``summary.json`` (``archsim validate``);
-- an accuracy table: ``accuracy.csv`` (``benchmarks/accuracy_table.py``).
+- an accuracy table: ``accuracy.csv`` (``benchmarks/accuracy_table.py``);
+- a comparison: ``compare.csv`` (``archsim compare``).
 Folders are searched recursively (a demo folder holds a trace, a breakdown and two sweeps), to a
 bounded depth and number of sections so a report of a huge tree stays bounded.
 """
@@ -35,6 +36,7 @@ CAPTIONS = {
     "ratio_map": "Throughput over CPU threads x GPU SMs: the CPU/GPU ratio map.",
     "ratio_scatter": "Throughput against the CPU/GPU ratio (CPU threads per SM).",
     "sweep": "Frames/s against the swept knobs.",
+    "compare": "What changed from A to B: B/A per row on a log2 axis.",
     "validation_scatter": "Predicted versus measured on real runs of this machine; the diagonal is "
     "a perfect prediction.",
 }
@@ -79,6 +81,8 @@ def _kind(folder: Path) -> str | None:
         return "validate"
     if "accuracy.csv" in names:
         return "accuracy"
+    if "compare.csv" in names:
+        return "compare"
     return None
 
 
@@ -222,4 +226,6 @@ def read_section(kind: str, folder: Path) -> Section:
         return _table_section(kind, folder, "breakdown.csv", "Breakdown")
     if kind == "validate":
         return _table_section(kind, folder, "validation.csv", "Validation")
+    if kind == "compare":
+        return _table_section(kind, folder, "compare.csv", "Comparison")
     return _table_section(kind, folder, "accuracy.csv", "Kernel-model accuracy")
