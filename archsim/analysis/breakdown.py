@@ -1,10 +1,16 @@
-"""Sequential idealization (Inci et al. 2020; DESIGN.md): evaluate the GPU time of an op sequence with
-ideal DRAM bandwidth, then also zero DRAM latency, then also an ideal on-chip memory system, then also
-perfect SM utilization. Each drop is that component's share; what remains is math (which also holds
-the GPU's per-kernel floor, gpu.kernel_min_us, that no idealization removes). Ops run serially (one
-kernel at a time, no overlap), and the time is kernel execution time without launch gaps. Ops measured
-on a real GPU keep their measured time as the baseline and are scaled by the model's idealized /
-baseline ratio; calibrated efficiencies therefore only matter for ops predicted from shapes.
+"""Sequential idealization (Inci et al. 2020; DESIGN.md), the paper's steps literally: the GPU time of
+an op sequence with (1) infinite DRAM bandwidth, (2) + zero DRAM latency, (3) + an ideal memory system
+(every request returns at issue), (4) + perfect SM utilization: the sequence on a SINGLE SM with the
+ideal memory system, divided by the SM count (archsim.perf.kernel). Each drop is that component's
+share; what remains is math. Whatever does not shrink when work spreads over more SMs (wave tails, too
+few blocks, the per-kernel floor gpu.kernel_min_us) falls into SM utilization, never into math.
+
+Times are seconds per step of the phase (one inference step or batch, one learner step): the phase's
+ops summed and divided by the steps the trace recorded them in (``steps``), so that a trace holding
+more identical steps gives the same answer. Ops run serially (one kernel at a time, no overlap) and the
+time is kernel execution time without launch gaps. Ops measured on a real GPU keep their measured time
+as the baseline and are scaled by the model's idealized / baseline ratio; calibrated efficiencies
+therefore only matter for ops predicted from shapes.
 """
 
 from __future__ import annotations
@@ -16,12 +22,17 @@ import pandas as pd
 
 from archsim.errors import ArchsimError
 from archsim.hw.schema import HardwareConfig
+from archsim.perf.batch import scale_ops_to_batch
 from archsim.perf.kernel import IDEALIZATIONS, predict_op_seconds
 from archsim.trace.schema import PHASE_GROUPS
 
 COMPONENTS = (*IDEALIZATIONS, "math")
 PHASE_CHOICES = ("all", "inference", "train")
-BREAKDOWN_COLUMNS = ("phase", "component", "seconds", "share")
+GROUPS = (*PHASE_GROUPS, "other")
+BREAKDOWN_COLUMNS = ("phase", "component", "seconds", "share", "steps")
+# --learner-batch / --inference-batch: far above any RL batch (Ape-X's learner: 512, Horgan et al.
+# 2018), low enough that resized FLOPs, bytes and grid sizes stay exact in float64 and int64.
+MAX_BATCH = 2**20
 
 
 def _phase_mask(ops: pd.DataFrame, group: str) -> np.ndarray:
@@ -40,8 +51,93 @@ def phase_bars(ops: pd.DataFrame, phase: str) -> list[str]:
         raise ArchsimError(f"--phase {phase}: expected one of {', '.join(PHASE_CHOICES)}")
     if phase != "all":
         return [phase]
-    groups = [g for g in (*PHASE_GROUPS, "other") if _phase_mask(ops, g).any()]
+    groups = [g for g in GROUPS if _phase_mask(ops, g).any()]
     return [*groups, "all"] if len(groups) > 1 else ["all"]
+
+
+def steps_recorded(ops: pd.DataFrame) -> int:
+    """Steps these ops ran in: distinct step_id (actor/learner/inference steps), else distinct
+    ProfilerStep# (Kineto traces without step markers), else 1 (the whole trace as one step)."""
+    for column in ("step_id", "profiler_step"):
+        if column in ops.columns:
+            ids = pd.to_numeric(ops[column], errors="coerce")
+            count = int(ids[ids >= 0].nunique())
+            if count:
+                return count
+    return 1
+
+
+def _bar_groups(ops: pd.DataFrame, bar: str) -> list[str]:
+    """The phase groups a bar adds up: itself, or for ``all`` every group with ops."""
+    return [g for g in GROUPS if _phase_mask(ops, g).any()] if bar == "all" else [bar]
+
+
+def _per_step_weights(ops: pd.DataFrame) -> tuple[np.ndarray, dict[str, int]]:
+    """1 / (steps of its phase group) for every op, and the step count of each group with ops."""
+    weights = np.zeros(len(ops))
+    counts: dict[str, int] = {}
+    for group in GROUPS:
+        mask = _phase_mask(ops, group)
+        if mask.any():
+            counts[group] = steps_recorded(ops[mask])
+            weights[mask] = 1.0 / counts[group]
+    return weights, counts
+
+
+def resize_batches(
+    ops: pd.DataFrame,
+    steps: pd.DataFrame,
+    learner_batch: int | None = None,
+    inference_batch: int | None = None,
+) -> pd.DataFrame:
+    """``ops`` with every train op resized to ``learner_batch`` and every inference op to
+    ``inference_batch`` samples from the batch of the step it ran in (steps.batch_size), by
+    archsim.perf.batch.scale_ops_to_batch as the simulator does; None keeps the recorded batch."""
+    out = ops.reset_index(drop=True)
+    for group, flag, batch in (
+        ("train", "--learner-batch", learner_batch),
+        ("inference", "--inference-batch", inference_batch),
+    ):
+        if batch is None:
+            continue
+        if not 1 <= batch <= MAX_BATCH:
+            raise ArchsimError(f"{flag}: expected an integer in [1, {MAX_BATCH}], got {batch}")
+        mask = _phase_mask(out, group)
+        if not mask.any():
+            raise ArchsimError(f"{flag}: the trace has no {group} ops to resize")
+        none = pd.Series(dtype="int64")
+        batch_of_step = dict(
+            zip(steps.get("step_id", none), steps.get("batch_size", none), strict=True)
+        )
+        from_batch = out.loc[mask, "step_id"].map(batch_of_step)
+        if from_batch.isna().any():
+            raise ArchsimError(
+                f"{flag}: {int(from_batch.isna().sum())} {group} ops are not in a recorded step "
+                "(steps.parquet), so the batch they were captured at is unknown"
+            )
+        parts = [
+            scale_ops_to_batch(group_ops, max(1, int(b)), batch)
+            for b, group_ops in out[mask].groupby(from_batch.to_numpy(), sort=True)
+        ]
+        out = pd.concat([out[~mask], *parts], ignore_index=True)
+        for column in [c for c in out.columns if c.startswith("measured_")]:
+            # ops left at their batch were measured as they are
+            out[column] = out[column].fillna(out[column.removeprefix("measured_")])
+    return out
+
+
+def _stage_seconds(
+    ops: pd.DataFrame,
+    hw: HardwareConfig,
+    source: HardwareConfig | None,
+    efficiency: Mapping[str, float] | None,
+) -> list[np.ndarray]:
+    """Per-op GPU seconds: baseline, then after each cumulative idealization (5 arrays)."""
+    stages = [predict_op_seconds(ops, hw, source, frozenset(), efficiency, False)]
+    for n in range(1, len(IDEALIZATIONS) + 1):
+        idealize = frozenset(IDEALIZATIONS[:n])
+        stages.append(predict_op_seconds(ops, hw, source, idealize, efficiency, False))
+    return stages
 
 
 def sequence_seconds(
@@ -50,14 +146,10 @@ def sequence_seconds(
     source: HardwareConfig | None = None,
     efficiency: Mapping[str, float] | None = None,
 ) -> list[float]:
-    """GPU time of the sequence: baseline, then after each cumulative idealization (5 numbers)."""
-    totals = [float(predict_op_seconds(ops, hw, source, frozenset(), efficiency, False).sum())]
-    applied: set[str] = set()
-    for component in IDEALIZATIONS:
-        applied.add(component)
-        seconds = predict_op_seconds(ops, hw, source, frozenset(applied), efficiency, False)
-        totals.append(float(seconds.sum()))
-    return totals
+    """GPU time per step of the sequence: baseline, then after each cumulative idealization (5
+    numbers); ops of each phase group divided by that group's recorded steps."""
+    weights, _ = _per_step_weights(ops.reset_index(drop=True))
+    return [float((s * weights).sum()) for s in _stage_seconds(ops, hw, source, efficiency)]
 
 
 def breakdown(
@@ -67,20 +159,30 @@ def breakdown(
     source: HardwareConfig | None = None,
     efficiency: Mapping[str, float] | None = None,
 ) -> pd.DataFrame:
-    """One row per (bar, component): seconds of GPU time attributed to it and its share of the bar."""
-    rows = []
-    for bar in phase_bars(ops, phase):
-        selected = ops[_phase_mask(ops, bar)].reset_index(drop=True)
-        if selected.empty:
+    """One row per (bar, component): seconds of GPU time per step attributed to it, its share of the
+    bar, and the steps averaged. The ``all`` bar is one step of each phase group, summed; its
+    ``steps`` is the total of the groups' steps."""
+    ops = ops.reset_index(drop=True)
+    bars = phase_bars(ops, phase)
+    for bar in bars:
+        if not _phase_mask(ops, bar).any():
             raise ArchsimError(
                 f"trace: no ops in phase {bar!r} (ops phases: "
                 f"{', '.join(sorted(set(ops['phase'].astype(str))) or ['none'])})"
             )
-        totals = sequence_seconds(selected, hw, source, efficiency)
+    wanted = np.logical_or.reduce([_phase_mask(ops, b) for b in bars])
+    ops = ops[wanted].reset_index(drop=True)
+    weights, counts = _per_step_weights(ops)
+    stages = [s * weights for s in _stage_seconds(ops, hw, source, efficiency)]
+    rows = []
+    for bar in bars:
+        mask = _phase_mask(ops, bar)
+        totals = [float(s[mask].sum()) for s in stages]
         # Guard against float noise: a later stage can never exceed an earlier one.
         totals = list(np.minimum.accumulate(totals))
         drops = [a - b for a, b in zip(totals, totals[1:], strict=False)] + [totals[-1]]
         base = totals[0]
+        steps = sum(counts[g] for g in _bar_groups(ops, bar))
         for component, seconds in zip(COMPONENTS, drops, strict=True):
             rows.append(
                 {
@@ -88,6 +190,7 @@ def breakdown(
                     "component": component,
                     "seconds": seconds,
                     "share": seconds / base if base > 0 else 0.0,
+                    "steps": steps,
                 }
             )
     return pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS))
@@ -122,17 +225,25 @@ def sm_curve(
     sm_counts: Sequence[int],
     source: HardwareConfig | None = None,
     efficiency: Mapping[str, float] | None = None,
+    phase: str = "all",
 ) -> pd.DataFrame:
-    """GPU time of the sequence versus SM count (all other fields of ``hw`` fixed)."""
+    """GPU time per step of ``phase`` versus SM count (all other fields of ``hw`` fixed), with the
+    slowdown against the largest count swept and the steps averaged."""
     if hw.gpu is None:
         raise ArchsimError(f"hardware config {hw.name}: has no GPU to sweep SMs on")
+    phase_bars(ops, phase)  # checks the phase name
+    ops = ops.reset_index(drop=True)
+    ops = ops[_phase_mask(ops, phase)].reset_index(drop=True)
+    if ops.empty:
+        raise ArchsimError(f"trace: no ops in phase {phase!r}")
+    weights, counts = _per_step_weights(ops)
     rows = []
     for sms in sm_counts:
         variant = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"sms": int(sms)})})
-        seconds = float(
-            predict_op_seconds(ops, variant, source, frozenset(), efficiency, False).sum()
-        )
-        rows.append({"sms": int(sms), "seconds": seconds})
+        seconds = predict_op_seconds(ops, variant, source, frozenset(), efficiency, False)
+        rows.append({"sms": int(sms), "seconds": float((seconds * weights).sum())})
     curve = pd.DataFrame(rows)
     curve["slowdown_vs_max_sms"] = curve["seconds"] / curve["seconds"].iloc[-1]
+    curve["phase"] = phase
+    curve["steps"] = sum(counts.values())
     return curve

@@ -1,6 +1,7 @@
 """``archsim breakdown TRACE --hw NAME [--phase all|inference|train] --out DIR``: sequential
-idealization of the trace's GPU op sequence (CSV, Parquet, stacked bars), optionally GPU time versus SM
-count (``--sms 2,4,...,80``)."""
+idealization of the trace's GPU op sequence per step of each phase (CSV, Parquet, stacked bars),
+optionally GPU time per step versus SM count (``--sms 2,4,...,80``); ``--learner-batch`` and
+``--inference-batch`` resize the ops as ``simulate`` does."""
 
 from __future__ import annotations
 
@@ -26,12 +27,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="preset of the GPU the trace was measured on (default: matched from the trace's GPU name)",
     )
     parser.add_argument("--sms", help="also sweep SM counts, e.g. 2,4,...,80")
+    parser.add_argument(
+        "--learner-batch", help="resize the train ops to this batch (default: the trace's)"
+    )
+    parser.add_argument(
+        "--inference-batch",
+        help="resize the inference ops to this many observations (default: each step's)",
+    )
     add_out_argument(parser)
     parser.set_defaults(func=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from archsim.analysis.breakdown import breakdown, parse_sm_counts, sm_curve
+    from archsim.analysis.breakdown import breakdown, parse_sm_counts, resize_batches, sm_curve
     from archsim.atomic import atomic_output_dir, check_output_dir
     from archsim.commands._trace_input import load_trace_input
     from archsim.hw.args import hw_from_args
@@ -42,18 +50,23 @@ def handle(args: argparse.Namespace) -> int:
 
     check_output_dir(args.out, args.force)
     hw = hw_from_args(args)
+    batches = {name: _batch_arg(args, name) for name in ("learner_batch", "inference_batch")}
     sm_counts = parse_sm_counts(args.sms) if args.sms else None
     efficiency = load_efficiency(args.calibration) if args.calibration else None
     trace = load_trace_input(args.trace)
-    source = load_hw(args.source_hw) if args.source_hw else source_hw_for_trace(trace)
     from archsim.sim.rnn_lowering import lower_trace_ops
     from archsim.sim.run import name_trace_in_errors
 
     with name_trace_in_errors(args.trace):  # "trace: no ops in phase ..." names the path
+        source = load_hw(args.source_hw) if args.source_hw else source_hw_for_trace(trace)
         ops = lower_trace_ops(trace)  # LSTMs as the kernels a GPU runs for them
+        ops = resize_batches(ops, trace.steps, **batches)
         table = breakdown(ops, hw, args.phase, source, efficiency)
-        curve = sm_curve(ops, hw, sm_counts, source, efficiency) if sm_counts else None
-    title = f"{args.trace.name} on {hw.name}" + (" (calibrated)" if efficiency else "")
+        curve = sm_curve(ops, hw, sm_counts, source, efficiency, args.phase) if sm_counts else None
+    knobs = [f"{k.split('_')[0]} batch {v}" for k, v in batches.items() if v is not None]
+    title = f"{args.trace.name} on {hw.name}" + "".join(
+        f", {text}" for text in (*knobs, "calibrated" if efficiency else "") if text
+    )
     with atomic_output_dir(args.out, force=args.force) as tmp:
         table.to_csv(tmp / "breakdown.csv", index=False)
         table.to_parquet(tmp / "breakdown.parquet", index=False)
@@ -65,6 +78,18 @@ def handle(args: argparse.Namespace) -> int:
     for bar in dict.fromkeys(table["phase"]):
         rows = table[table.phase == bar]
         parts = ", ".join(f"{r.component} {100 * r.share:.1f}%" for r in rows.itertuples())
-        print(f"{bar}: {1e3 * rows.seconds.sum():.3f} ms GPU time: {parts}")
+        steps = int(rows.steps.iloc[0])
+        print(
+            f"{bar}: {1e3 * rows.seconds.sum():.3f} ms GPU time per step "
+            f"(mean of {steps} step{'s' * (steps != 1)}): {parts}"
+        )
     print(f"wrote {args.out}")
     return 0
+
+
+def _batch_arg(args: argparse.Namespace, name: str) -> int | None:
+    """--learner-batch / --inference-batch parsed as ``simulate`` parses them."""
+    from archsim.sim.knobs import KNOB_BY_NAME, parse_knob
+
+    text = getattr(args, name)
+    return None if text is None else parse_knob(KNOB_BY_NAME[name], text)

@@ -15,6 +15,10 @@ blocks per SM, per-SM peak P, DRAM bandwidth W and latency L:
 
 T_min is the GPU's shortest kernel (gpu.kernel_min_us, measured in the fixtures).
 
+Idealizations (the breakdown's steps, Inci et al. 2020): ``dram_bw`` W = inf, ``dram_latency`` L = 0,
+``memory_system`` T_mem = 0, ``sm_utilization`` the op on a single SM divided by N: T_comp =
+T_math x padding / u1 (u1: the usable fraction of one SM running all B blocks) and no T_min.
+
 Ops measured on a real GPU are the measured time scaled by model(target) / model(source) (Habitat's
 idea: the model only has to get ratios right). Ops captured on a CPU are predicted from F, D and a block
 count estimated from the output size (archsim.perf.blocks). The CPU-side launch cost is a separate
@@ -307,8 +311,15 @@ def _terms(
     n_sms = gpu.sms
     resident_limit = blocks_per_sm(threads, registers, shared, gpu)
     t_math = flops / (n_sms * rate_per_sm)
+    saturating = np.where(tiled, ENGINE_SATURATING_THREADS_PER_SM, SATURATING_THREADS_PER_SM)
     if "sm_utilization" in idealize:
-        t_comp = t_math
+        # Perfect SM utilization (Inci et al. 2020): the op on a SINGLE SM, divided by the SM count.
+        # That one SM runs all B blocks, min(a, B) at a time, so its time is N t_math padding / u1;
+        # over N SMs that leaves t_math padding / u1. Tails and too few blocks for N SMs are gone.
+        single_sm_usable = np.minimum(
+            1.0, np.minimum(resident_limit, blocks) * threads / saturating
+        )
+        t_comp = t_math * padding / single_sm_usable
         threads_in_flight = np.full(n_ops, float(n_sms * gpu.max_threads_per_sm))
     else:
         # The busiest SM runs ceil(B/N) blocks (tail and underfill). Its resident blocks use a
@@ -316,7 +327,6 @@ def _terms(
         # (ENGINE_SATURATING_THREADS_PER_SM for tiled GEMM engines).
         blocks_on_busiest_sm = np.ceil(blocks / n_sms)
         resident = np.minimum(resident_limit, blocks_on_busiest_sm)
-        saturating = np.where(tiled, ENGINE_SATURATING_THREADS_PER_SM, SATURATING_THREADS_PER_SM)
         usable = np.minimum(1.0, resident * threads / saturating)
         t_comp = t_math * padding * n_sms * blocks_on_busiest_sm / blocks / usable
         threads_in_flight = np.minimum(blocks, n_sms * resident_limit) * threads
@@ -468,7 +478,10 @@ def body_seconds(
     is_copy = kind.isin(["memcpy", "memset"]).to_numpy(dtype=bool)
     seconds = np.where(is_copy, _copy_seconds(ops, hw, gpu, frozenset(idealize)), kernel_s)
     on_device = ~is_copy | _on_device_copy(ops)
-    seconds = np.where(on_device, np.maximum(seconds, gpu.kernel_min_us * _US), seconds)
+    if "sm_utilization" not in idealize:
+        # The per-kernel floor does not shrink when work spreads over more SMs: under perfect SM
+        # utilization it is gone (one SM's floor divided by N SMs is not the floor of any kernel).
+        seconds = np.where(on_device, np.maximum(seconds, gpu.kernel_min_us * _US), seconds)
     return _apply_efficiency(ops, seconds, efficiency)
 
 
