@@ -9,18 +9,22 @@ cd "$(dirname "$0")/.."
 out=runs/demo
 mkdir -p "$out"
 
-echo "== 1/5 capture: real Nature DQN on ALE Pong (CPU), profiled windows -> normalized trace"
+echo "== 1/6 capture: real Nature DQN on ALE Pong (CPU), profiled windows -> normalized trace"
 archsim capture dqn --steps 600 --out "$out/dqn-trace" --force
-echo "== 2/5 trace info"
+echo "== 2/6 trace info"
 archsim trace info "$out/dqn-trace"
-echo "== 3/5 breakdown by sequential idealization on dgx1-v100 (+ GPU time versus SM count)"
+echo "== 3/6 breakdown by sequential idealization on dgx1-v100 (+ GPU time versus SM count)"
 archsim breakdown "$out/dqn-trace" --hw dgx1-v100 --sms 2,4,8,16,32,40,64,80 --out "$out/breakdown" --force
-echo "== 4/5 actor sweep on dgx1-v100 (throughput, GPU power, perf/W versus actors)"
+echo "== 4/6 actor sweep on dgx1-v100 (throughput, GPU power, perf/W versus actors)"
 archsim sweep "$out/dqn-trace" --hw dgx1-v100 --actors 4,8,16,32,40,64,128,256 --jobs 2 \
   --out "$out/actor-sweep" --force
-echo "== 5/5 SM sweep at 256 actors on dgx1-v100 (slowdown versus SMs)"
+echo "== 5/6 SM sweep at 256 actors on dgx1-v100 (slowdown versus SMs)"
 archsim sweep "$out/dqn-trace" --hw dgx1-v100 --actors 256 --sms 2,4,8,16,32,40,64,80 --jobs 2 \
   --out "$out/sm-sweep" --force
+echo "== 6/6 report: one HTML page with every result above"
+archsim report "$out" --out "$out/report.html" --title "archsim demo: DQN on ALE Pong, replayed on a DGX-1 (V100)"
 echo
 echo "charts and tables:"
 find "$out" -name '*.png' -o -name '*.csv' | sort
+echo
+echo "open the report: $out/report.html"
