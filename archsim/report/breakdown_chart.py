@@ -69,7 +69,7 @@ def draw_breakdown(table: pd.DataFrame, out_stem: Path, title: str) -> list[Path
     largest = max(totals.values()) or 1.0
     width = 2.4 + 1.1 * len(bars)
     with plt.rc_context({"svg.fonttype": "none"}):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(2 * width + 1.6, 4.8))
+        fig, (left, right) = plt.subplots(1, 2, figsize=(max(2 * width + 1.6, 9.0), 5.0))
         x_labels = [f"{bar}\n{steps[bar]} step{'s' * (steps[bar] != 1)}" for bar in bars]
         for ax, absolute in ((left, True), (right, False)):
             bottoms = [0.0] * len(bars)
@@ -105,8 +105,8 @@ def draw_breakdown(table: pd.DataFrame, out_stem: Path, title: str) -> list[Path
         right.set_ylabel("share of the bar's GPU time, %")
         right.set_title("where each bar's time goes", fontsize=9)
         fig.suptitle(f"{title}: sequential idealization, per step of each phase", fontsize=10)
-        left.legend(loc="upper left", fontsize=7, frameon=False)
-        fig.tight_layout()
+        fig.legend(loc="lower center", ncol=len(COMPONENT_LABELS), fontsize=8, frameon=False)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
         return _save(fig, plt, out_stem)
 
 
