@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archsim.hw import load_hw
-from archsim.hw.presets import list_presets
+from archsim.hw.presets import list_presets, presets_dir
 from archsim.perf.launch import launch_overhead_us
 from archsim.perf.power import (
     SMT_SECOND_THREAD_POWER_FRAC,
@@ -154,6 +154,16 @@ def test_sms_override_keeps_the_physical_card():
     assert (gpu.sms, gpu.card_sms) == (2, 80)
     bigger = load_hw("dgx1-v100", ["gpu.sms=160"]).gpu  # a what-if card larger than the V100
     assert bigger.card_sms == 160
+
+
+def test_sms_override_keeps_the_card_of_a_config_that_does_not_name_it(tmp_path):
+    text = (presets_dir() / "dgx1-v100.yaml").read_text()
+    lines = [line for line in text.splitlines() if "physical_sms:" not in line]
+    path = tmp_path / "mine.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    assert load_hw(str(path)).gpu.physical_sms is None
+    gpu = load_hw(str(path), ["gpu.sms=2"]).gpu
+    assert (gpu.sms, gpu.card_sms) == (2, 80)
 
 
 def test_launch_cost_follows_the_host_thread_speed():

@@ -137,5 +137,16 @@ def load_hw(name_or_path: str, overrides: Sequence[str] = ()) -> HardwareConfig:
     """A validated HardwareConfig from a preset name, a YAML path or ``local``, with overrides."""
     data, source = _resolve(name_or_path)
     if isinstance(data, dict) and overrides:
-        data = apply_overrides(data, overrides, source)
+        data = apply_overrides(_with_physical_sms(data), overrides, source)
     return validate_hw(data, source)
+
+
+def _with_physical_sms(data: dict[str, Any]) -> dict[str, Any]:
+    """The config with ``gpu.physical_sms`` set to its ``gpu.sms`` where it does not say, before
+    overrides: ``--sms`` / ``--set gpu.sms`` then disable SMs of the same card (archsim.perf.power)
+    instead of making a smaller card."""
+    gpu = data.get("gpu")
+    sms = gpu.get("sms") if isinstance(gpu, dict) else None
+    if isinstance(sms, int) and not isinstance(sms, bool) and gpu.get("physical_sms") is None:
+        return {**data, "gpu": {**gpu, "physical_sms": sms}}
+    return data
