@@ -96,13 +96,6 @@ def cpu_socket_power_w(
     return np.clip(p, idle_w, max(max_w, idle_w))
 
 
-def device_power_w(util: np.ndarray | float, idle_w: float, max_w: float) -> np.ndarray:
-    """Power of a device whose whole dynamic range is used in proportion to ``util`` in [0, 1]:
-    idle + util * (max - idle). Kept for callers that have only a busy fraction."""
-    u = np.clip(np.asarray(util, dtype=float), 0.0, 1.0)
-    return idle_w + u * (max_w - idle_w)
-
-
 def energy_j(power_w: np.ndarray, dt_s: np.ndarray | float) -> float:
     """Energy of a piecewise-constant power series: sum of power * interval."""
     return float(np.sum(np.asarray(power_w, dtype=float) * dt_s))
