@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archsim.atomic import check_output_path
 from archsim.errors import ArchsimError
 from archsim.sim.knobs import KNOB_BY_NAME, split_point
+from archsim.sim.limits import check_jobs
 
 CSV_NAME = "sweep.csv"
 # Recorded in sweep.json but not compared on resume: the same trace may be reached by another path
@@ -182,6 +184,18 @@ def run_point(trace: str, hw: str, hw_set: list[str], point: dict[str, Any]) -> 
 # --- results file --------------------------------------------------------------------------------
 
 
+def _read_text(path: Path) -> str:
+    """A results file's text; one ArchsimError naming it when it is not UTF-8."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ArchsimError(
+            f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}), so not "
+            "a sweep's own file (use a new --out, or --force to start over)"
+        ) from None
+
+
 class ResultsFile:
     """sweep.csv plus sweep.json: append one row at a time, durably; read back finished points."""
 
@@ -193,7 +207,16 @@ class ResultsFile:
         self.columns = spec.knob_names + list(METRIC_COLUMNS)
 
     def open(self, force: bool) -> set[tuple[str, ...]]:
-        """Prepare the directory; returns the keys of points already finished (resume)."""
+        """Prepare the directory; returns the keys of points already finished (resume). A file
+        that cannot be read or written is one ArchsimError naming it."""
+        try:
+            return self._open(force)
+        except OSError as exc:
+            raise ArchsimError(
+                f"{exc.filename or self.out}: cannot prepare the sweep output ({exc.strerror})"
+            ) from None
+
+    def _open(self, force: bool) -> set[tuple[str, ...]]:
         from archsim.atomic import atomic_output_file
 
         fingerprint = self.spec.fingerprint()
@@ -224,7 +247,7 @@ class ResultsFile:
                 "(use --force to start over, or a new --out)"
             )
         try:
-            stored = json.loads(self.settings.read_text())
+            stored = json.loads(_read_text(self.settings))
         except json.JSONDecodeError:
             raise ArchsimError(f"{self.settings}: not valid JSON") from None
         for key, value in fingerprint.items():
@@ -252,8 +275,7 @@ class ResultsFile:
 
     def _finished_keys(self) -> set[tuple[str, ...]]:
         """Keys of complete rows; a torn last line (a crash mid-write) is cut off."""
-        text = self.csv.read_text()
-        lines = text.splitlines(keepends=True)
+        lines = _read_text(self.csv).splitlines(keepends=True)
         if not lines:
             raise ArchsimError(f"{self.csv}: empty file (expected a header row)")
         header = next(csv.reader([lines[0]]))
@@ -294,8 +316,7 @@ class ResultsFile:
         """Complete data rows in sweep.csv (0 when it is missing or holds only its header)."""
         if not self.csv.is_file():
             return 0
-        with open(self.csv, newline="") as handle:
-            lines = handle.read().splitlines(keepends=True)
+        lines = _read_text(self.csv).splitlines(keepends=True)
         return sum(1 for line in lines[1:] if line.endswith("\n"))
 
     def remove(self, remove_dir: bool) -> None:
@@ -341,7 +362,7 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def _process_pool(tasks: list[tuple], jobs: int) -> Iterator[dict[str, Any]]:
-    if jobs <= 1:
+    if jobs <= 1 or len(tasks) <= 1:  # no pool for a single point (or none left to resume)
         for task in tasks:
             yield run_point(*task)
         return
@@ -351,7 +372,7 @@ def _process_pool(tasks: list[tuple], jobs: int) -> Iterator[dict[str, Any]]:
     # "spawn" keeps workers free of the parent's threads (tqdm, Dask) and works on every platform.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        max_workers=jobs,
+        max_workers=min(jobs, len(tasks)),  # never a worker without a point
         mp_context=context,
         initializer=_exit_with_parent,
         initargs=(os.getpid(),),
@@ -392,7 +413,7 @@ def _dask(tasks: list[tuple], jobs: int, scheduler: str | None) -> Iterator[dict
         with _sigint_ignored():
             cluster = LocalCluster(
                 host="127.0.0.1",
-                n_workers=max(1, jobs),
+                n_workers=max(1, min(jobs, len(tasks))),  # never a worker without a point
                 threads_per_worker=1,
                 processes=True,
                 dashboard_address=None,
@@ -434,12 +455,13 @@ def run_sweep(
     """
     if backend not in BACKENDS:
         raise ArchsimError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
-    if jobs < 1:
-        raise ArchsimError(f"--jobs: expected an integer >= 1, got {jobs}")
+    check_jobs(jobs)  # 1..usable CPUs (docs/LIMITS.md)
     if scheduler is not None and backend != "dask":
         raise ArchsimError("--scheduler: only used with --backend dask")
     if scheduler is not None and not scheduler.startswith("tcp://"):
         raise ArchsimError(f"--scheduler: {scheduler!r} is not an address like tcp://HOST:PORT")
+    # A path that cannot be written fails before any point (files inside have short names).
+    check_output_path(out, "directory", sibling_temp=False)
     validate_points(spec)
     from archsim.commands._trace_input import load_trace_input
 

@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from archsim.atomic import atomic_output_dir
+    from archsim.atomic import atomic_output_dir, check_output_dir
     from archsim.commands._trace_input import load_trace_input
     from archsim.hw.presets import load_hw
     from archsim.sim.config import SimConfig
@@ -49,6 +49,8 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.sim.run import name_trace_in_errors, simulate
     from archsim.sim.timeline import write_chrome_trace
 
+    # The output path first: a path that cannot be written is refused before any work.
+    check_output_dir(args.out, args.force)
     point = {name: values[0] for name, values in knobs_from_args(args, lists=False).items()}
     sim_knobs, hw_overrides = split_point(point)
     config = SimConfig(**sim_knobs)

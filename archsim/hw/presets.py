@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from archsim.errors import ArchsimError
+from archsim.hw.limits import check_hw_ranges
 from archsim.hw.schema import HardwareConfig
 
 LOCAL = "local"
@@ -55,9 +56,11 @@ def validate_hw(data: Any, source: str) -> HardwareConfig:
     if not isinstance(data, dict):
         raise ArchsimError(f"{source}: expected a mapping with sections cpu, gpu, host_link, ...")
     try:
-        return HardwareConfig.model_validate(data)
+        hw = HardwareConfig.model_validate(data)
     except ValidationError as exc:
         raise ArchsimError(_format_validation_error(source, exc)) from None
+    check_hw_ranges(hw, source)  # documented ranges (docs/LIMITS.md), before any work
+    return hw
 
 
 def _read_yaml(path: Path) -> Any:
@@ -67,6 +70,11 @@ def _read_yaml(path: Path) -> Any:
         raise ArchsimError(f"{path}: not valid YAML ({exc.__class__.__name__})") from None
     except OSError as exc:
         raise ArchsimError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ArchsimError(
+            f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+            "expected a YAML hardware config"
+        ) from None
 
 
 def _resolve(name_or_path: str) -> tuple[dict[str, Any], str]:

@@ -128,6 +128,9 @@ class SimConfig:
                 )
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ArchsimError(f"--seed: expected a non-negative integer, got {self.seed!r}")
+        from archsim.sim.limits import check_knob_ranges
+
+        check_knob_ranges(self)  # documented ranges (docs/LIMITS.md), before any work
 
     @property
     def samples_per_insert(self) -> float | None:

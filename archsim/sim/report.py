@@ -1,9 +1,15 @@
-"""One run's record (resolved knobs, hardware, seed, metrics) and how it is written to disk."""
+"""One run's record (resolved knobs, hardware, seed, metrics) and how it is written to disk.
+
+``metrics.json`` is strict JSON (RFC 8259 has no NaN or Infinity): a metric that is not a finite
+number (NaN: e.g. a wait mean over no arrivals; +-inf) is written as ``null``, as an empty cell in
+``metrics.csv``, so every JSON parser reads the file.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +33,27 @@ def result_record(
     }
 
 
+def strict_json_value(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, +-inf; numpy's too) replaced by None (null)."""
+    if isinstance(value, dict):
+        return {key: strict_json_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json_value(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):  # numpy float64 is a float
+        return None
+    if hasattr(value, "item") and hasattr(value, "dtype"):  # other numpy scalars
+        return strict_json_value(value.item())
+    return value
+
+
 def write_metrics(directory: Path, record: dict[str, Any]) -> None:
-    """metrics.json and a one-row metrics.csv with the same columns."""
+    """metrics.json (strict JSON: non-finite numbers are null) and a one-row metrics.csv with the
+    same columns (null is an empty cell)."""
     directory = Path(directory)
-    (directory / "metrics.json").write_text(json.dumps(record, indent=2, sort_keys=False) + "\n")
+    strict = strict_json_value(record)
+    text = json.dumps(strict, indent=2, sort_keys=False, allow_nan=False)
+    (directory / "metrics.json").write_text(text + "\n")
     with open(directory / "metrics.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(record))
+        writer = csv.DictWriter(handle, fieldnames=list(strict))
         writer.writeheader()
-        writer.writerow({k: "" if v is None else v for k, v in record.items()})
+        writer.writerow({k: "" if v is None else v for k, v in strict.items()})

@@ -31,6 +31,7 @@ from archsim.sim.gil import Gil
 from archsim.sim.gpu import SharedGpu
 from archsim.sim.inference import FleetBatcher, PlainBatcher
 from archsim.sim.learner import learner_process
+from archsim.sim.limits import check_simulated_work
 from archsim.sim.metrics import Recorder, power_series, summarize
 from archsim.sim.replay import RateLimitedReplay
 from archsim.sim.shared_cpu import SharedThreads
@@ -67,6 +68,7 @@ def simulate_system(
 ) -> SimResult:
     """Simulate ``config.sim_seconds`` of the system and summarise it."""
     times.check(config)
+    check_simulated_work(times, machine, config, learner_batch)  # bounded run time (LIMITS.md)
     hw_threads = machine.hw_threads
     if config.cpu_threads is not None:
         if config.cpu_threads > machine.hw_threads:

@@ -1,0 +1,183 @@
+"""Ranges of the simulator's numeric knobs, and the bound on one run's simulated work.
+
+Every knob is checked against its range before any work (``check_knob_ranges``, from SimConfig), so
+an absurd value is one line and exit 2 instead of a MemoryError, a traceback, or a run of days.
+Ranges come from hardware and published RL systems (far enough past them to leave room for what-ifs)
+or from memory and time measured on this simulator; docs/LIMITS.md has the table.
+
+Memory: the largest state a run holds is per actor (a random stream and a buffer of 1,024 drawn step
+times) and per inference batch size (the inference service time of every batch size up to the
+largest). Measured peak RSS (``/usr/bin/time -v``, ``archsim simulate traces/dqn-pong-cpu --hw
+dgx1-v100 --sim-seconds 1``): 0.20 GB at 256 actors, 0.88 GB at 16,384 actors on every path (fast,
+simpy, local inference, shared CPU), 0.89 GB at 16,384 actors on 32 x 512 x 8 = 131,072 hardware
+threads; 0.41 GB with --inference-batch 2048 (22 s to derive the 2,048 batch sizes on a busy 2-core
+machine). So every run within these ranges stays under 1 GB.
+
+Time: ``check_simulated_work`` bounds the simulated steps (actor steps plus learner steps) a run can
+make, from an upper bound of their rates, to MAX_SIMULATED_STEPS.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from archsim.errors import ArchsimError
+
+
+@dataclass(frozen=True)
+class Range:
+    """Closed range [low, high] of one knob (``low_open``: the low end is excluded), and why."""
+
+    low: float
+    high: float
+    why: str
+    low_open: bool = False
+
+    def holds(self, value: float) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        return above and value <= self.high
+
+    def text(self) -> str:
+        low = "> " if self.low_open else ""
+        return f"{low}{format_number(self.low)}..{format_number(self.high)}"
+
+
+def format_number(value: float) -> str:
+    """A number as a user wrote it: 16,384; 0.5; an integer too long to read is cut short."""
+    if isinstance(value, int) and len(str(abs(value))) > 18:
+        return f"{str(value)[:6]}...({len(str(abs(value)))} digits)"
+    if isinstance(value, float) and abs(value) >= 1e15:
+        return f"{value:g}"
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+# The most simulated actors. R2D2 and Agent57 ran 256 actors, Ape-X 360 (Kapturowski et al. 2019;
+# Horgan et al. 2018): 16,384 is 45x the largest of them. Memory: 0.88 GB peak RSS at 16,384 actors
+# (module docstring), about 42 KB per actor once every actor has stepped.
+MAX_ACTORS = 16_384
+# Hardware threads of the largest config the hardware ranges allow (archsim.hw.limits): 32 sockets
+# x 512 cores x 8 threads.
+MAX_HW_THREADS = 32 * 512 * 8
+
+KNOB_RANGES: dict[str, Range] = {
+    "actors": Range(1, MAX_ACTORS, "45x the 360 actors of Ape-X; 0.88 GB peak RSS at the top"),
+    # EnvPool and SEED RL step a batch of environments per actor thread; each actor step sums
+    # envs_per_actor draws (a temporary of 1,024 x envs_per_actor floats: 8 MB at the top).
+    "envs_per_actor": Range(1, 1024, "8 MB of step-time draws per actor refill at the top"),
+    # The engine derives the inference time of every batch size up to the largest: measured 22 s
+    # and 0.41 GB at 2,048 (busy 2-core machine); R2D2's batch is 64 (REFERENCE.md).
+    "inference_batch": Range(1, 2048, "32x R2D2's 64; deriving 2,048 sizes took 22 s, 0.41 GB"),
+    # SEED RL's batching timeout is milliseconds; one second is longer than any batch should wait.
+    "inference_timeout_us": Range(0, 1e6, "a batch waiting over 1 s is no batching policy"),
+    # DQN trains batches of 32, R2D2 64, Ape-X 512 (REFERENCE.md); 2^20 Atari 4-frame stacks of
+    # 28,224 B are 29.6 GB, more than a V100 or an A100-40GB holds for one step.
+    "learner_batch": Range(1, 2**20, "32,768x DQN's 32; 29.6 GB of frame stacks at the top"),
+    # DQN samples 32 per 4 inserts = 8 per transition (REFERENCE.md): 1,024 is 128x that.
+    "replay_ratio": Range(0, 1024, "128x DQN's 8 samples per inserted transition", low_open=True),
+    "replay_slack_batches": Range(1, 1e6, "a million batches of slack is no rate limit"),
+    "cpu_threads": Range(1, MAX_HW_THREADS, "the most hardware threads a hardware config has"),
+    "learner_cpu_threads": Range(1, MAX_HW_THREADS, "the most hardware threads of a config"),
+    # NVIDIA GB200 NVL72: 72 GPUs in one NVLink domain, the largest single system sold.
+    "gpus": Range(1, 72, "GB200 NVL72, 72 GPUs in one NVLink domain"),
+    # A million learner steps is hours of training at the ~600 updates/s of the DQN preset runs,
+    # longer than a simulated run (MAX_SIM_SECONDS).
+    "publish_every": Range(1, 1e6, "longer than any simulated run at hundreds of updates/s"),
+    # One simulated hour; the simulated-work bound below usually binds first.
+    "sim_seconds": Range(0, 3600, "one simulated hour; the work bound may bind first", True),
+    # numpy's SeedSequence takes any non-negative integer; 64 bits keep the CSV column one word.
+    "seed": Range(0, 2**64 - 1, "a 64-bit unsigned integer"),
+}
+MAX_SIM_SECONDS = KNOB_RANGES["sim_seconds"].high
+
+# Simulated steps (actor steps + learner steps) one run may make. Measured CPU time per simulated
+# step (`archsim simulate traces/dqn-pong-cpu --hw dgx1-v100 --actors 256 --sim-seconds 0.5`, busy
+# 2-core machine): 25 us on the fast paths, 36 us with --cpu-sched shared, 51 us with --engine simpy,
+# so 10 million steps are at most ~9 minutes of CPU.
+MAX_SIMULATED_STEPS = 10_000_000
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_knob_ranges(config) -> None:
+    """Raise an ArchsimError naming the flag when a numeric knob of ``config`` (a SimConfig) is
+    outside its range; knobs that are None (derived later) or words are not numbers to check."""
+    for name, limits in KNOB_RANGES.items():
+        value = getattr(config, name, None)
+        if value is None or isinstance(value, str | bool):
+            continue
+        number = float(value) if abs(value) < 1e308 else math.inf
+        if not limits.holds(number):
+            raise ArchsimError(
+                f"{_flag(name)}: {format_number(value)} is outside "
+                f"the supported range {limits.text()} ({limits.why}; docs/LIMITS.md)"
+            )
+
+
+def simulated_steps_bound(times, machine, config, learner_batch: int) -> float:
+    """Upper bound of the actor and learner steps ``config.sim_seconds`` can hold: actors step at
+    most as fast as their env-step CPU work on the fastest thread allows, on at most as many threads
+    as there are; the learner at most once per its step's CPU or GPU time, and (paced) at most its
+    replay ratio x the inserts. Contention and waiting only lower the real count."""
+    threads = min(config.cpu_threads or machine.hw_threads, machine.hw_threads)
+    speed = machine.thread_speed_rel
+    actor_step_s = config.envs_per_actor * float(np.mean(times.actor_step_cpu_s)) / speed
+    parallel = min(config.actors, threads)
+    actor_rate = parallel / actor_step_s if actor_step_s > 0 else math.inf
+    learner_cpu_s = (times.learner_sample_cpu_s + times.learner_launch_cpu_s) / speed
+    if times.on_gpu:
+        learner_step_s = max(learner_cpu_s, times.learner_gpu_s)
+    else:  # the *_gpu_s figures are CPU seconds of the capture machine
+        learner_step_s = learner_cpu_s + times.learner_gpu_s / speed
+    learner_rate = 1.0 / learner_step_s if learner_step_s > 0 else math.inf
+    ratio = getattr(config, "samples_per_insert", None)
+    if ratio is None and isinstance(config.replay_ratio, int | float):
+        ratio = config.replay_ratio
+    if ratio and math.isfinite(actor_rate):
+        learner_rate = min(learner_rate, ratio * actor_rate * config.envs_per_actor / learner_batch)
+    return config.sim_seconds * (actor_rate + learner_rate)
+
+
+def check_simulated_work(times, machine, config, learner_batch: int) -> None:
+    """Refuse a run whose simulated steps could exceed MAX_SIMULATED_STEPS, saying how many
+    simulated seconds fit."""
+    steps = simulated_steps_bound(times, machine, config, learner_batch)
+    if steps <= MAX_SIMULATED_STEPS:
+        return
+    if not math.isfinite(steps):
+        raise ArchsimError(
+            "trace: its actor steps take no CPU time, so nothing bounds how many steps a simulated "
+            "second holds (expected actor env steps with a positive duration)"
+        )
+    fits = config.sim_seconds * MAX_SIMULATED_STEPS / steps
+    raise ArchsimError(
+        f"--sim-seconds: {config.sim_seconds:g} s of this system can hold up to {steps:,.0f} "
+        f"simulated actor and learner steps, over the {MAX_SIMULATED_STEPS:,} that keep a run "
+        f"under ~10 minutes (docs/LIMITS.md); use --sim-seconds {fits:.3g} or less"
+    )
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def check_jobs(jobs: int) -> None:
+    """``--jobs`` of a sweep: 1 to the usable CPUs. Each worker is a single-threaded simulation of
+    ~0.2 GB RSS (measured: `archsim simulate traces/dqn-pong-cpu --actors 256`, 0.20 GB), so workers
+    beyond the CPUs add memory and no speed."""
+    cpus = usable_cpus()
+    if not 1 <= jobs <= cpus:
+        raise ArchsimError(
+            f"--jobs: {format_number(jobs)} is outside the supported range 1..{cpus} (the CPUs this "
+            "process may use: more single-threaded workers only add memory; docs/LIMITS.md)"
+        )
