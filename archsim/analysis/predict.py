@@ -2,7 +2,7 @@
 
 The GPU time of a step is the sum of the kernel model's per-op seconds over the step's ops: ops run one
 after another on one stream, as PyTorch issues them for a single forward pass (no overlap between ops,
-the same assumption as Habitat and ASTRA-sim; REFERENCE.md "Simulator and predictor anchors").
+the same assumption as Habitat, Yu et al., USENIX ATC 2021, and ASTRA-sim).
 
 The CPU-side launch cost is reported on its own. PyTorch launches kernels asynchronously, so the host
 thread runs ahead of the GPU and a step finishes after whichever is longer: the GPU busy time or the
@@ -16,6 +16,12 @@ foreign trace without archsim step markers is grouped by its ``ProfilerStep#`` n
 trace with neither counts as one step. Ops outside every step (id -1) are left out when some ops are
 inside one. The per-step sums are combined with the median, which ignores a stray first step without
 changing a steady run (every AlexNet step issues the same ops, so median == mean there).
+
+A trace measured on a GPU also gives ``measured_gpu_seconds``: the device time of its kernels, copies
+and memsets per step (same steps, same median), beside the predicted ``gpu_seconds``. By default its
+measured ops are scaled by model(target) / model(source); ``model_only`` predicts every op from the
+model alone (FLOPs, bytes, launch geometry), the path a CPU capture takes and the honest accuracy
+test on a GPU trace (``--hw`` its own GPU: compare gpu_seconds with measured_gpu_seconds).
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ _DTYPE_ALIASES: dict[str, str] = {
     "c10::bfloat16": "bfloat16",
     "bf16": "bfloat16",
 }
+# Workloads whose inference items are images (workloads/alexnet); an RL actor's are observations.
+IMAGE_WORKLOADS = frozenset({"alexnet"})
 # Which step role's batch size applies to each phase group.
 _GROUP_ROLES: dict[str, tuple[str, ...]] = {
     "inference": ("inference", "actor"),
@@ -58,12 +66,14 @@ def normalize_dtype(name: str) -> str:
 
 
 def phase_names(phase: str) -> tuple[str, ...]:
-    """The op phases a ``--phase`` value selects: a group (inference, train) or one phase name."""
+    """The op phases a ``--phase`` value selects: ``all``, a group (inference, train) or one phase."""
+    if phase == "all":
+        return (*PHASES, UNKNOWN_PHASE)
     if phase in PHASE_GROUPS:
         return PHASE_GROUPS[phase]
     if phase in PHASES or phase == UNKNOWN_PHASE:
         return (phase,)
-    choices = ", ".join([*PHASE_GROUPS, *PHASES, UNKNOWN_PHASE])
+    choices = ", ".join(["all", *PHASE_GROUPS, *PHASES, UNKNOWN_PHASE])
     raise ArchsimError(f"--phase {phase}: unknown phase (expected one of: {choices})")
 
 
@@ -133,12 +143,48 @@ def _step_batch_size(trace: Trace, step_ids: np.ndarray, phase: str) -> int | No
     if roles is not None and not steps.empty and steps["role"].isin(roles).any():
         steps = steps[steps["role"].isin(roles)]
     if not steps.empty:
+        if roles is None and steps["role"].nunique() > 1:
+            return None  # --phase all over actor and learner steps: no one batch size
         return int(np.median(steps["batch_size"].to_numpy()))
     settings = (trace.meta.get("workload") or {}).get("settings") or {}
     for key in ("batch_size", "batch"):
         if isinstance(settings.get(key), int):
             return int(settings[key])
     return None
+
+
+def _rate_unit(trace: Trace, phase: str, batch_known: bool) -> str:
+    """What the rate counts: steps when the batch is unknown, images for an image classifier's
+    inference, observations for an RL actor's inference, samples for training."""
+    if not batch_known:
+        return "steps/s"
+    names = phase_names(phase)
+    if set(names) <= set(PHASE_GROUPS["train"]):
+        return "samples/s"
+    workload = str((trace.meta.get("workload") or {}).get("name", "")).lower()
+    if workload in IMAGE_WORKLOADS and set(names) <= set(PHASE_GROUPS["inference"]):
+        return "images/s"
+    if set(names) <= set(PHASE_GROUPS["inference"]):
+        return "observations/s"
+    return "items/s"
+
+
+def _measured_per_step(ops: pd.DataFrame, step_key: str, steps: pd.Index) -> float | None:
+    """Median over ``steps`` of the device time the trace measured (kernels, copies, memsets), or
+    None when no selected op has a measured duration (a CPU capture)."""
+    from archsim.perf.columns import MEASURED_KINDS
+
+    dur_us = pd.to_numeric(ops["dur_us"], errors="coerce").to_numpy(dtype=float)
+    measured = ops["kind"].astype(str).isin(MEASURED_KINDS).to_numpy() & np.isfinite(dur_us)
+    if not measured.any():
+        return None
+    per_step = (
+        pd.Series(np.where(measured, dur_us, 0.0) * 1e-6)
+        .groupby(ops[step_key].to_numpy())
+        .sum()
+        .reindex(steps, fill_value=0.0)
+    )
+    return float(np.median(per_step.to_numpy()))
 
 
 def predict_phase(
@@ -148,16 +194,23 @@ def predict_phase(
     hw_name: str | None = None,
     label: str | None = None,
     efficiency: Mapping[str, float] | None = None,
+    source: HardwareConfig | None | str = "trace",
+    model_only: bool = False,
 ) -> dict[str, Any]:
     """Predicted seconds per step of ``phase`` on one GPU of ``hw`` (see the module docstring).
 
     Returns phase, batch (1 with ``batch_known`` False when the trace does not record it), dtype,
-    seconds_per_batch, items_per_s, gpu_seconds, launch_overhead_seconds, launch_bound, launches,
-    hw, gpu, n_ops (ops per step), n_steps, steps_from. A trace meta ``target_dtype`` (a CPU capture
-    made for an fp16 target) is applied to the ops first (:func:`retarget_dtype`). ``efficiency``: the
-    per-class overlay of ``archsim calibrate``, passed to the kernel model.
+    seconds_per_batch, items_per_s (``rate_unit`` says what an item is), gpu_seconds (predicted),
+    measured_gpu_seconds (the device time the trace itself measured per step; None for a CPU
+    capture), launch_overhead_seconds, launch_bound, launches, hw, gpu, n_ops (ops per step),
+    n_steps, steps_from, model_only. A trace meta ``target_dtype`` (a CPU capture made for an fp16
+    target) is applied to the ops first (:func:`retarget_dtype`). ``efficiency``: the per-class
+    overlay of ``archsim calibrate``. ``source``: the hardware the trace was measured on ("trace":
+    found from the trace, archsim.perf.source). ``model_only``: every op from the model alone
+    (FLOPs, bytes, launch geometry), ignoring measured durations.
     """
-    from archsim.perf.kernel import cpu_launch_seconds, predict_op_seconds, source_hw_for_trace
+    from archsim.perf.kernel import cpu_launch_seconds, predict_op_seconds
+    from archsim.perf.source import source_hw_for_trace
 
     if hw.gpu is None:
         raise ArchsimError(f"--hw {hw.name}: has no GPU section; predict needs a GPU target")
@@ -165,9 +218,11 @@ def predict_phase(
     target_dtype = trace.meta.get("target_dtype")
     if target_dtype:
         ops = retarget_dtype(ops, str(target_dtype))
-    seconds = np.asarray(
-        predict_op_seconds(ops, hw, source_hw_for_trace(trace), efficiency=efficiency), dtype=float
-    )
+    if model_only:
+        source_hw = None
+    else:
+        source_hw = source_hw_for_trace(trace) if isinstance(source, str) else source
+    seconds = np.asarray(predict_op_seconds(ops, hw, source_hw, efficiency=efficiency), dtype=float)
     launch_s = np.asarray(cpu_launch_seconds(ops, hw), dtype=float)
 
     step_key = _step_key(ops)
@@ -200,12 +255,16 @@ def predict_phase(
         "dtype": normalize_dtype(target_dtype) if target_dtype else _dominant_dtype(ops),
         "seconds_per_batch": seconds_per_batch,
         "items_per_s": batch / seconds_per_batch,
+        "rate_unit": _rate_unit(trace, phase, known_batch is not None),
         "gpu_seconds": gpu_seconds,
+        "measured_gpu_seconds": _measured_per_step(ops, step_key, per_step.index),
         "launch_overhead_seconds": launch_overhead_seconds,
         "launch_bound": launch_overhead_seconds > gpu_seconds,
         "launches": int(round(n_launches)),
         "hw": hw_name or hw.name,
         "gpu": hw.gpu.name,
+        "source_hw": source_hw.name if source_hw is not None else None,
+        "model_only": bool(model_only),
         "n_ops": int(round(len(in_steps) / len(per_step))),
         "n_steps": int(len(per_step)),
         "steps_from": step_key,
@@ -219,8 +278,11 @@ def predict_inference(
     hw_name: str | None = None,
     label: str | None = None,
     efficiency: Mapping[str, float] | None = None,
+    source: HardwareConfig | None | str = "trace",
+    model_only: bool = False,
 ) -> dict[str, Any]:
-    """Inference prediction: :func:`predict_phase` plus ``images_per_s`` (= batch / seconds_per_batch)."""
-    result = predict_phase(trace, hw, phase, hw_name, label, efficiency)
+    """Inference prediction: :func:`predict_phase` plus ``images_per_s`` (= batch / seconds_per_batch;
+    kept for compatibility whatever the items are: ``rate_unit`` names them)."""
+    result = predict_phase(trace, hw, phase, hw_name, label, efficiency, source, model_only)
     result["images_per_s"] = result["items_per_s"]
     return result

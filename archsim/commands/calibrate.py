@@ -1,6 +1,8 @@
-"""``archsim calibrate TRACE --hw NAME --out FILE.yaml``: fit per-op-class efficiencies of the kernel
-model from a real GPU trace (``--hw`` is the hardware it was measured on; by default the preset matching the trace's GPU) and write them as an overlay
-for ``archsim breakdown --calibration FILE``."""
+"""``archsim calibrate TRACE [--hw NAME | --source-hw NAME] --out FILE.yaml``: fit per-op-class
+efficiencies of the kernel model from a real GPU trace and write them as an overlay for ``archsim
+breakdown --calibration FILE``. The fit runs on the hardware the trace was measured on: ``--hw`` or
+``--source-hw`` when given, else the preset matching the trace's GPU, else a config built from its
+deviceProperties (archsim.perf.source)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("trace", type=Path, help="trace directory, or a Kineto .json/.json.gz")
     add_hw_arguments(parser, default=None, required=False)
     parser.add_argument(
+        "--source-hw",
+        help="preset or YAML of the GPU the trace was measured on, when --hw is not given "
+        "(default: from the trace's deviceProperties, GPU name or kernel names)",
+    )
+    parser.add_argument(
         "--out", type=Path, required=True, help="calibration overlay to write (YAML)"
     )
     parser.set_defaults(func=handle)
@@ -30,13 +37,27 @@ def handle(args: argparse.Namespace) -> int:
     trace = load_trace_input(args.trace)
     if args.hw is None:  # the GPU the trace was measured on
         from archsim.errors import ArchsimError
-        from archsim.perf.kernel import source_hw_for_trace
+        from archsim.hw.presets import list_presets
+        from archsim.perf.source import resolve_source_hw
+        from archsim.sim.run import name_trace_in_errors
 
-        source = source_hw_for_trace(trace)
+        with name_trace_in_errors(args.trace):  # "trace: deviceProperties..." names the path
+            source = resolve_source_hw(trace, args.source_hw)
         if source is None:
             raise ArchsimError(f"{args.trace}: a CPU capture has no measured GPU times to fit")
-        args.hw = source.name
-    hw = hw_from_args(args)
+        if args.source_hw or source.name in list_presets():
+            args.hw = args.source_hw or source.name
+            hw = hw_from_args(args)
+        else:  # built from the trace (architecture table): no preset name to reload
+            hw = source
+            args.hw = source.name
+            if args.hw_set:
+                raise ArchsimError(
+                    f"--set: the trace's GPU has no preset ({source.gpu.name}); pass --source-hw "
+                    "or --hw with a config to override"
+                )
+    else:
+        hw = hw_from_args(args)
     table = fit_table(trace.ops, hw)
     write_calibration(args.out, calibration_document(table, str(args.trace), hw, args.hw_set))
     print(f"{'class':14s} {'ops':>6s} {'measured ms':>12s} {'model ms':>10s} {'efficiency':>10s}")

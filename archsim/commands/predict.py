@@ -1,4 +1,6 @@
-"""``archsim predict TRACE --hw NAME``: predicted time per batch (and images/s) on a target GPU."""
+"""``archsim predict TRACE --hw NAME [--phase all|inference|train|PHASE] [--model-only]
+[--source-hw NAME] [--json]``: predicted time per batch (and items/s) on a target GPU, beside the GPU
+time the trace itself measured when it came from a GPU."""
 
 from __future__ import annotations
 
@@ -27,7 +29,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--phase",
         default="inference",
-        help="phase group (inference, train) or one phase name (default inference)",
+        help="all, a phase group (inference, train) or one phase name (default inference)",
+    )
+    parser.add_argument(
+        "--model-only",
+        action="store_true",
+        help="predict every op from the model alone (shapes, FLOPs, bytes, launch geometry), "
+        "ignoring the durations the trace measured",
+    )
+    parser.add_argument(
+        "--source-hw",
+        help="preset or YAML of the GPU the trace was measured on (default: from the trace's "
+        "deviceProperties, GPU name or kernel names)",
     )
     parser.add_argument(
         "--calibration", type=Path, help="efficiency overlay from `archsim calibrate` (YAML)"
@@ -46,8 +59,14 @@ def _format_seconds(seconds: float) -> str:
 
 def format_report(trace_path: Path, result: dict[str, Any]) -> str:
     """The human-readable lines of a prediction."""
-    per = "batch" if result["phase"] != "train" else "learner step"
-    rate_name = "images/s" if "images_per_s" in result else "samples/s"
+    per = {"train": "learner step", "all": "step"}.get(result["phase"], "batch")
+    rate_name = result.get("rate_unit", "items/s")
+    measured = result.get("measured_gpu_seconds")
+    measured_line = (
+        [f"GPU time per {per} measured in the trace: {_format_seconds(measured)}"]
+        if measured is not None
+        else []
+    )
     bound = "launch-bound (CPU)" if result["launch_bound"] else "GPU-bound"
     batch = result["batch"] if result["batch_known"] else "not recorded (rates are per step)"
     return "\n".join(
@@ -57,7 +76,9 @@ def format_report(trace_path: Path, result: dict[str, Any]) -> str:
             f"hardware: {result['hw']} ({result['gpu']})"
             + (" with calibrated efficiencies" if result.get("calibrated") else ""),
             f"ops per step: {result['n_ops']} (median over {result['n_steps']} steps)",
-            f"GPU time per {per}: {_format_seconds(result['gpu_seconds'])}",
+            f"GPU time per {per}: {_format_seconds(result['gpu_seconds'])}"
+            + (" (model only)" if result.get("model_only") else ""),
+            *measured_line,
             f"CPU launch overhead per {per}: {_format_seconds(result['launch_overhead_seconds'])} "
             f"({result['launches']} launches)",
             f"predicted time per {per}: {_format_seconds(result['seconds_per_batch'])} ({bound})",
@@ -70,6 +91,8 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.analysis.predict import predict_inference, predict_phase
     from archsim.commands._trace_input import load_trace_input
     from archsim.hw.args import hw_from_args
+    from archsim.perf.source import resolve_source_hw
+    from archsim.sim.run import name_trace_in_errors
 
     hw = hw_from_args(args)
     efficiency = None
@@ -78,8 +101,12 @@ def handle(args: argparse.Namespace) -> int:
 
         efficiency = load_efficiency(args.calibration)
     trace = load_trace_input(args.trace)
-    predict = predict_phase if args.phase == "train" else predict_inference
-    result = predict(trace, hw, args.phase, args.hw, str(args.trace), efficiency)
+    with name_trace_in_errors(args.trace):  # "trace: deviceProperties..." names the path
+        source = None if args.model_only else resolve_source_hw(trace, args.source_hw)
+        predict = predict_phase if args.phase == "train" else predict_inference
+        result = predict(
+            trace, hw, args.phase, args.hw, str(args.trace), efficiency, source, args.model_only
+        )
     result["calibrated"] = efficiency is not None
     if args.json:
         print(json.dumps(result))
