@@ -4,8 +4,10 @@ mapping of configurations onto simulator knobs, and a quick real `archsim valida
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -14,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from archsim.validate.configs import FULL_PLAN, QUICK_PLAN, dqn, r2d2
+from archsim.validate.load import PROC_STAT
 from archsim.validate.measure import FRAMESKIP, window_rates
 from archsim.validate.report import (
     CSV_COLUMNS,
@@ -111,6 +114,89 @@ def test_window_rates_by_hand():
     assert m.frames_per_s == pytest.approx(FRAMESKIP * 150 / 5.0)
     assert m.learner_updates_per_s == pytest.approx(3.0)
     assert m.cpu_util == pytest.approx(0.75)
+    assert m.cpu_s == pytest.approx(7.5)
+    # frames per CPU-second: 600 frames / 7.5 CPU s = 80, whatever else ran on the box
+    assert m.frames_per_cpu_s(hw_threads=2) == pytest.approx(80.0)
+
+
+def test_frames_per_cpu_s_of_older_measurements_by_hand():
+    # Saved before cpu_s was kept: CPU seconds = cpu_util x window x hardware threads
+    # = 0.25 x 10 s x 2 = 5 CPU s; 100 frames/s x 10 s = 1000 frames -> 200 frames per CPU-second.
+    from archsim.validate.measure import Measurement
+
+    old = Measurement(frames_per_s=100.0, learner_updates_per_s=1.0, cpu_util=0.25, window_s=10.0)
+    assert old.frames_per_cpu_s(hw_threads=2) == pytest.approx(200.0)
+    assert old.frames_per_cpu_s(hw_threads=2) == pytest.approx(
+        dataclasses.replace(old, cpu_s=5.0).frames_per_cpu_s(hw_threads=64)
+    )
+
+
+def test_make_row_per_cpu_second_by_hand():
+    # Two runs: 100 frames/s over 10 s on 5 CPU s (200 frames/CPU-s) and, on a loaded box, 50
+    # frames/s over 10 s on 2.5 CPU s (still 200). Predicted 120 frames/s with 0.5 CPU s busy per
+    # s: 240 frames/CPU-s, +20%; the wall-clock error is 120 / 75 - 1 = +60%.
+    from archsim.validate.measure import Measurement
+    from archsim.validate.run import make_row
+
+    def run(fps, cpu_s, others):
+        return Measurement(fps, 1.0, cpu_s / 20, 10.0, cpu_s=cpu_s, other_busy_cpus=others)
+
+    predicted = {
+        "frames_per_s": 120.0,
+        "learner_updates_per_s": 1.0,
+        "cpu_util": 0.25,
+        "cpu_busy_s_per_s": 0.5,
+    }
+    row = make_row(dqn("d"), "baseline", [run(100.0, 5.0, 0.0), run(50.0, 2.5, 1.5)], predicted)
+    assert row["measured_frames_per_cpu_s"] == pytest.approx(200.0)
+    assert row["predicted_frames_per_cpu_s"] == pytest.approx(240.0)
+    assert row["frames_per_cpu_s_error"] == pytest.approx(0.2)
+    assert row["frames_error"] == pytest.approx(0.6)
+    assert row["measured_cpu_s"] == pytest.approx(3.75)
+    assert row["other_busy_cpus"] == pytest.approx(0.75)
+
+
+def test_load_between_by_hand():
+    # 10 s in which all CPUs were busy 14 s (ticks) and this process tree used 5 s of CPU: others
+    # kept (14 - 5) / 10 = 0.9 CPUs busy; 2 s stolen over 10 s = 0.2 CPUs.
+    from archsim.validate.load import Snapshot, load_between
+
+    start = Snapshot(wall_s=100.0, busy_s=1000.0, steal_s=50.0, own_cpu_s=3.0)
+    end = Snapshot(wall_s=110.0, busy_s=1014.0, steal_s=52.0, own_cpu_s=8.0)
+    load = load_between(start, end, loadavg_1min=2.5)
+    assert load.other_busy_cpus == pytest.approx(0.9)
+    assert load.steal_cpus == pytest.approx(0.2)
+    assert load.loadavg_1min == 2.5
+    # tick-sampled busy time a little below our own getrusage time: clamped at 0, never negative
+    quiet = dataclasses.replace(end, busy_s=1004.9)
+    assert load_between(start, quiet, loadavg_1min=0.0).other_busy_cpus == 0.0
+    # no /proc/stat (not Linux): NaN, not a guess
+    blind = Snapshot(wall_s=0.0, busy_s=math.nan, steal_s=math.nan, own_cpu_s=0.0)
+    assert math.isnan(load_between(blind, dataclasses.replace(blind, wall_s=1.0), 0.0).steal_cpus)
+
+
+def test_parse_proc_stat_by_hand():
+    from archsim.validate.load import parse_proc_stat
+
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    text = "cpu  100 2 30 900 7 1 4 5 60 0\ncpu0 50 1 15 450 3 0 2 2 30 0\nintr 1 2\n"
+    # busy = user + nice + system + irq + softirq = 100 + 2 + 30 + 1 + 4 (guest is inside user)
+    assert parse_proc_stat(text) == (137.0, 5.0)
+    assert parse_proc_stat("cpu 1 2 3 4\n") == (6.0, 0.0)  # an old kernel without steal
+
+
+def test_load_reads_this_machine():
+    from archsim.validate.load import load_between, snapshot
+
+    if not PROC_STAT.exists():
+        pytest.skip("no /proc/stat on this system: load readings are NaN by design")
+    start = snapshot()
+    total = sum(i * i for i in range(300_000))  # some CPU time of our own
+    load = load_between(start, snapshot())
+    assert total > 0
+    cpus = os.cpu_count() or 1
+    assert 0.0 <= load.other_busy_cpus <= cpus + 0.5  # tick granularity over a short interval
+    assert 0.0 <= load.steal_cpus <= cpus + 0.5
 
 
 # --- the plan and its mapping onto the simulator ------------------------------------------------
@@ -146,12 +232,19 @@ def test_sim_config_mapping():
 
 # --- the real thing, small ----------------------------------------------------------------------
 
-# Gross bound on the quick run's frames/s MAE. Known today (docs/VALIDATION.md): the full plan's MAE
-# is 12.7%; the quick run (two baselines, dqn-every8, r2d2-1x2) gave 9.3% on a quiet box. Its runs
-# last seconds on a shared 2-core machine where other jobs moved one R2D2 run by 20-30%, so 0.5 allows
-# for a loaded CI box and still catches a broken pipeline (frameskip or a unit lost, a knob swapped:
-# errors of 75% to 300%+).
-QUICK_MAE_BOUND = 0.5
+# The quick run asserts on frames per CPU-second, not frames/s: its prediction is for a machine
+# that runs nothing else, and its wall-clock frames/s falls with whatever else the box runs (one
+# other CPU-bound process: frames/s MAE 115-400%, issue 11; two `yes` processes: 577%). Per
+# CPU-second of the run's own processes, time-sharing cancels out; what remains is the model's error
+# plus what contention does to CPU time per frame (cache and TLB refills after context switches,
+# R2D2's server closing batches on its 5 ms timeout with fewer observations). Measured on this 2-core
+# box: per-CPU-second MAE 5.6% with other agents' jobs running, 5.1% (worst -10.7%) with two `yes`
+# beside it as well (others kept 1.78 of 2 CPUs busy). 0.25 is about four times that, and still well
+# below what a broken pipeline gives: a lost frameskip is a factor 4 (75%), CPU seconds of one R2D2
+# process of three left out or counted twice move its row by 30-100%.
+QUICK_PER_CPU_S_MAE_BOUND = 0.25
+# One configuration alone: twice the MAE bound (the worst row seen is -10.7%).
+QUICK_PER_CPU_S_WORST_BOUND = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +277,20 @@ def test_quick_validation_outputs(quick_run):
             (predicted - measured) / measured, rel=1e-4, abs=2e-5
         )
         assert 0 < float(r["measured_cpu_util"]) <= 1.05  # a little over 1: sampling at the edges
+        # the load-robust figure: frames over the run's CPU seconds, recomputable from the CSV
+        window_s, cpu_s = float(r["window_s"]), float(r["measured_cpu_s"])
+        per_cpu_s = float(r["measured_frames_per_cpu_s"])
+        assert cpu_s > 0 and per_cpu_s > 0
+        if int(r["repeats"]) == 1:  # one run: frames / CPU seconds exactly
+            assert per_cpu_s == pytest.approx(measured * window_s / cpu_s, rel=1e-4)
+        assert float(r["frames_per_cpu_s_error"]) == pytest.approx(
+            (float(r["predicted_frames_per_cpu_s"]) - per_cpu_s) / per_cpu_s, rel=1e-4, abs=2e-5
+        )
+        # the machine's load was read during the run and the capture (Linux: /proc/stat)
+        if PROC_STAT.exists():
+            cpus = os.cpu_count() or 1
+            for key in ("other_busy_cpus", "capture_other_busy_cpus", "steal_cpus"):
+                assert 0 <= float(r[key]) <= cpus + 0.5, key
     table = (quick_run / "validation.md").read_text()
     table_rows = [line for line in table.splitlines() if line.startswith("| ")]
     assert len(table_rows) == 1 + len(rows)  # header row + one per configuration
@@ -203,7 +310,13 @@ def test_quick_validation_outputs(quick_run):
     assert summary["frames_mae"] == pytest.approx(
         mean_abs_error([float(r["frames_error"]) for r in rows]), rel=1e-4
     )
-    assert summary["frames_mae"] < QUICK_MAE_BOUND
+    per_cpu_errors = [float(r["frames_per_cpu_s_error"]) for r in rows]
+    assert summary["frames_per_cpu_s_mae"] == pytest.approx(
+        mean_abs_error(per_cpu_errors), rel=1e-4
+    )
+    assert summary["frames_per_cpu_s_mae"] < QUICK_PER_CPU_S_MAE_BOUND, rows
+    assert max(abs(e) for e in per_cpu_errors) < QUICK_PER_CPU_S_WORST_BOUND, rows
+    assert "Per CPU-second" in table
     for workload in ("dqn", "r2d2"):
         assert (quick_run / "traces" / f"{workload}-base" / "steps.parquet").exists()
 
@@ -281,12 +394,29 @@ def test_pooled_runs_average_measurements_and_predictions(tmp_path):
         [_row("b", "baseline", 100.0, 90.0), _row("v", "variant", 200.0, 220.0)],
         [_row("b", "baseline", 130.0, 110.0, 1), _row("v", "variant", 260.0, 240.0, 1)],
     ]
+    # per CPU-second and load, base: run 1 measured 200 frames/CPU-s (others kept 0.5 CPUs busy),
+    # predicted 180; run 2 measured 230 (1.1 CPUs busy), predicted 220. Pooled measured
+    # (2 x 200 + 230) / 3 = 210, predicted 200: -10 / 210; others' load (2 x 0.5 + 1.1) / 3 = 0.7.
+    for rows, measured, predicted, others in (
+        (runs[0], 200.0, 180.0, 0.5),
+        (runs[1], 230.0, 220.0, 1.1),
+    ):
+        rows[0].update(
+            measured_frames_per_cpu_s=measured,
+            predicted_frames_per_cpu_s=predicted,
+            other_busy_cpus=others,
+        )
     dirs = []
     for i, rows in enumerate(runs):
         (tmp_path / str(i)).mkdir()
         write_csv(rows, tmp_path / str(i) / "validation.csv")
         dirs.append(tmp_path / str(i))
     base, variant = pool_rows(dirs)
+    assert base["measured_frames_per_cpu_s"] == pytest.approx(210.0)
+    assert base["predicted_frames_per_cpu_s"] == pytest.approx(200.0)
+    assert base["frames_per_cpu_s_error"] == pytest.approx(-10 / 210)
+    assert base["other_busy_cpus"] == pytest.approx(0.7)
+    assert math.isnan(variant["frames_per_cpu_s_error"])  # not in these CSVs: NaN, not 0
     assert base["repeats"] == 3 and base["measured_frames_per_s"] == pytest.approx(110.0)
     assert base["predicted_frames_per_s"] == pytest.approx(100.0)
     assert base["frames_error"] == pytest.approx(-10 / 110)

@@ -2,7 +2,9 @@
 
 Captures one baseline trace per workload (DQN; R2D2 with central inference), runs the real workloads
 at the other configurations of the plan (archsim/validate/configs.py) without the profiler, predicts
-each from its baseline trace on the `local` hardware config, and writes ``validation.csv``,
+each from its baseline trace on the `local` hardware config, and writes ``validation.csv`` (frames/s
+error on the wall clock, and per CPU-second of the run's own processes, which other jobs on the box
+cannot move much; the machine's load during every run and capture),
 ``validation.md``, ``validation_scatter.png``/``.svg``, ``summary.json`` and the baseline traces.
 ``--from DIR`` redoes an earlier run's predictions; ``--pool DIR DIR ...`` pools earlier runs.
 """

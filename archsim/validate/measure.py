@@ -3,7 +3,9 @@ updates/s and CPU utilization over a steady window.
 
 frames/s = 4 x env steps/s (ALE frameskip 4, REFERENCE.md). CPU utilization = CPU seconds of every
 process of the run (``time.process_time``: all threads of a process) over the window, divided by
-window x hardware threads of this machine (``os.cpu_count()``).
+window x hardware threads of this machine (``os.cpu_count()``). The same CPU seconds are kept
+(``cpu_s``): frames per CPU-second is the figure other jobs on the box cannot move much, since
+a run slowed by time-sharing spends about the same CPU per frame (archsim.validate.load).
 
 R2D2: the SEED runtime (workloads/r2d2/seed) always wraps each process in a torch profiler
 (``ProcessProfiler``). Here each spawned process first swaps that class for ``SamplingRecorder``,
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import threading
 import time
@@ -54,6 +57,21 @@ class Measurement:
     # the machine's speed around the run: CPU ms of archsim.validate.speed's reference work, the mean
     # of a reading before and one after (NaN in measurements from before it was taken)
     speed_ref_ms: float = float("nan")
+    # CPU seconds of every thread of every process of the run over the window (NaN in measurements
+    # from before it was kept: then cpu_util x window x hardware threads, see frames_per_cpu_s)
+    cpu_s: float = float("nan")
+    # the machine's load from the run's start to its end (archsim.validate.load): CPUs kept busy by
+    # other processes, and CPUs' worth of time stolen by the hypervisor (NaN in older measurements)
+    other_busy_cpus: float = float("nan")
+    steal_cpus: float = float("nan")
+
+    def frames_per_cpu_s(self, hw_threads: int) -> float:
+        """Frames per CPU-second of the run's own processes; ``hw_threads`` (this machine's)
+        rebuilds the CPU seconds of measurements saved before ``cpu_s`` was."""
+        cpu_s = self.cpu_s
+        if not math.isfinite(cpu_s):
+            cpu_s = self.cpu_util * self.window_s * hw_threads
+        return self.frames_per_s * self.window_s / cpu_s if cpu_s > 0 else math.nan
 
 
 def dqn_settings(config: RunConfig) -> Any:
@@ -84,17 +102,26 @@ def seed_settings(config: RunConfig, seconds: float) -> Any:
 
 
 def measure(config: RunConfig, dqn_steps: int, r2d2_seconds: float, work_dir: Path) -> Measurement:
-    """One real run of ``config``, with the machine's speed read before and after it."""
+    """One real run of ``config``, with the machine's speed read before and after it and its load
+    read over it."""
+    from archsim.validate.load import load_between, snapshot
     from archsim.validate.speed import reference_cpu_ms
 
     before_ms = reference_cpu_ms()
+    start = snapshot()
     if config.workload == "dqn":
         m = measure_dqn(config, dqn_steps)
     else:
         m = measure_r2d2(config, r2d2_seconds, work_dir)
-    load = os.getloadavg()[0]
+    load = load_between(start, snapshot())
     speed_ms = (before_ms + reference_cpu_ms()) / 2
-    return dataclasses.replace(m, loadavg_1min=load, speed_ref_ms=speed_ms)
+    return dataclasses.replace(
+        m,
+        loadavg_1min=load.loadavg_1min,
+        speed_ref_ms=speed_ms,
+        other_busy_cpus=load.other_busy_cpus,
+        steal_cpus=load.steal_cpus,
+    )
 
 
 # --- DQN: one process, in this one ---------------------------------------------------------------
@@ -129,6 +156,7 @@ def measure_dqn(config: RunConfig, measured_steps: int) -> Measurement:
         learner_updates_per_s=updates / window_s,
         cpu_util=cpu_s / (window_s * (os.cpu_count() or 1)),
         window_s=window_s,
+        cpu_s=cpu_s,
     )
 
 
@@ -269,4 +297,5 @@ def window_rates(
         learner_updates_per_s=float(updates / window_s),
         cpu_util=float(cpu_s / (window_s * hw_threads)),
         window_s=float(window_s),
+        cpu_s=float(cpu_s),
     )

@@ -86,14 +86,28 @@ def _pool_one(rows: list[dict]) -> dict:
     def predicted(key: str) -> float:
         return statistics.fmean(r[key] for r in rows)
 
-    for key in ("window_s", "loadavg_1min", "speed_ref_ms"):
+    for key in (
+        "window_s",
+        "loadavg_1min",
+        "speed_ref_ms",
+        "measured_cpu_s",
+        "other_busy_cpus",
+        "steal_cpus",
+    ):
         out[key] = measured(key)
-    out["capture_speed_ref_ms"] = predicted("capture_speed_ref_ms")
+    for key in (
+        "capture_speed_ref_ms",
+        "capture_other_busy_cpus",
+        "capture_steal_cpus",
+        "capture_loadavg_1min",
+    ):
+        out[key] = predicted(key)
     out["frames_spread"] = spread([r["measured_frames_per_s"] for r in rows])
     for metric, measured_key, predicted_key in (
         ("frames", "measured_frames_per_s", "predicted_frames_per_s"),
         ("updates", "measured_updates_per_s", "predicted_updates_per_s"),
         ("cpu_util", "measured_cpu_util", "predicted_cpu_util"),
+        ("frames_per_cpu_s", "measured_frames_per_cpu_s", "predicted_frames_per_cpu_s"),
     ):
         out[measured_key], out[predicted_key] = measured(measured_key), predicted(predicted_key)
         out[f"{metric}_error"] = signed_rel_error(out[predicted_key], out[measured_key])

@@ -62,7 +62,8 @@ def sim_config(config: RunConfig, hw_threads: int) -> object:
 
 
 def predict(config: RunConfig, trace: object, hw: object) -> dict[str, float]:
-    """frames/s, learner updates/s and CPU utilization (of ALL hardware threads) predicted."""
+    """frames/s, learner updates/s, CPU utilization (of ALL hardware threads) and the CPU seconds
+    per second the run's threads are busy (``cpu_busy_s_per_s``), predicted."""
     from archsim.sim.run import simulate
 
     hw_threads = hw.cpu.sockets * hw.cpu.cores_per_socket * hw.cpu.threads_per_core
@@ -74,4 +75,5 @@ def predict(config: RunConfig, trace: object, hw: object) -> dict[str, float]:
         "frames_per_s": float(metrics["frames_per_s"]),
         "learner_updates_per_s": float(metrics["learner_updates_per_s"]),
         "cpu_util": float(metrics["cpu_util"]) * used_threads / hw_threads,
+        "cpu_busy_s_per_s": float(metrics["cpu_util"]) * used_threads,
     }

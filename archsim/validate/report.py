@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,6 +41,17 @@ CSV_COLUMNS = (
     "calibrated_frames_per_s",
     "calibrated_frames_error",
     "drift_corrected_frames_error",
+    # load-robust figure (issue 11): frames over the CPU seconds of the run's own processes
+    "measured_cpu_s",
+    "measured_frames_per_cpu_s",
+    "predicted_frames_per_cpu_s",
+    "frames_per_cpu_s_error",
+    # the machine's load (archsim.validate.load): during the runs, and during the baseline capture
+    "other_busy_cpus",
+    "steal_cpus",
+    "capture_other_busy_cpus",
+    "capture_steal_cpus",
+    "capture_loadavg_1min",
 )
 
 
@@ -69,6 +81,11 @@ def mean_abs_error(errors: Sequence[float]) -> float:
     return sum(finite) / len(finite) if finite else math.nan
 
 
+def _finite_mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
 def spread(values: Sequence[float]) -> float:
     """(max - min) / mean of repeated measurements; 0 for a single run."""
     mean = sum(values) / len(values)
@@ -78,6 +95,7 @@ def spread(values: Sequence[float]) -> float:
 def summary(rows: list[dict]) -> dict:
     """MAE and worst configuration of the frames/s error."""
     errors = [r["frames_error"] for r in rows]
+    per_cpu = [e for r in rows if math.isfinite(e := r.get("frames_per_cpu_s_error", math.nan))]
     worst = max(
         rows, key=lambda r: abs(r["frames_error"]) if math.isfinite(r["frames_error"]) else -1
     )
@@ -93,6 +111,18 @@ def summary(rows: list[dict]) -> dict:
         ),
         "drift_corrected_frames_mae": mean_abs_error(
             [r.get("drift_corrected_frames_error", math.nan) for r in rows]
+        ),
+        "frames_per_cpu_s_mae": mean_abs_error(per_cpu),
+        "worst_frames_per_cpu_s_error": max(per_cpu, key=abs, default=math.nan),
+        "mean_other_busy_cpus": _finite_mean([r.get("other_busy_cpus", math.nan) for r in rows]),
+        "max_other_busy_cpus": max(
+            (
+                v
+                for r in rows
+                for k in ("other_busy_cpus", "capture_other_busy_cpus")
+                if math.isfinite(v := r.get(k, math.nan))
+            ),
+            default=math.nan,
         ),
         **{
             f"frames_mae_{w}": mean_abs_error(
@@ -129,13 +159,23 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if math.isfinite(x) else ""
 
 
+def _load(row: dict) -> str:
+    """Others' busy CPUs during the runs, and during the baseline capture in brackets."""
+    run, capture = (
+        row.get("other_busy_cpus", math.nan),
+        row.get("capture_other_busy_cpus", math.nan),
+    )
+    text = f"{run:.2f}" if math.isfinite(run) else "n/a"
+    return text + (f" ({capture:.2f} capture)" if math.isfinite(capture) else "")
+
+
 def markdown_table(rows: list[dict]) -> str:
     """One line per configuration, then the MAE line."""
     lines = [
         "| config | knobs | frames/s measured | predicted | error | profiled run | "
         "calibrated error | updates/s measured | predicted | error | CPU util measured | "
-        "predicted |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "predicted | frames/CPU-s measured | predicted | error | others' busy CPUs |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         name = r["config"] + (" (baseline)" if r["role"] == "baseline" else "")
@@ -147,7 +187,9 @@ def markdown_table(rows: list[dict]) -> str:
             f"{_pct(r['calibrated_frames_error']) if r['role'] == 'variant' else '='} | "
             f"{r['measured_updates_per_s']:,.1f} | {r['predicted_updates_per_s']:,.1f} | "
             f"{_pct(r['updates_error'])} | {r['measured_cpu_util']:.0%} | "
-            f"{r['predicted_cpu_util']:.0%} |"
+            f"{r['predicted_cpu_util']:.0%} | {_num(r.get('measured_frames_per_cpu_s', math.nan))} | "
+            f"{_num(r.get('predicted_frames_per_cpu_s', math.nan))} | "
+            f"{_pct(r.get('frames_per_cpu_s_error', math.nan))} | {_load(r)} |"
         )
     s = summary(rows)
     lines.append("")
@@ -170,22 +212,67 @@ def markdown_table(rows: list[dict]) -> str:
             if math.isfinite(s["drift_corrected_frames_mae"])
             else ""
         )
+        + (
+            f" Per CPU-second of the run's own processes (load-robust), the frames MAE is "
+            f"{s['frames_per_cpu_s_mae']:.1%} (worst {_pct(s['worst_frames_per_cpu_s_error'])})."
+            if math.isfinite(s["frames_per_cpu_s_mae"])
+            else ""
+        )
+        + (
+            f" Other processes kept {s['mean_other_busy_cpus']:.2f} of {os.cpu_count()} CPUs busy "
+            f"on average during the runs (at most {s['max_other_busy_cpus']:.2f} during a run or "
+            f"capture)."
+            if math.isfinite(s["mean_other_busy_cpus"])
+            else ""
+        )
     )
     return "\n".join(lines) + "\n"
 
 
 def scatter_chart(rows: list[dict], stem: Path) -> None:
-    """Predicted vs measured frames/s (log-log), y = x and the ±10% / ±20% bands; PNG and SVG."""
+    """Predicted vs measured (log-log), y = x and the ±10% / ±20% bands, in two panels: frames/s
+    (wall clock) and frames per CPU-second (load-robust; left out when no row has it); PNG, SVG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    measured = [r["measured_frames_per_s"] for r in rows]
-    predicted = [r["predicted_frames_per_s"] for r in rows]
-    lo = min(measured + predicted) / 1.5
-    hi = max(measured + predicted) * 1.5
-    fig, ax = plt.subplots(figsize=(6.4, 5.6), layout="constrained")
+    s = summary(rows)
+    panels = [
+        ("frames_per_s", "frames/s", f"wall clock: MAE {s['frames_mae']:.1%}"),
+    ]
+    if math.isfinite(s["frames_per_cpu_s_mae"]):
+        panels.append(
+            (
+                "frames_per_cpu_s",
+                "frames per CPU-second",
+                f"per CPU-second (load-robust): MAE {s['frames_per_cpu_s_mae']:.1%}",
+            )
+        )
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(6.4 * len(panels), 5.6), layout="constrained", squeeze=False
+    )
+    for ax, (key, unit, title) in zip(axes[0], panels, strict=True):
+        _scatter_panel(ax, rows, key, unit)
+        ax.set_title(title)
+    fig.suptitle("archsim vs real runs on this machine")
+    fig.savefig(stem.with_suffix(".png"), dpi=120)
+    fig.savefig(stem.with_suffix(".svg"))
+    plt.close(fig)
+
+
+def _scatter_panel(ax: object, rows: list[dict], key: str, unit: str) -> None:
+    """One predicted-vs-measured panel of ``measured_<key>`` against ``predicted_<key>``."""
+    from matplotlib.ticker import FuncFormatter
+
+    pairs = [
+        (r, r[f"measured_{key}"], r[f"predicted_{key}"])
+        for r in rows
+        if math.isfinite(r.get(f"measured_{key}", math.nan))
+        and math.isfinite(r.get(f"predicted_{key}", math.nan))
+    ]
+    values = [v for _, m, p in pairs for v in (m, p)]
+    lo, hi = min(values) / 1.5, max(values) * 1.5
     xs = [lo, hi]
     ax.plot(xs, xs, color="black", lw=1, label="predicted = measured")
     for band, alpha in ((GOAL_WORST, 0.10), (GOAL_MAE, 0.18)):
@@ -200,39 +287,32 @@ def scatter_chart(rows: list[dict], stem: Path) -> None:
         )
     markers = {"dqn": ("o", "tab:blue"), "r2d2": ("s", "tab:orange")}
     for workload, (marker, color) in markers.items():
-        pts = [r for r in rows if r["workload"] == workload]
+        pts = [(r, m, p) for r, m, p in pairs if r["workload"] == workload]
         if not pts:
             continue
         ax.scatter(
-            [r["measured_frames_per_s"] for r in pts],
-            [r["predicted_frames_per_s"] for r in pts],
+            [m for _, m, _ in pts],
+            [p for _, _, p in pts],
             marker=marker,
             color=color,
             label=workload.upper(),
             zorder=3,
         )
-        for i, r in enumerate(pts):  # staggered so that neighbouring labels do not overlap
+        for i, (r, m, p) in enumerate(pts):  # staggered so that neighbouring labels do not overlap
             ax.annotate(
                 r["config"],
-                (r["measured_frames_per_s"], r["predicted_frames_per_s"]),
+                (m, p),
                 textcoords="offset points",
                 xytext=(4, 4 - 9 * (i % 3)),
                 fontsize=7,
             )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    from matplotlib.ticker import FuncFormatter
-
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    ax.set_xlabel("measured frames/s (real run, no profiler)")
-    ax.set_ylabel("predicted frames/s (archsim, --hw local, baseline trace)")
-    s = summary(rows)
-    ax.set_title(f"archsim vs real runs on this machine: MAE {s['frames_mae']:.1%}")
+    ax.set_xlabel(f"measured {unit} (real run, no profiler)")
+    ax.set_ylabel(f"predicted {unit} (archsim, --hw local, baseline trace)")
     ax.legend(loc="upper left", fontsize=8)
-    fig.savefig(stem.with_suffix(".png"), dpi=120)
-    fig.savefig(stem.with_suffix(".svg"))
-    plt.close(fig)

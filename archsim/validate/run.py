@@ -6,12 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import statistics
 import tempfile
 from pathlib import Path
 
 from archsim.errors import ArchsimError
 from archsim.validate.configs import Plan, RunConfig
+from archsim.validate.load import load_between, snapshot
 from archsim.validate.measure import Measurement, measure
 from archsim.validate.report import add_calibrated_columns, signed_rel_error, spread
 from archsim.validate.speed import reference_cpu_ms
@@ -56,13 +58,15 @@ def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dic
     bar = tqdm(
         total=len(plan.baselines) + len(runs), desc="validate", unit="run", disable=not progress
     )
-    traces, capture_speed = {}, {}
+    traces, capture_speed, capture_load = {}, {}, {}
     for workload, config in plan.baselines.items():
         bar.set_postfix_str(f"capture {config.name}")
         before_ms = reference_cpu_ms()
+        start = snapshot()
         traces[workload] = capture_baseline(
             workload, config, plan, out_dir / "traces" / config.name
         )
+        capture_load[workload] = dataclasses.asdict(load_between(start, snapshot()))
         capture_speed[workload] = (before_ms + reference_cpu_ms()) / 2
         bar.update()
     measured: dict[str, list[Measurement]] = {}
@@ -73,7 +77,7 @@ def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dic
             measured.setdefault(config.name, []).append(m)
             bar.update()
     bar.close()
-    save_measurements(out_dir / MEASUREMENTS_FILE, plan, measured, capture_speed)
+    save_measurements(out_dir / MEASUREMENTS_FILE, plan, measured, capture_speed, capture_load)
     rows = []
     for config in plan.configs:
         role = "baseline" if plan.baselines[config.workload] is config else "variant"
@@ -82,16 +86,19 @@ def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dic
                 config, role, measured[config.name], predict(config, traces[config.workload], hw)
             )
         )
-    add_baseline_columns(rows, traces, capture_speed)
+    add_baseline_columns(rows, traces, capture_speed, capture_load)
     return rows
 
 
-def add_baseline_columns(rows: list[dict], traces: dict, capture_speed: dict) -> None:
+def add_baseline_columns(
+    rows: list[dict], traces: dict, capture_speed: dict, capture_load: dict | None = None
+) -> None:
     """Diagnostics beside the headline error: the profiled baseline run's own frames/s (baseline
     rows); each prediction scaled by its baseline's measured / predicted ratio ("calibrated":
     what is left is the model's error in how frames/s CHANGES with the knobs); and each prediction
     scaled by the machine's speed during its runs over its speed during the baseline capture
-    ("drift-corrected", archsim.validate.speed: what is left is the model's error, not the VM's)."""
+    ("drift-corrected", archsim.validate.speed: what is left is the model's error, not the VM's);
+    the machine's load during the baseline capture (archsim.validate.load, NaN when not read)."""
     from archsim.validate.capture_rate import capture_frames_per_s
 
     add_calibrated_columns(rows)
@@ -102,6 +109,9 @@ def add_baseline_columns(rows: list[dict], traces: dict, capture_speed: dict) ->
             else math.nan
         )
         row["capture_speed_ref_ms"] = float(capture_speed.get(row["workload"], math.nan))
+        load = (capture_load or {}).get(row["workload"], {})
+        for key in ("other_busy_cpus", "steal_cpus", "loadavg_1min"):
+            row[f"capture_{key}"] = float(load.get(key, math.nan))
         # slower reference = more ms: a capture at 1.2x the run's ms predicts 1.2x too few frames/s
         drift = row["capture_speed_ref_ms"] / row["speed_ref_ms"]
         row["drift_corrected_frames_error"] = signed_rel_error(
@@ -118,13 +128,22 @@ def _repeats(plan: Plan, config: RunConfig) -> int:
 def make_row(
     config: RunConfig, role: str, runs: list[Measurement], predicted: dict[str, float]
 ) -> dict:
-    """One CSV row: the knobs, the mean of the measured runs, the prediction and the errors."""
+    """One CSV row: the knobs, the mean of the measured runs, the prediction and the errors.
+
+    Beside frames/s (wall clock), frames per CPU-second: the measured frames over the CPU seconds
+    of the run's processes, and the predicted frames/s over the predicted busy CPU seconds per
+    second. Time-sharing with other jobs slows a run's wall clock, not (much) its CPU per frame.
+    """
     fps = [float(m.frames_per_s) for m in runs]
+    hw_threads = os.cpu_count() or 1  # rebuilds cpu_s of measurements saved without it
     mean = {
         "frames_per_s": statistics.fmean(fps),
         "updates_per_s": statistics.fmean(float(m.learner_updates_per_s) for m in runs),
         "cpu_util": statistics.fmean(float(m.cpu_util) for m in runs),
+        "frames_per_cpu_s": statistics.fmean(m.frames_per_cpu_s(hw_threads) for m in runs),
     }
+    busy = predicted.get("cpu_busy_s_per_s", math.nan)
+    predicted_per_cpu_s = predicted["frames_per_s"] / busy if busy > 0 else math.nan
     return {
         "config": config.name,
         "workload": config.workload,
@@ -154,6 +173,15 @@ def make_row(
         "measured_cpu_util": mean["cpu_util"],
         "predicted_cpu_util": predicted["cpu_util"],
         "cpu_util_error": signed_rel_error(predicted["cpu_util"], mean["cpu_util"]),
+        "measured_cpu_s": statistics.fmean(
+            m.cpu_s if math.isfinite(m.cpu_s) else m.cpu_util * m.window_s * hw_threads
+            for m in runs
+        ),
+        "measured_frames_per_cpu_s": mean["frames_per_cpu_s"],
+        "predicted_frames_per_cpu_s": predicted_per_cpu_s,
+        "frames_per_cpu_s_error": signed_rel_error(predicted_per_cpu_s, mean["frames_per_cpu_s"]),
+        "other_busy_cpus": statistics.fmean(float(m.other_busy_cpus) for m in runs),
+        "steal_cpus": statistics.fmean(float(m.steal_cpus) for m in runs),
     }
 
 
@@ -161,13 +189,18 @@ MEASUREMENTS_FILE = "measurements.json"
 
 
 def save_measurements(
-    path: Path, plan: Plan, measured: dict[str, list[Measurement]], capture_speed: dict
+    path: Path,
+    plan: Plan,
+    measured: dict[str, list[Measurement]],
+    capture_speed: dict,
+    capture_load: dict | None = None,
 ) -> None:
     """The raw runs, so that predictions can be redone (``repredict``) when the model changes."""
     doc = {
         "configs": [dataclasses.asdict(c) for c in plan.configs],
         "baselines": {w: c.name for w, c in plan.baselines.items()},
         "capture_speed_ref_ms": capture_speed,
+        "capture_load": capture_load or {},
         "runs": {name: [dataclasses.asdict(m) for m in ms] for name, ms in measured.items()},
     }
     path.write_text(json.dumps(doc, indent=1) + "\n")
@@ -195,5 +228,7 @@ def repredict(from_dir: Path) -> list[dict]:
         runs = [Measurement(**m) for m in doc["runs"][config.name]]
         role = "baseline" if baselines[config.workload] is config else "variant"
         rows.append(make_row(config, role, runs, predict(config, traces[config.workload], hw)))
-    add_baseline_columns(rows, traces, doc.get("capture_speed_ref_ms", {}))
+    add_baseline_columns(
+        rows, traces, doc.get("capture_speed_ref_ms", {}), doc.get("capture_load", {})
+    )
     return rows
