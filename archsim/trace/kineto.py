@@ -258,12 +258,13 @@ def _check_times(path: Path, event: dict[str, Any], index: int) -> tuple[float, 
 
 
 def _bad_dims(dims: Any) -> bool:
-    """True when recorded Input Dims hold a negative size or one no int64 holds."""
-    if isinstance(dims, list):
-        return any(_bad_dims(d) for d in dims)
-    if isinstance(dims, int) and not isinstance(dims, bool):
-        return not 0 <= dims < INT64_LIMIT
-    return False
+    """True when recorded Input Dims hold a negative size, or a shape of more elements than int64
+    counts (no memory holds that many; its FLOPs would overflow float64)."""
+    if not isinstance(dims, list):
+        return False
+    if dims and all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        return any(d < 0 for d in dims) or math.prod(dims) >= INT64_LIMIT
+    return any(_bad_dims(d) for d in dims)
 
 
 def _check_args(path: Path, cat: str, event: dict[str, Any], index: int, args: dict) -> None:
@@ -274,8 +275,8 @@ def _check_args(path: Path, cat: str, event: dict[str, Any], index: int, args: d
             raise ArchsimError(
                 where(
                     path,
-                    f"{_event_label(event, index)} has a negative or out-of-range size in "
-                    "'Input Dims' (expected sizes >= 0)",
+                    f"{_event_label(event, index)} has a negative size or a shape of 2^63+ "
+                    "elements in 'Input Dims' (expected sizes >= 0)",
                 )
             )
         return
