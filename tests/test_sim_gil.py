@@ -16,11 +16,12 @@ from archsim.hw import load_hw
 from archsim.sim.config import SimConfig
 from archsim.sim.gil import HANDOFF_S, SWITCH_INTERVAL_S, Gil, slices
 from archsim.sim.metrics import Recorder
-from archsim.sim.python_share import BurstPython, PythonShare, derive_python_share
+from archsim.sim.python_share import BurstPython, PythonShare, derive_python_share, with_server
 from archsim.sim.run import simulate_system
 from archsim.sim.shared_cpu import SharedThreads
 from archsim.sim.workload import derive_machine, derive_service_times
 from archsim.trace.format import load
+from tests.test_sim_support import tiny_trace
 
 R2D2_TRACE = Path(__file__).resolve().parents[1] / "traces" / "r2d2-seed-2x2-cpu"
 
@@ -107,17 +108,33 @@ needs_r2d2 = pytest.mark.skipif(
 )
 
 
+def test_python_shares_of_a_tiny_trace_by_hand():
+    # tests/test_sim_support.tiny_trace: actor act phases of 60 us holding 5 ops of 10 us; learner
+    # steps of forward 1,000 us (1 op of 10 us), backward 2,000 us (1 op; native as a whole) and
+    # optimizer 500 us (1 op of 10 us); replay sampling of 300 us with no ops.
+    python = derive_python_share(tiny_trace())
+    assert python.inference.share == pytest.approx(1 - 50 / 60)  # no inference role: actors' act
+    assert python.inference.releases == 5
+    # forward + backward + optimizer: 3,500 us, of which 10 + 2,000 + 10 native
+    assert python.train.share == pytest.approx(1 - 2020 / 3500)
+    assert python.train.releases == 2  # the backward pass is one call: not a release point
+    assert python.update.share == pytest.approx(1 - 10 / 500)
+    assert python.replay_sample.share == 1.0 and python.replay_sample.releases == 0
+    # the server: its Python seconds over its CPU seconds, per observation and per batch
+    served = with_server(python, 20e-6, 5e-6, 1e-3, 1e-3)
+    assert (served.server_per_obs, served.server_per_batch) == (0.25, 1.0)
+    burst = served.server_burst(per_batch_s=1e-3, per_obs_s=20e-6, n_obs=10)
+    assert burst.share == pytest.approx((1e-3 + 10 * 5e-6) / (1e-3 + 10 * 20e-6))
+
+
 @needs_r2d2
-def test_r2d2_trace_python_shares():
-    # Worked from the trace's ops and steps tables: inference batches hold 709.0 ms of recorded ops
-    # in 1,196.1 ms of batch time over 110 batches -> 1 - 709.0/1196.1 = 0.407 Python, 31.1 ops per
-    # batch. Replay sampling records no ops: all Python. Backward passes are native.
+def test_r2d2_trace_python_shares_are_fractions():
     python = derive_python_share(load(R2D2_TRACE))
-    assert python.inference.share == pytest.approx(0.407, abs=1e-3)
-    assert python.inference.releases == pytest.approx(3418 / 110, rel=1e-9)
-    assert python.replay_sample.share == 1.0
-    assert 0.0 < python.train.share < python.update.share < 1.0
-    assert python.any()
+    for part in (python.replay_sample, python.train, python.update, python.inference):
+        assert 0.0 <= part.share <= 1.0
+    assert python.replay_sample.share == 1.0  # the trace records no native op while sampling
+    assert 0.0 < python.inference.share < 1.0 and python.inference.releases > 0
+    assert python.train.share < 1.0  # the backward pass is native
 
 
 @needs_r2d2

@@ -38,6 +38,8 @@ class ActorWork:
     actor_step_cpu_s: np.ndarray
     server_cpu_s_per_obs: float
     param_copy_capture_s: float  # receive and copy one parameter set
+    # the Python part of server_cpu_s_per_obs, which holds the learner process's GIL (archsim.sim.gil)
+    server_python_s_per_obs: float = 0.0
 
 
 def actor_rows(steps: pd.DataFrame, config: SimConfig) -> pd.DataFrame:
@@ -96,8 +98,15 @@ def derive_actor_work(trace, hw, config: SimConfig) -> ActorWork:
     if request_capture_s is None:
         request_capture_s = stack_capture_s
     server_cpu_s_per_obs = insert_us / float(np.median(per_env)) * 1e-6 + request_capture_s / envs
+    # Python: the replay insert, and a SEED capture's measured request reads (unpickling). The
+    # network model's stack cost is the socket call itself, which CPython makes without the GIL
+    # (Modules/socketmodule.c releases it around send/recv).
+    server_python_s_per_obs = insert_us / float(np.median(per_env)) * 1e-6
+    if server_request_cpu_s(trace) is not None:
+        server_python_s_per_obs += request_capture_s / envs
     return ActorWork(
         actor_step_cpu_s=actor_cpu_s,
         server_cpu_s_per_obs=float(server_cpu_s_per_obs),
+        server_python_s_per_obs=float(server_python_s_per_obs),
         param_copy_capture_s=param_copy_capture_s,
     )

@@ -56,7 +56,10 @@ def serve_batch(
         rec.inference_obs += n_obs
     cpu_s = times.server_cpu_s_per_batch + times.server_cpu_s_per_obs * n_obs
     # request handling holds the learner process's GIL for its Python part (archsim.sim.gil)
-    yield from run_burst(system, server, cpu_s, times.python.server, "inference_server")
+    python = times.python.server_burst(
+        times.server_cpu_s_per_batch, times.server_cpu_s_per_obs, n_obs
+    )
+    yield from run_burst(system, server, cpu_s, python, "inference_server")
     yield from system.replay.insert(n_obs)
     label = f"inference_batch b={n_obs}"
     if times.on_gpu:

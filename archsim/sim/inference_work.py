@@ -31,6 +31,9 @@ class InferenceWork:
     sm_fraction: np.ndarray
     server_cpu_s_per_batch: float
     recorded: bool  # a SEED trace: batches close when a server thread is free
+    # the Python part of server_cpu_s_per_batch (the recorded time outside the policy's ops; the
+    # kernel launches are native), which holds the learner process's GIL (archsim.sim.gil)
+    server_python_s_per_batch: float = 0.0
     dram_bytes: np.ndarray | None = None  # GPU DRAM bytes of a batch of each size, for power
 
 
@@ -82,4 +85,5 @@ def derive_inference_work(trace, hw, config: SimConfig, source) -> InferenceWork
         server_cpu_s_per_batch=server_cpu_s_per_batch,
         recorded=recorded,
         dram_bytes=inference_bytes,
+        server_python_s_per_batch=server_overhead_capture_s(trace) if recorded else 0.0,
     )

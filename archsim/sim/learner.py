@@ -51,6 +51,5 @@ def learner_process(system: System):
         if env.now < rec.end:
             rec.learner_updates += 1
         if cfg.inference == "local" and updates % cfg.publish_every == 0:
-            yield from run_burst(
-                system, thread, times.publish_cpu_s, python.publish, "param_publish"
-            )
+            # a socket send and a copy of the parameters: native, no GIL (archsim.sim.python_share)
+            yield from threads.execute(thread, times.publish_cpu_s, "param_publish")

@@ -3,20 +3,26 @@ process's GIL (archsim.sim.gil), derived per phase from the trace.
 
 CPython runs bytecode only while holding the GIL; a torch op releases it for its native work (the
 generated Python bindings drop it around the op's dispatch: ``pybind11::gil_scoped_release`` in
-torch/csrc/autograd/generated/python_torch_functions.cpp). So a phase's Python time is its CPU time
-(wall time where the trace has no CPU time; archsim.sim.step_work) minus the time in its recorded
-native ops, and its share is that over the phase's work, over the steps of the phase's role:
+torch/csrc/autograd/generated/python_torch_functions.cpp). So a phase's Python time is its time
+minus the time in its recorded native ops, and its share, over the steps of the phase's role, is
 
-    share(phases) = 1 - sum(op durations in phases) / sum(phase work)
+    share(phases) = 1 - sum(op durations in phases) / sum(phase durations)
 
-Both figures come from the same profiled steps, so the profiler's cost per op sits in both; the
-difference also holds native work outside torch ops (numpy loops, socket copies), so the share is an
-upper bound on the time the GIL is held. Phases without recorded ops (replay sampling, request
-handling, parameter publication) count as all Python. Exceptions by construction:
+Both are wall-clock durations of the same profiled steps (an op's duration is wall time, so it is
+set against the phase's wall time, not its CPU time: on a loaded capture machine both hold the same
+descheduling); the simulator applies the share to the phase's CPU work. The profiler's cost per op
+sits in both; the difference also holds native work outside torch ops (numpy loops, socket
+copies), so the share is an upper bound on the time the GIL is held. Phases without recorded ops (replay sampling) count as all
+Python. Exceptions by construction:
 
 - ``train_backward``: one Python call, ``loss.backward()``, into the autograd engine, which releases
   the GIL for its whole run (torch/csrc/autograd/python_engine.cpp, ``THPEngine_run_backward``): native.
 - kernel launches on a GPU (``cudaLaunchKernel`` inside the op's native dispatch): native.
+- the inference server's CPU (archsim.sim.actor_work, archsim.sim.inference_work): the replay
+  insert and the time a SEED capture recorded outside the policy's ops are Python; the network
+  model's per-message stack cost is a socket call, made without the GIL: ``server_per_obs`` and
+  ``server_per_batch`` are those Python parts over the server's CPU per observation and per batch.
+- parameter publication (a socket send and a copy of the parameters): native.
 
 ``releases`` counts the native ops per step of the phases: each one is a point where the thread drops
 the GIL and another thread may take it (archsim.sim.gil slices a burst there).
@@ -24,12 +30,11 @@ the GIL and another thread may take it (archsim.sim.gil slices a burst there).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-
-from archsim.sim.step_work import phases_work_us
 
 # Phases whose recorded time is one call into native code that releases the GIL (see above).
 NATIVE_PHASES = ("train_backward",)
@@ -51,22 +56,24 @@ class PythonShare:
     train: BurstPython = BurstPython()  # a learner step on the CPU (no GPU)
     update: BurstPython = BurstPython()  # its locked part (optimizer step, priority update)
     inference: BurstPython = BurstPython()  # an inference batch's forward pass on the CPU
-    server: BurstPython = BurstPython()  # request handling and replay insert
-    publish: BurstPython = BurstPython()  # parameter publication
+    # shares of the server's CPU per observation and per batch (request handling, replay insert)
+    server_per_obs: float = 0.0
+    server_per_batch: float = 0.0
 
     def any(self) -> bool:
         """True when some burst holds the GIL for part of its work."""
-        return any(
-            part.share > 0
-            for part in (
-                self.replay_sample,
-                self.train,
-                self.update,
-                self.inference,
-                self.server,
-                self.publish,
-            )
+        parts = (self.replay_sample, self.train, self.update, self.inference)
+        return any(part.share > 0 for part in parts) or (
+            self.server_per_obs > 0 or self.server_per_batch > 0
         )
+
+    def server_burst(self, per_batch_s: float, per_obs_s: float, n_obs: int) -> BurstPython:
+        """The Python share of one server burst: ``per_batch_s + per_obs_s * n_obs`` of CPU."""
+        cpu_s = per_batch_s + per_obs_s * n_obs
+        if cpu_s <= 0:
+            return BurstPython()
+        python_s = self.server_per_batch * per_batch_s + self.server_per_obs * per_obs_s * n_obs
+        return BurstPython(share=python_s / cpu_s)
 
 
 def burst_python(trace, role: str, phases: tuple[str, ...]) -> BurstPython:
@@ -78,13 +85,12 @@ def burst_python(trace, role: str, phases: tuple[str, ...]) -> BurstPython:
     if rows.empty or not present:
         return BurstPython(share=1.0, releases=0.0)
     python_phases = tuple(p for p in present if p not in NATIVE_PHASES)
-    work_us = phases_work_us(rows, present)
     has = pd.Series(False, index=rows.index)
     for phase in present:
         has |= rows[f"{phase}_us"].notna()
-    rows, work_us = rows[has], work_us[has]
-    total_us = float(work_us.sum())
-    if total_us <= 0 or not python_phases:
+    rows = rows[has]
+    wall_us = sum(float(rows[f"{phase}_us"].fillna(0.0).sum()) for phase in present)
+    if wall_us <= 0 or not python_phases:
         return BurstPython(share=0.0 if not python_phases else 1.0, releases=0.0)
     ops = trace.ops
     ops = ops[
@@ -92,16 +98,19 @@ def burst_python(trace, role: str, phases: tuple[str, ...]) -> BurstPython:
         & ops["phase"].isin(python_phases)
         & ops["step_id"].isin(rows["step_id"])
     ]
-    native_us = float(ops["dur_us"].sum())
-    # the native phases' whole work is native
-    native_us += float(phases_work_us(rows, [p for p in present if p in NATIVE_PHASES]).sum())
+    # the native phases' whole time is native
+    native_us = float(ops["dur_us"].sum()) + sum(
+        float(rows[f"{phase}_us"].fillna(0.0).sum()) for phase in present if phase in NATIVE_PHASES
+    )
+    total_us = wall_us
     share = float(np.clip(1.0 - native_us / total_us, 0.0, 1.0))
     return BurstPython(share=share, releases=len(ops) / len(rows))
 
 
 def derive_python_share(trace, inference_role: str = "inference") -> PythonShare:
     """Python shares of the learner process's bursts from ``trace`` (before the profiler's cost is
-    taken out of its steps, so that op times and phase times are both profiled figures)."""
+    taken out of its steps, so that op times and phase times are both profiled figures); the
+    server's shares come from :func:`with_server`."""
     steps = trace.steps
     has_inference = bool((steps["role"] == inference_role).any()) and (
         "inference_batch_us" in steps and steps["inference_batch_us"].notna().any()
@@ -120,8 +129,24 @@ def derive_python_share(trace, inference_role: str = "inference") -> PythonShare
         ),
         update=burst_python(trace, "learner", ("optimizer_step", "priority_update")),
         inference=inference,
-        # request reads, replay inserts and the recorded server time outside the policy's ops: no
-        # native op is recorded there, so all of it counts as Python
-        server=BurstPython(share=1.0, releases=0.0),
-        publish=burst_python(trace, "learner", ("param_publish",)),
     )
+
+
+def with_server(
+    python: PythonShare,
+    per_obs_cpu_s: float,
+    per_obs_python_s: float,
+    per_batch_cpu_s: float = 0.0,
+    per_batch_python_s: float = 0.0,
+) -> PythonShare:
+    """``python`` with the server's shares: its Python seconds over its CPU seconds, per
+    observation and per batch (archsim.sim.actor_work, archsim.sim.inference_work)."""
+    return dataclasses.replace(
+        python,
+        server_per_obs=_ratio(per_obs_python_s, per_obs_cpu_s),
+        server_per_batch=_ratio(per_batch_python_s, per_batch_cpu_s),
+    )
+
+
+def _ratio(part: float, whole: float) -> float:
+    return float(np.clip(part / whole, 0.0, 1.0)) if whole > 0 else 0.0

@@ -25,7 +25,7 @@ from archsim.sim.learner_work import derive_learner_work, trace_learner_batch
 from archsim.sim.machine import derive_machine
 from archsim.sim.pacing import trace_frames_per_env_step
 from archsim.sim.profiler_cost import without_profiler_cost
-from archsim.sim.python_share import derive_python_share
+from archsim.sim.python_share import derive_python_share, with_server
 from archsim.sim.step_work import whole_steps
 from archsim.sim.system import ServiceTimes
 
@@ -45,6 +45,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
     actor = derive_actor_work(trace, hw, config)
     if hw.gpu is None:
         times = cpu_only_times(trace, config, learner_batch, actor, hw)
+        python = with_server(python, actor.server_cpu_s_per_obs, actor.server_python_s_per_obs)
         return dataclasses.replace(times, frames_per_env_step=frames_per_env_step, python=python)
     inference = derive_inference_work(trace, hw, config, source)
     learner = derive_learner_work(trace, hw, learner_batch, source)
@@ -65,5 +66,12 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         batch_when_server_free=inference.recorded,
         inference_dram_bytes=inference.dram_bytes,
         learner_dram_bytes=learner.dram_bytes,
+    )
+    python = with_server(
+        python,
+        actor.server_cpu_s_per_obs,
+        actor.server_python_s_per_obs,
+        inference.server_cpu_s_per_batch,
+        inference.server_python_s_per_batch,
     )
     return dataclasses.replace(times, frames_per_env_step=frames_per_env_step, python=python)
