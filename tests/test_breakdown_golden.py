@@ -16,6 +16,7 @@ from archsim.analysis.breakdown import COMPONENTS, breakdown, resize_batches, sm
 from archsim.cli import main
 from archsim.errors import ArchsimError
 from archsim.hw import load_hw
+from archsim.perf.kernel import math_rate_per_sm
 from archsim.report.breakdown_chart import sm_tick_labels
 from archsim.trace.format import load
 from archsim.trace.schema import OPS_COLUMNS, conform
@@ -130,6 +131,10 @@ def test_shares_are_nonnegative_sum_to_one_and_math_holds_no_floor(ops, preset) 
     floored = breakdown(ops, load_hw(preset, ["gpu.kernel_min_us=40"]), "all")
     math_s = table[table.component == "math"].seconds.to_numpy()
     assert floored[floored.component == "math"].seconds.to_numpy() == pytest.approx(math_s)
+    # Physics: math never beats the FLOPs at the GPU's peak rate over all its SMs (one step each).
+    peak_s = (ops.flops / (hw.gpu.sms * math_rate_per_sm(ops, hw.gpu))).sum()
+    all_math = table[(table.phase == "all") & (table.component == "math")].seconds.iloc[0]
+    assert all_math >= peak_s * (1 - 1e-9)
     sm = table[table.component == "sm_utilization"].seconds.to_numpy()
     assert (floored[floored.component == "sm_utilization"].seconds.to_numpy() >= sm - 1e-15).all()
 
