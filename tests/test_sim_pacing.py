@@ -55,6 +55,8 @@ def test_frames_per_env_step_from_meta_and_one_when_unknown():
     assert frames_per_env_step({"workload": {"settings": {"frame_skip": 3}}})[0] == 3.0
     assert frames_per_env_step({"workload": {"name": "tiny", "settings": {}}})[0] == 1.0
     assert frames_per_env_step(None)[0] == 1.0
+    # a capture of a bundled ALE workload made before its meta said: its action repeat, 4
+    assert frames_per_env_step({"workload": {"name": "r2d2", "settings": {}}})[0] == 4.0
 
 
 @pytest.mark.parametrize(
@@ -122,9 +124,16 @@ def test_replay_ratio_knob_words():
             SimConfig(replay_ratio=bad)
 
 
-@pytest.mark.parametrize(("workload_extra", "frames"), [({"frames_per_env_step": 4}, 4), ({}, 1)])
-def test_frames_are_env_steps_times_frames_per_env_step(workload_extra, frames):
-    trace = _dqn_trace(**workload_extra)
+@pytest.mark.parametrize(
+    ("workload", "frames"),
+    [
+        ({"name": "dqn", "settings": DQN_SETTINGS, "frames_per_env_step": 3}, 3),
+        ({"name": "dqn", "settings": DQN_SETTINGS}, 4),  # the bundled DQN's ALE action repeat
+        ({"name": "cartpole", "settings": {}}, 1),  # a trace that does not say
+    ],
+)
+def test_frames_are_env_steps_times_frames_per_env_step(workload, frames):
+    trace = _with_workload(tiny_trace(), workload)
     config = SimConfig(actors=4, sim_seconds=SIM_SECONDS)
     m = simulate(trace, load_hw("dgx1-v100"), config).metrics
     assert m["env_steps_per_s"] > 0

@@ -9,8 +9,9 @@
   ``replay_ratio / (sequence_length - sequence_overlap)`` sequences per transition, in the unit
   of its learner batch (sequences).
 - Frames per env step: ``meta.workload.frames_per_env_step`` (the ALE frameskip of the bundled
-  workloads, 4 as in Mnih et al. 2015), else a ``frame_skip`` setting; 1 when the trace does not
-  say (an environment without frameskip renders one frame per step).
+  workloads, 4 as in Mnih et al. 2015), else a ``frame_skip`` setting, else 4 for a capture of a
+  bundled ALE workload (dqn, r2d2) made before its meta said; 1 when the trace does not say (an
+  environment without frameskip renders one frame per step).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from archsim.errors import ArchsimError
 
 # Frames per env step when the trace does not say: one frame per step.
 UNKNOWN_FRAMES_PER_ENV_STEP = 1.0
+# The bundled ALE workloads repeat every action 4 frames (workloads/dqn/env.py FRAME_SKIP, Mnih et
+# al. 2015), also in captures made before their meta carried frames_per_env_step.
+BUNDLED_ALE_FRAMES_PER_ENV_STEP = {"dqn": 4.0, "r2d2": 4.0}
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,10 @@ def frames_per_env_step(meta: dict[str, Any] | None) -> tuple[float, str]:
     if isinstance(settings, dict) and "frame_skip" in settings:
         field = "workload.settings.frame_skip"
         return _positive(settings["frame_skip"], field), f"meta {field}"
+    name = workload.get("name")
+    if name in BUNDLED_ALE_FRAMES_PER_ENV_STEP:
+        frames = BUNDLED_ALE_FRAMES_PER_ENV_STEP[name]
+        return frames, f"the bundled {name} workload's ALE action repeat"
     return UNKNOWN_FRAMES_PER_ENV_STEP, "not in the trace's meta: 1 frame per env step"
 
 
