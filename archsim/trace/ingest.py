@@ -348,7 +348,8 @@ def _trace_meta(kt: KinetoTrace, devices: list[int], counts: dict[str, Any]) -> 
         "cpu_freq_mhz": None,
         "gpu_name": main.get("name"),
         "gpu_num_sms": main.get("numSms"),
-        "gpu_count": len(props) if device != "cpu" else 0,
+        # GPUs in deviceProperties; traces that record none count the devices their ops ran on
+        "gpu_count": (len(props) or len(devices)) if device != "cpu" else 0,
         "devices_used": devices,
         "device_properties": props,
     }
