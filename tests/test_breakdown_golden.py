@@ -237,3 +237,31 @@ def test_a_tiny_bar_is_not_drawn_at_full_height(tmp_path) -> None:
     assert "not split" in svg and "0.004 ms" in svg
     # the split (right) panel labels 20% on each segment of the two large bars only
     assert svg.count(">20%<") == 2 * 5 * 2  # left panel: 2 bars x 5 segments; right panel: same
+
+
+def test_recurrent_learner_batch_resizes_the_folded_sequence_inputs(tmp_path) -> None:
+    """R2D2's learner feeds [batch x steps, ...] tensors; folded first (as the simulator does), they
+    grow with the batch too, so the resized step has more FLOPs than without folding."""
+    from archsim.commands.breakdown import _unrolls
+    from archsim.sim.rnn_lowering import lower_trace_ops
+
+    r2d2 = DQN.parent / "r2d2-seed-2x2-cpu"
+    if not r2d2.exists():
+        pytest.skip(f"bundled trace {r2d2} not in this checkout")
+    trace = load(r2d2)
+    unrolls = _unrolls(trace)
+    assert unrolls  # a recurrent trace
+    ops = lower_trace_ops(trace)
+    recorded = int(trace.steps[trace.steps.role == "learner"].batch_size.median())
+    train = ops[ops.phase.isin(["train_forward", "train_backward"])].flops.sum()
+    folded = resize_batches(ops, trace.steps, learner_batch=4 * recorded, unrolls=unrolls)
+    plain = resize_batches(ops, trace.steps, learner_batch=4 * recorded)
+    phases = ["train_forward", "train_backward"]
+    grown = folded[folded.phase.isin(phases)].flops.sum()
+    assert grown > plain[plain.phase.isin(phases)].flops.sum() > train
+    seconds = [
+        breakdown(resize_batches(ops, trace.steps, learner_batch=b, unrolls=unrolls), V100,
+                  "train").seconds.sum()
+        for b in (recorded, 2 * recorded, 4 * recorded)
+    ]  # fmt: skip
+    assert seconds[0] < seconds[1] < seconds[2]

@@ -89,10 +89,15 @@ def resize_batches(
     steps: pd.DataFrame,
     learner_batch: int | None = None,
     inference_batch: int | None = None,
+    unrolls: tuple[int, ...] = (),
 ) -> pd.DataFrame:
     """``ops`` with every train op resized to ``learner_batch`` and every inference op to
     ``inference_batch`` samples from the batch of the step it ran in (steps.batch_size), by
-    archsim.perf.batch.scale_ops_to_batch as the simulator does; None keeps the recorded batch."""
+    archsim.perf.batch.scale_ops_to_batch as the simulator does; None keeps the recorded batch.
+    ``unrolls``: time steps a recurrent learner unrolls at once; its [batch x steps, ...] inputs are
+    folded to [batch, ...] first (archsim.sim.recorded.fold_sequence_dims, as the simulator does)."""
+    from archsim.sim.recorded import fold_sequence_dims
+
     out = ops.reset_index(drop=True)
     for group, flag, batch in (
         ("train", "--learner-batch", learner_batch),
@@ -115,9 +120,12 @@ def resize_batches(
                 f"{flag}: {int(from_batch.isna().sum())} {group} ops are not in a recorded step "
                 "(steps.parquet), so the batch they were captured at is unknown"
             )
+        selected = out[mask]
+        if group == "train" and unrolls:
+            selected = fold_sequence_dims(selected, from_batch.to_numpy(), unrolls)
         parts = [
             scale_ops_to_batch(group_ops, max(1, int(b)), batch)
-            for b, group_ops in out[mask].groupby(from_batch.to_numpy(), sort=True)
+            for b, group_ops in selected.groupby(from_batch.to_numpy(), sort=True)
         ]
         out = pd.concat([out[~mask], *parts], ignore_index=True)
         for column in [c for c in out.columns if c.startswith("measured_")]:

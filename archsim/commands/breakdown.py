@@ -60,7 +60,7 @@ def handle(args: argparse.Namespace) -> int:
     with name_trace_in_errors(args.trace):  # "trace: no ops in phase ..." names the path
         source = load_hw(args.source_hw) if args.source_hw else source_hw_for_trace(trace)
         ops = lower_trace_ops(trace)  # LSTMs as the kernels a GPU runs for them
-        ops = resize_batches(ops, trace.steps, **batches)
+        ops = resize_batches(ops, trace.steps, **batches, unrolls=_unrolls(trace))
         table = breakdown(ops, hw, args.phase, source, efficiency)
         curve = sm_curve(ops, hw, sm_counts, source, efficiency, args.phase) if sm_counts else None
     knobs = [f"{k.split('_')[0]} batch {v}" for k, v in batches.items() if v is not None]
@@ -93,3 +93,15 @@ def _batch_arg(args: argparse.Namespace, name: str) -> int | None:
 
     text = getattr(args, name)
     return None if text is None else parse_knob(KNOB_BY_NAME[name], text)
+
+
+def _unrolls(trace) -> tuple[int, ...]:
+    """Time steps a recurrent learner unrolls at once: burn-in and training parts apart or together
+    (as archsim.sim.learner_work folds them); () for a trace without sequences."""
+    from archsim.sim.recorded import sequence_settings
+
+    sequence = sequence_settings(trace)
+    if sequence is None:
+        return ()
+    length, burn_in = sequence
+    return tuple(sorted({length, burn_in, length + burn_in} - {0}))
