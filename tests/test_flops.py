@@ -248,3 +248,157 @@ def test_lstm_sequence_golden_from_recorded_shapes():
     # 2*15*64*(16+16) = 61,440; biases 2 * (2*15*64) = 3,840; cell updates 2 * 9*15*16 = 4,320.
     assert cost.op_class == "rnn"
     assert cost.flops == 46_080 + 61_440 + 3_840 + 4_320
+
+
+# ---------------------------------------------------------------- issue 13: new formulas -----------
+def test_sdpa_matmul_flops_match_torchs_counter_plus_softmax_and_scale():
+    # q [2, 3, 5, 8], k [2, 3, 7, 8], v [2, 3, 7, 4]: P = 2*3 heads x 5*7 pairs = 210 scores.
+    # GEMMs 2 P (E + Ev) = 2 * 210 * 12 = 5,040 (torch's FlopCounterMode, second opinion);
+    # plus scale (1) and softmax (5) per score: 6 * 210 = 1,260. Total 6,300.
+    q, k, v = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 4)
+    with FlopCounterMode(display=False) as counter:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    assert counter.get_total_flops() == 5_040
+    dims = [[2, 3, 5, 8], [2, 3, 7, 8], [2, 3, 7, 4], [], [], [], []]
+    types = ["float", "float", "float", "", "Scalar", "Scalar", ""]
+    cost = op_cost(
+        "aten::scaled_dot_product_attention", dims, types, ["", "", "", "", "0.", "False", ""]
+    )
+    assert cost.has_formula and cost.op_class == "attention"
+    assert cost.flops == 5_040 + 6 * 210
+    assert cost.bytes_written == 2 * 3 * 5 * 4 * 4  # output [2, 3, 5, 4] fp32
+
+
+def test_causal_flash_attention_counts_the_lower_triangle():
+    # L = S = 4, causal: rows see 1, 2, 3, 4 keys = 10 pairs of 16; 1 batch x 2 heads, E = Ev = 8:
+    # 2 heads x 10 pairs x (2 x 16 + 6) = 760 FLOPs.
+    dims = [[1, 2, 4, 8]] * 3 + [[]] * 4
+    cost = op_cost(
+        "aten::_scaled_dot_product_flash_attention",
+        dims,
+        ["c10::Half"] * 3 + ["Scalar", "Scalar", "Scalar", ""],
+        ["", "", "", "0.", "True", "False", ""],
+    )
+    assert cost.flops == 2 * 10 * (2 * 16 + 6) and cost.dtype == "float16"
+    non_causal = op_cost(
+        "aten::_scaled_dot_product_flash_attention",
+        dims,
+        ["c10::Half"] * 3 + ["Scalar", "Scalar", "Scalar", ""],
+        ["", "", "", "0.", "False", "False", ""],
+    )
+    assert non_causal.flops == 2 * 16 * (2 * 16 + 6)
+
+
+def test_flash_attention_backward_is_five_gemms():
+    # grad_out, q, k, v, out [1, 1, 3, 2]: P = 9; 2 P (3 E + 2 Ev) = 18 * 10 = 180 plus the softmax
+    # recompute and backward (5 + 4) P = 81: 261 FLOPs; writes dq, dk, dv.
+    t = [1, 1, 3, 2]
+    cost = op_cost(
+        "aten::_scaled_dot_product_flash_attention_backward",
+        [t, t, t, t, t, [1, 1, 3]] + [[]] * 9,
+        ["float"] * 6 + [""] * 9,
+    )
+    assert cost.flops == 261 and cost.bytes_written == 3 * 6 * 4
+
+
+def test_embedding_bag_sum_and_mean():
+    # weight [1000, 16], 12 indices in 4 bags (offsets [4]): 12 x 16 = 192 adds; mean adds 4 x 16
+    # divides. Reads 12 int64 indices + 4 int64 offsets + 12 gathered fp32 rows; writes [4, 16] fp32.
+    dims = [[1000, 16], [12], [4], [], [], [], [], [], []]
+    types = ["float", "long int", "long int", "Scalar", "Scalar", "Scalar", "", "Scalar", "Scalar"]
+    total = op_cost("aten::embedding_bag", dims, types, ["", "", "", "False", "0"] + [""] * 4)
+    assert total.op_class == "reduction" and total.flops == 192
+    assert total.bytes_read == 12 * 8 + 4 * 8 + 12 * 16 * 4 and total.bytes_written == 4 * 16 * 4
+    mean = op_cost("aten::_embedding_bag", dims, types, ["", "", "", "False", "1"] + [""] * 4)
+    assert mean.flops == 192 + 4 * 16
+
+
+def test_layer_and_rms_norm_goldens():
+    # x [8, 32] over the last dim, weight and bias [32]: layer norm (6 + 2) x 256 + 4 x 8 rows = 2,080;
+    # native_layer_norm also writes the fp32 mean and rstd of 8 rows.
+    dims = [[8, 32], [], [32], [32], []]
+    types = ["float", "ScalarList", "float", "float", "Scalar"]
+    layer = op_cost("aten::native_layer_norm", dims, types, ["", "[32]", "", "", "1e-05"])
+    assert layer.flops == 8 * 256 + 4 * 8 and layer.bytes_written == 256 * 4 + 2 * 8 * 4
+    # RMS norm with weight: (3 + 1) x 256 + 3 x 8 rows = 1,048; without weight 3 x 256 + 24 = 792.
+    rms = op_cost("aten::rms_norm", dims[:3] + [[]], types[:3] + ["Scalar"], ["", "[32]", "", ""])
+    assert rms.flops == 4 * 256 + 3 * 8
+    bare = op_cost(
+        "aten::rms_norm",
+        [[8, 32], [], [], []],
+        ["float", "ScalarList", "", ""],
+        ["", "[32]", "", ""],
+    )
+    assert bare.flops == 3 * 256 + 3 * 8
+
+
+def test_grouped_gemm_goldens():
+    # 2-D x 3-D: 64 token rows split among 4 experts, K = 32, N = 16: 2 x 64 x 32 x 16 = 65,536.
+    cost = op_cost(
+        "aten::_grouped_mm",
+        [[64, 32], [4, 32, 16], [4], [], []],
+        ["c10::BFloat16"] * 2 + ["int", "", ""],
+    )
+    assert cost.op_class == "gemm" and cost.flops == 65_536
+    assert cost.bytes_written == 64 * 16 * 2
+    # 3-D x 3-D: 4 batched [8, 32] x [32, 16] GEMMs: 2 x 4 x 8 x 32 x 16 = 32,768, out [4, 8, 16].
+    batched = op_cost(
+        "aten::_grouped_mm", [[4, 8, 32], [4, 32, 16], [], [], []], ["c10::BFloat16"] * 2
+    )
+    assert batched.flops == 32_768 and batched.bytes_written == 4 * 8 * 16 * 2
+    # 2-D x 2-D with K split into 4 groups: 2 x 8 x 64 x 16 = 16,384, one [8, 16] output per group.
+    k_split = op_cost(
+        "aten::_grouped_mm", [[8, 64], [64, 16], [4], [], []], ["c10::BFloat16"] * 2 + ["int"]
+    )
+    assert k_split.flops == 16_384 and k_split.bytes_written == 4 * 8 * 16 * 2
+
+
+def test_legacy_convolution_needs_the_output_shape_it_did_not_record():
+    # PyTorch 1.9 aten::cudnn_convolution: stride/padding are GenericList without values. With the
+    # output [32, 64, 112, 112] from the autograd node: 2 x 25,690,112 outputs x 3 x 7 x 7 = 7.55 GFLOP.
+    dims = [[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []]
+    types = [
+        "float",
+        "float",
+        "GenericList",
+        "GenericList",
+        "GenericList",
+        "Int",
+        "Bool",
+        "Bool",
+        "Bool",
+    ]
+    assert not op_cost("aten::cudnn_convolution", dims, types).has_formula
+    cost = op_cost("aten::cudnn_convolution", dims, types, output_shape=(32, 64, 112, 112))
+    assert cost.flops == 2 * 32 * 64 * 112 * 112 * 3 * 49
+    # Its legacy backward (self, grad_output, weight, ...): both gradients = 2 x 2 x MACs.
+    back = op_cost(
+        "aten::cudnn_convolution_backward",
+        [[32, 512, 7, 7], [32, 2048, 7, 7], [2048, 512, 1, 1]] + [[]] * 8,
+        ["float"] * 3 + ["GenericList"] * 3 + ["Int", "Bool", "Bool", "Bool", "GenericList"],
+    )
+    assert back.flops == 2 * 2 * (32 * 2048 * 49) * 512
+
+
+@pytest.mark.parametrize(
+    ("name", "klass"),
+    [
+        ("_typeConvert", "other"),  # not a convolution
+        ("void at::native::vectorized_elementwise_kernel<4, convert_functor>", "elementwise"),
+        ("void implicit_convolve_sgemm<float, float, 128, 6>", "gemm"),
+        ("volta_scudnn_128x64_relu_interior_nn_v1", "conv"),
+        ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>", "reduction"),
+        ("cunn_SoftMaxForward<4, float>", "softmax"),
+        ("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", "attention"),
+        ("Cijk_Ailk_Bljk_BBS_BH_MT128x128x32", "gemm"),
+        ("nchwToNhwcKernel", "other"),
+    ],
+)
+def test_kernel_class_matches_whole_tokens(name, klass):
+    assert kernel_class(name) == klass
+
+
+def test_op_class_by_tokens():
+    assert op_class("prims::convert_element_type") == "other"
+    assert op_class("aten::slow_conv3d_forward") == "conv"
+    assert op_class("aten::_scaled_dot_product_efficient_attention") == "attention"
