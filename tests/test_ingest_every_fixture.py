@@ -205,3 +205,12 @@ def test_gp100_trace_names_its_gpu():
     assert trace.meta["source"]["gpu_name"] == "Quadro GP100"
     assert math.isclose(trace.meta["ingest"]["kernels_linked_fraction"], 1.0)
     assert np.isfinite(trace.ops["start_us"]).all()
+
+
+def test_trace_info_states_the_prewindow_drop(capsys):
+    from archsim.cli import main
+
+    path = kineto_fixture("a100_80gb_train_prewindow.json.gz")
+    assert main(["trace", "info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "ingest repairs: 872 GPU events queued before the profiling window dropped" in out

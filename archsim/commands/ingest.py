@@ -13,7 +13,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ingest",
         help="normalize a torch.profiler (Kineto) trace into a trace directory",
         description="Read a torch.profiler Chrome trace (CPU-only or CUDA/ROCm, current or "
-        "2021-era event names), link GPU work to the cpu ops that launched it, compute FLOPs and "
+        "2021-era event names; GPU-only traces too), link GPU work to the cpu ops that launched it, compute FLOPs and "
         "bytes from recorded shapes, and save meta.yaml + ops.parquet + steps.parquet + the raw "
         "trace to the --out directory.",
     )
@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from archsim.atomic import check_output_dir
     from archsim.trace.format import save
-    from archsim.trace.ingest import ingest
+    from archsim.trace.ingest import describe_repairs, ingest
 
     check_output_dir(args.out, args.force)  # refuse before spending time on parsing
     meta = {"workload": {"name": args.name}} if args.name else None
@@ -39,4 +39,7 @@ def run(args: argparse.Namespace) -> int:
         f"({', '.join(f'{v} {k}' for k, v in kinds.items()) or 'none'}), {len(trace.steps)} steps, "
         f"{info['ops_without_formula']} ops without a FLOP formula"
     )
+    repairs = describe_repairs(info)
+    if repairs:
+        print(repairs)
     return 0

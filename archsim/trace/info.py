@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.trace.format import Trace
+from archsim.trace.ingest import describe_repairs
 from archsim.trace.pacing import workload_pacing
 from archsim.trace.schema import ACTOR_PHASES, INFERENCE_PHASES, LEARNER_PHASES, PHASES
 
@@ -175,6 +176,9 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"unlinked launches: {ing.get('unlinked_kernels', 0)}; shapes recorded: "
             f"{ing.get('shapes_recorded')}"
         )
+    repairs = describe_repairs(ing)  # what ingest dropped or repaired, counted
+    if repairs:
+        lines.append(repairs)
     lines.append("")
     lines.append(f"{'phase':<18}{'ops':>8}{'time':>14}{'FLOPs':>14}{'bytes':>12}")
     for phase, row in summary["ops_by_phase"].items():

@@ -110,6 +110,21 @@ def ingest(path: Path | str, meta: dict[str, Any] | None = None) -> Trace:
     return Trace(meta=_merge(trace_meta, meta or {}), ops=ops, steps=steps, raw_path=path)
 
 
+# meta["ingest"] counts of what ingest left out or repaired, and how to say each.
+_REPAIRS = (
+    ("prewindow_gpu_events_dropped", "GPU events queued before the profiling window dropped"),
+    ("duplicate_events_removed", "duplicate events removed"),
+    ("names_repaired", "names with invalid Unicode repaired"),
+    ("ts_rebased_by_us", "us subtracted from every timestamp (kept exact)"),
+)
+
+
+def describe_repairs(ingest_meta: dict[str, Any]) -> str | None:
+    """One line naming what ingest dropped or repaired (meta["ingest"]), None when nothing."""
+    done = [f"{ingest_meta[k]:,} {text}" for k, text in _REPAIRS if ingest_meta.get(k)]
+    return "ingest repairs: " + "; ".join(done) if done else None
+
+
 def _refuse_unmodelled_devices(kt: KinetoTrace, gpu: pd.DataFrame, runtime: pd.DataFrame) -> None:
     """One line, rather than a trace whose device work is silently missing and whose meta says
     cuda: device events of an accelerator archsim has no model of (MTIA), or runtime launches with
