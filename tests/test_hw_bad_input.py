@@ -107,3 +107,28 @@ def test_missing_key_in_a_config_file(tmp_path, capsys, missing):
 def test_a_swept_sms_value_that_is_impossible_names_the_point(tmp_path, capsys):
     argv = [*_commands(tmp_path)["sweep"], "--sms", "0,40"]
     _expect_error(capsys, tmp_path, argv, "sweep point", "sms=0", "gpu.sms", "got 0")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path, capsys, command):
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes("name: Caf\xe9 box\n".encode("latin-1"))  # 0xe9 alone is not UTF-8
+    argv = _with_hw(_commands(tmp_path)[command], str(bad))
+    _expect_error(capsys, tmp_path, argv, str(bad), "not UTF-8 text", "0xe9")
+
+
+@pytest.mark.parametrize(
+    "override, needles",
+    [
+        ("cpu.sockets=1000000000000", ["key cpu.sockets = 1,000,000,000,000", "1..32"]),
+        ("cpu.cores_per_socket=10000000", ["key cpu.cores_per_socket = 10,000,000", "1..512"]),
+        ("gpu.dram_bw_gbs=1e300", ["key gpu.dram_bw_gbs = 1e+300"]),
+        ("cpu.thread_speed_rel=1.0e-300", ["key cpu.thread_speed_rel", "0.001..100"]),
+    ],
+)
+@pytest.mark.parametrize("command", ["hw show", "simulate", "sweep"])
+def test_values_beyond_any_real_machine_are_refused_with_the_range(
+    tmp_path, capsys, command, override, needles
+):
+    argv = _with_hw(_commands(tmp_path)[command], "dgx1-v100")
+    _expect_error(capsys, tmp_path, [*argv, "--set", override], *needles, "docs/LIMITS.md")

@@ -6,6 +6,7 @@ loses nor redoes a finished point."""
 from __future__ import annotations
 
 import csv
+import os
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 from archsim.analysis.sweep import SweepSpec, run_sweep
 from archsim.cli import main
+from archsim.sim.limits import usable_cpus
 from archsim.trace import Trace, save
 from tests.conftest import PROJECT_ROOT, error_line
 from tests.test_sim_support import tiny_trace
@@ -189,3 +191,74 @@ def test_sigkilled_sweep_takes_its_workers_along_and_resumes_without_loss(trace_
     assert sorted(int(r["actors"]) for r in rows) == list(range(4, 12))
     for actors, frames in finished.items():
         assert [r["frames_per_s"] for r in rows if r["actors"] == actors] == [frames]
+
+
+def _refused(capsys, argv: list[str], *needles: str) -> str:
+    assert main(argv) == 2
+    line = error_line(capsys)
+    for needle in needles:
+        assert needle in line
+    return line
+
+
+def test_output_paths_that_cannot_be_written_are_refused_before_any_point(
+    trace_dir, tmp_path, capsys
+):
+    argv = ["sweep", str(trace_dir), "--actors", "4,8", *BASE, "--out"]
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    _refused(capsys, [*argv, str(blocker)], "exists and is not a directory")
+    _refused(capsys, [*argv, str(blocker / "sweep")], f"{blocker} is a file, not a directory")
+    _refused(capsys, [*argv, str(tmp_path / ("n" * 300))], "output name too long (300 bytes")
+    deep = tmp_path.joinpath(*["d" * 200] * 21)  # 4,200 bytes: over Linux's PATH_MAX
+    _refused(capsys, [*argv, str(deep)], "output path too long")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing was created
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory anyway")
+def test_an_unwritable_output_directory_is_refused_before_any_point(trace_dir, tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        argv = ["sweep", str(trace_dir), "--actors", "4,8", *BASE, "--out", str(locked / "s")]
+        _refused(capsys, argv, f"cannot write in {locked}")
+    finally:
+        locked.chmod(0o755)
+
+
+def test_results_that_are_not_utf8_are_named_not_a_traceback(trace_dir, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["sweep", str(trace_dir), "--actors", "4,8", *BASE, "--out", str(out)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    rows = (out / "sweep.csv").read_bytes()
+    (out / "sweep.csv").write_bytes(rows + b"\xff\xfe garbage\n")
+    _refused(capsys, argv, f"{out / 'sweep.csv'}: not UTF-8 text", "0xff", "--force")
+    (out / "sweep.csv").write_bytes(rows)
+    (out / "sweep.json").write_bytes(b"\x80{}")
+    _refused(capsys, argv, f"{out / 'sweep.json'}: not UTF-8 text", "0x80")
+    assert main([*argv, "--force"]) == 0  # --force starts over without reading them
+    assert len(_rows(out)) == 2
+
+
+@pytest.mark.skipif(usable_cpus() < 2, reason="needs 2 usable CPUs for --jobs 2")
+def test_never_more_workers_than_points_left(trace_dir, tmp_path):
+    import multiprocessing
+
+    knobs = {"actors": [4, 8], "sim_seconds": [0.02], "inference_batch": [4]}
+    spec = SweepSpec(trace_dir, "dgx1-v100", knobs=knobs)
+    out = tmp_path / "sweep"
+    workers: list[int] = []
+
+    def count(row) -> None:
+        workers.append(len(multiprocessing.active_children()))
+
+    run_sweep(spec, out, jobs=2, progress=False, on_row=count)
+    assert max(workers) == 2  # two points, two workers
+    lines = (out / "sweep.csv").read_text().splitlines(keepends=True)
+    (out / "sweep.csv").write_text("".join(lines[:2]))  # one point finished, one left to resume
+    workers.clear()
+    table = run_sweep(spec, out, jobs=2, progress=False, on_row=count)
+    assert workers == [0]  # the one point left ran without a pool
+    assert sorted(table["actors"]) == [4, 8]

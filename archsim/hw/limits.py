@@ -51,9 +51,9 @@ HW_RANGES: dict[str, Range] = {
     "gpu.dram_bw_gbs": Range(0.001, 100_000, "12.5x the 8 TB/s of B200 HBM3e"),
     # HBM2 ~3.9 pJ/bit, GDDR5 ~14 pJ/bit (O'Connor et al., "Fine-Grained DRAM", MICRO 2017).
     "gpu.dram_pj_per_bit": Range(0, 100, "7x GDDR5's 14 pJ/bit"),
-    # GPU DRAM latency is ~400-600 ns (Jia et al., "Dissecting the NVIDIA Volta GPU
-    # Architecture via Microbenchmarking", 2018).
-    "gpu.dram_latency_ns": Range(1, 100_000, "over 100x the ~500 ns measured on V100"),
+    # GPU DRAM latency is hundreds of cycles, well under a microsecond (Jia et al., "Dissecting
+    # the NVIDIA Volta GPU Architecture via Microbenchmarking", 2018).
+    "gpu.dram_latency_ns": Range(1, 100_000, "over 100x a GPU's sub-microsecond DRAM latency"),
     # Largest last-level cache on a GPU: MI300X's 256 MB Infinity Cache.
     "gpu.l2_size_mb": Range(0.001, 4096, "16x MI300X's 256 MB Infinity Cache"),
     "gpu.l2_bw_gbs": Range(0.001, 1_000_000, "over 100x any measured L2 bandwidth"),
@@ -63,7 +63,8 @@ HW_RANGES: dict[str, Range] = {
     "gpu.max_blocks_per_sm": Range(1, 1024, "32x the 32 of every SM since Volta"),
     "gpu.registers_per_sm": Range(1, 2**20, "16x the 65,536 of every SM since Kepler"),
     "gpu.shared_mem_per_sm_kb": Range(0.001, 100_000, "over 400x H100's 228 KB"),
-    # Kernel launch costs are microseconds (REFERENCE.md); a second is beyond any driver.
+    # Launch costs are microseconds (the presets in hwconfigs/: 0.75-1 us on the GPU, 3-5 us of
+    # CPU per launch); a second is beyond any driver.
     "gpu.launch_latency_us": Range(0, 1e6, "launches take microseconds"),
     "gpu.kernel_min_us": Range(0, 1e6, "kernels' floors are microseconds"),
     "gpu.launch_overhead_us": Range(0, 1e6, "launches take microseconds"),
@@ -74,9 +75,10 @@ HW_RANGES: dict[str, Range] = {
     "host_link.bw_gbs": Range(0.001, 10_000, "11x NVLink-C2C's 900 GB/s"),
     "host_link.pageable_bw_gbs": Range(0.001, 10_000, "11x NVLink-C2C's 900 GB/s"),
     "host_link.latency_us": Range(0, 1e6, "link latencies are microseconds"),
-    # 800 Gb/s Ethernet/InfiniBand XDR ports are 100 GB/s.
+    # 800 Gb/s Ethernet/InfiniBand XDR ports are 100 GB/s. Latencies and per-message costs are
+    # microseconds (the presets: ~1 us NIC latency, 2-10 us per message); a second is none.
     "network.nic_bw_gbs": Range(0.001, 10_000, "100x an 800 Gb/s port"),
-    "network.latency_us": Range(0, 1e6, "network latencies are microseconds (REFERENCE.md)"),
+    "network.latency_us": Range(0, 1e6, "network latencies are microseconds"),
     "network.kernel_tcp_us_per_msg": Range(0, 1e6, "per-message costs are microseconds"),
     "network.kernel_bypass_us_per_msg": Range(0, 1e6, "per-message costs are microseconds"),
     # 12 channels of DDR5-6400 per socket = 614 GB/s; x 32 sockets = 19.7 TB/s.

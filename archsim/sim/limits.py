@@ -35,6 +35,7 @@ class Range:
     high: float
     why: str
     low_open: bool = False
+    high_text: str | None = None  # how the docs write the high end, where digits would not do
 
     def holds(self, value: float) -> bool:
         above = value > self.low if self.low_open else value >= self.low
@@ -42,7 +43,8 @@ class Range:
 
     def text(self) -> str:
         low = "> " if self.low_open else ""
-        return f"{low}{format_number(self.low)}..{format_number(self.high)}"
+        high = self.high_text or format_number(self.high)
+        return f"{low}{format_number(self.low)}..{high}"
 
 
 def format_number(value: float) -> str:
@@ -68,14 +70,16 @@ KNOB_RANGES: dict[str, Range] = {
     # envs_per_actor draws (a temporary of 1,024 x envs_per_actor floats: 8 MB at the top).
     "envs_per_actor": Range(1, 1024, "8 MB of step-time draws per actor refill at the top"),
     # The engine derives the inference time of every batch size up to the largest: measured 22 s
-    # and 0.41 GB at 2,048 (busy 2-core machine); R2D2's batch is 64 (REFERENCE.md).
+    # and 0.41 GB at 2,048 (busy 2-core machine); R2D2's batch is 64 (Kapturowski et al. 2019).
     "inference_batch": Range(1, 2048, "32x R2D2's 64; deriving 2,048 sizes took 22 s, 0.41 GB"),
     # SEED RL's batching timeout is milliseconds; one second is longer than any batch should wait.
     "inference_timeout_us": Range(0, 1e6, "a batch waiting over 1 s is no batching policy"),
-    # DQN trains batches of 32, R2D2 64, Ape-X 512 (REFERENCE.md); 2^20 Atari 4-frame stacks of
-    # 28,224 B are 29.6 GB, more than a V100 or an A100-40GB holds for one step.
+    # DQN trains batches of 32 (Mnih et al. 2015), R2D2 64, Ape-X 512 (Horgan et al. 2018); 2^20
+    # Atari 4-frame stacks of 84 x 84 x 4 B = 28,224 B are 29.6 GB, more than a V100 or an
+    # A100-40GB holds for one step.
     "learner_batch": Range(1, 2**20, "32,768x DQN's 32; 29.6 GB of frame stacks at the top"),
-    # DQN samples 32 per 4 inserts = 8 per transition (REFERENCE.md): 1,024 is 128x that.
+    # DQN samples a batch of 32 every 4 env steps = 8 per transition (Mnih et al. 2015): 1,024 is
+    # 128x that.
     "replay_ratio": Range(0, 1024, "128x DQN's 8 samples per inserted transition", low_open=True),
     "replay_slack_batches": Range(1, 1e6, "a million batches of slack is no rate limit"),
     "cpu_threads": Range(1, MAX_HW_THREADS, "the most hardware threads a hardware config has"),
@@ -88,7 +92,7 @@ KNOB_RANGES: dict[str, Range] = {
     # One simulated hour; the simulated-work bound below usually binds first.
     "sim_seconds": Range(0, 3600, "one simulated hour; the work bound may bind first", True),
     # numpy's SeedSequence takes any non-negative integer; 64 bits keep the CSV column one word.
-    "seed": Range(0, 2**64 - 1, "a 64-bit unsigned integer"),
+    "seed": Range(0, 2**64 - 1, "a 64-bit unsigned integer", high_text="2^64-1"),
 }
 MAX_SIM_SECONDS = KNOB_RANGES["sim_seconds"].high
 
