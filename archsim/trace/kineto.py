@@ -13,7 +13,6 @@ import ast
 import gzip
 import json
 import math
-import re
 import zlib
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -24,6 +23,16 @@ import numpy as np
 import pandas as pd
 
 from archsim.errors import ArchsimError, where
+from archsim.trace.kineto_checks import (
+    INPUT_DIMS_KEYS,
+    as_int,
+    check_args,
+    check_times,
+    clean_text,
+    clean_value,
+    first_key,
+    id_field,
+)
 
 # Kineto category (lower-cased) -> normalised category. Legacy names from PyTorch 1.8-1.10 traces.
 # Other categories (gpu_user_annotation mirrors, python_function, cuda_sync, ac2g flows) are skipped.
@@ -46,19 +55,12 @@ KEPT_CATEGORIES = GPU_CATEGORIES + HOST_CATEGORIES
 
 # args keys: current spelling first, then legacy spellings seen in older traces.
 _EXTERNAL_ID_KEYS = ("External id", "external id")
-_INPUT_DIMS_KEYS = ("Input Dims", "Input dims")
 _INPUT_TYPE_KEYS = ("Input type", "Input types")
 _OCCUPANCY_KEYS = ("est. achieved occupancy %", "theoretical occupancy %")
-_INT_IN_TEXT = re.compile(r"-?\d{1,19}")
-INT64_LIMIT = 2**63  # pid/tid/correlation/shape values are stored as int64
 # float64 holds every integer up to 2**53 exactly; microsecond timestamps beyond 2**52 (about 143 years
 # after the Unix epoch: no real clock) are rebased onto the earliest event before float conversion so
 # that they keep microsecond resolution (stated in meta as ingest.ts_rebased_by_us).
 TS_EXACT_LIMIT_US = 2**52
-# No profiling window runs for a week: Kineto keeps a session's events in host memory buffers and
-# torch.profiler schedules record a few steps at a time (pytorch.org/docs/stable/profiler.html). A
-# longer event (e.g. dur=1e18) is a corrupt field, not a measurement.
-MAX_EVENT_DUR_US = 7 * 86_400 * 1e6
 # Device-event categories of accelerators other than CUDA/ROCm GPUs (Meta MTIA: mtia_ccp_events,
 # mtia_runtime, as written by Kineto's MTIA backend). archsim has no model of these devices.
 FOREIGN_DEVICE_PREFIXES = ("mtia_",)
@@ -145,66 +147,6 @@ def _has_huge_float_ts(events: list[Any]) -> bool:
     return False
 
 
-def _as_int(value: Any, default: int = -1) -> int:
-    """stream/grid/block as an int: numbers as they are, "stream 7" -> 7, anything else (or a value
-    that does not fit int64) -> default."""
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return default
-        value = int(value)
-    if isinstance(value, int):
-        return value if -INT64_LIMIT <= value < INT64_LIMIT else default
-    if isinstance(value, str):
-        found = _INT_IN_TEXT.search(value)
-        if found:
-            return _as_int(int(found.group()), default)
-    return default
-
-
-def _id_field(path: Path, event: dict[str, Any], index: int, key: str, value: Any) -> int:
-    """pid/tid/correlation: like _as_int, but a number no int64 holds (>= 2**63, +-Infinity) is an
-    error rather than a silent -1, since it would merge unrelated threads or launches."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if not (math.isfinite(value) and -INT64_LIMIT <= value < INT64_LIMIT):
-            raise ArchsimError(
-                where(
-                    path,
-                    f"{_event_label(event, index)} has '{key}' {_short(value)} "
-                    "(expected an integer below 2^63)",
-                )
-            )
-        return int(value)
-    return _as_int(value)
-
-
-def _short(value: Any) -> str:
-    text = (
-        repr(value)
-        if not isinstance(value, int) or abs(value) < 10**30
-        else f"~1e{len(str(abs(value))) - 1}"
-    )
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def clean_text(text: str) -> str:
-    """``text`` with lone surrogates (valid JSON escapes, invalid Unicode) replaced by U+FFFD, so
-    it can be written to Parquet, YAML and a terminal."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
-def _first(args: dict[str, Any], keys: tuple[str, ...], default: Any = None) -> Any:
-    for key in keys:
-        if key in args:
-            return args[key]
-    return default
-
-
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return np.nan
@@ -212,85 +154,6 @@ def _number(value: Any) -> float:
         return float(value)
     except OverflowError:
         return np.nan
-
-
-def _event_label(event: dict[str, Any], index: int) -> str:
-    name = clean_text(str(event.get("name", "?")))
-    if len(name) > 60:
-        name = name[:57] + "..."
-    return f"event #{index} ({event.get('cat', '?')} '{name}')"
-
-
-def _check_times(path: Path, event: dict[str, Any], index: int) -> tuple[float, float]:
-    ts, dur = event.get("ts"), event.get("dur")
-    for key, value in (("ts", ts), ("dur", dur)):
-        if value is None:
-            raise ArchsimError(where(path, f"{_event_label(event, index)} has no '{key}'"))
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ArchsimError(
-                where(path, f"{_event_label(event, index)} has a non-numeric '{key}': {value!r}")
-            )
-        if not math.isfinite(value):  # json reads NaN and Infinity, which no clock produces
-            raise ArchsimError(
-                where(path, f"{_event_label(event, index)} has a non-finite '{key}': {value!r}")
-            )
-        if abs(value) >= INT64_LIMIT:
-            raise ArchsimError(
-                where(
-                    path,
-                    f"{_event_label(event, index)} has '{key}' {_short(value)} (expected "
-                    "microseconds below 2^63)",
-                )
-            )
-    if dur < 0:
-        raise ArchsimError(
-            where(path, f"{_event_label(event, index)} has a negative duration ({dur} us)")
-        )
-    if dur > MAX_EVENT_DUR_US:
-        raise ArchsimError(
-            where(
-                path,
-                f"{_event_label(event, index)} lasts {dur:.3g} us (more than a week: not a "
-                "profiled event)",
-            )
-        )
-    return ts, float(dur)
-
-
-def _bad_dims(dims: Any) -> bool:
-    """True when recorded Input Dims hold a negative size, or a shape of more elements than int64
-    counts (no memory holds that many; its FLOPs would overflow float64)."""
-    if not isinstance(dims, list):
-        return False
-    if dims and all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
-        return any(d < 0 for d in dims) or math.prod(dims) >= INT64_LIMIT
-    return any(_bad_dims(d) for d in dims)
-
-
-def _check_args(path: Path, cat: str, event: dict[str, Any], index: int, args: dict) -> None:
-    """Shapes and byte counts are sizes: negative (or beyond int64) ones are corrupt input."""
-    if cat == "cpu_op":
-        dims = _first(args, _INPUT_DIMS_KEYS)
-        if dims is not None and _bad_dims(dims):
-            raise ArchsimError(
-                where(
-                    path,
-                    f"{_event_label(event, index)} has a negative size or a shape of 2^63+ "
-                    "elements in 'Input Dims' (expected sizes >= 0)",
-                )
-            )
-        return
-    for key in ("bytes", "size"):
-        value = args.get(key)
-        is_number = isinstance(value, int | float) and not isinstance(value, bool)
-        if is_number and not 0 <= value < INT64_LIMIT:
-            raise ArchsimError(
-                where(
-                    path,
-                    f"{_event_label(event, index)} has '{key}' {_short(value)} (expected a "
-                    "byte count >= 0)",
-                )
-            )
 
 
 def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
@@ -329,11 +192,11 @@ def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
             if raw_cat.startswith(FOREIGN_DEVICE_PREFIXES) or raw_cat == CUPTI_RANGE_CATEGORY:
                 other_device[raw_cat] = other_device.get(raw_cat, 0) + 1
             continue
-        ts, dur = _check_times(path, event, index)
+        ts, dur = check_times(path, event, index)
         args = event.get("args")
         if not isinstance(args, dict):
             args = {}
-        _check_args(path, cat, event, index, args)
+        check_args(path, cat, event, index, args)
         name = event.get("name")
         name = str(name) if name is not None else ""
         cleaned = clean_text(name)
@@ -346,14 +209,14 @@ def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
         cols["index"].append(index)
         cols["cat"].append(cat)
         cols["name"].append(name)
-        cols["pid"].append(_id_field(path, event, index, "pid", event.get("pid")))
-        cols["tid"].append(_id_field(path, event, index, "tid", event.get("tid")))
+        cols["pid"].append(id_field(path, event, index, "pid", event.get("pid")))
+        cols["tid"].append(id_field(path, event, index, "tid", event.get("tid")))
         cols["ts"].append(ts)
         cols["dur"].append(dur)
         cols["correlation"].append(
-            _id_field(path, event, index, "correlation", args.get("correlation"))
+            id_field(path, event, index, "correlation", args.get("correlation"))
         )
-        cols["external_id"].append(_as_int(_first(args, _EXTERNAL_ID_KEYS)))
+        cols["external_id"].append(as_int(first_key(args, _EXTERNAL_ID_KEYS)))
         cols["args"].append(args)
     ts_values, rebase = _rebased(cols["ts"])
     events = pd.DataFrame(
@@ -417,15 +280,15 @@ def gpu_event_fields(gpu: pd.DataFrame) -> pd.DataFrame:
         block = (list(block) + [1, 1, 1])[:3] if isinstance(block, list) else [0, 0, 0]
         rows.append(
             (
-                _as_int(args.get("device"), pid),
-                _as_int(args.get("stream"), tid),
-                *(_as_int(v, 0) for v in grid),
-                *(_as_int(v, 0) for v in block),
+                as_int(args.get("device"), pid),
+                as_int(args.get("stream"), tid),
+                *(as_int(v, 0) for v in grid),
+                *(as_int(v, 0) for v in block),
                 _number(args.get("registers per thread")),
                 _number(args.get("shared memory")),
                 _number(args.get("blocks per SM")),
                 _number(args.get("warps per SM")),
-                _number(_first(args, _OCCUPANCY_KEYS)),
+                _number(first_key(args, _OCCUPANCY_KEYS)),
                 _number(args.get("bytes")),
             )
         )
@@ -461,8 +324,8 @@ def _as_list(value: Any) -> Any:
 def op_shapes(args: dict[str, Any]) -> tuple[Any, Any, Any]:
     """(Input Dims, Input type, Concrete Inputs) of a cpu op's args, None where not recorded."""
     return (
-        _as_list(_first(args, _INPUT_DIMS_KEYS)),
-        _as_list(_first(args, _INPUT_TYPE_KEYS)),
+        _as_list(first_key(args, INPUT_DIMS_KEYS)),
+        _as_list(first_key(args, _INPUT_TYPE_KEYS)),
         _as_list(args.get("Concrete Inputs")),
     )
 
@@ -474,16 +337,3 @@ def device_properties(top: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(props, list):
         return []
     return [clean_value(dict(p)) for p in props if isinstance(p, dict)]
-
-
-def clean_value(value: Any) -> Any:
-    """Strings with lone surrogates repaired, numbers no int64 holds dropped, recursively."""
-    if isinstance(value, dict):
-        return {clean_text(str(k)): clean_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clean_value(v) for v in value]
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= INT64_LIMIT:
-        return None
-    return value
