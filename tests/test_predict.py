@@ -12,7 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from archsim.analysis.predict import predict_inference, predict_phase, retarget_dtype
+from archsim.analysis.predict import (
+    predict_inference,
+    predict_phase,
+    retarget_dtype,
+    select_phase_ops,
+)
 from archsim.capture.session import CaptureSchedule
 from archsim.cli import main
 from archsim.hw import load_hw
@@ -265,3 +270,100 @@ def test_a_target_without_a_gpu_exits_2(
     path.write_text(yaml.safe_dump(config))
     assert main(["predict", str(traces["b1"]), "--hw", str(path)]) == 2
     assert "predict needs a GPU target" in capsys.readouterr().err
+
+
+EXAMPLE_TRACES = Path(__file__).resolve().parents[1] / "traces"
+
+
+@pytest.mark.parametrize(
+    ("trace", "phase", "unit"),
+    [
+        ("alexnet-b1-fp32", "inference", "images/s"),
+        ("alexnet-b1-fp32", "all", "images/s"),  # every op is inference: still one image batch
+        ("dqn-pong-cpu", "inference", "observations/s"),
+        ("dqn-pong-cpu", "train", "samples/s"),
+        ("dqn-pong-cpu", "all", "steps/s"),  # actor batch 1 and learner batch 32: no one batch
+    ],
+)
+def test_rate_unit_names_what_is_counted(
+    trace: str, phase: str, unit: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = EXAMPLE_TRACES / trace
+    result = _predict_cli(path, capsys, "--hw", "dgx1-v100", "--phase", phase)
+    assert result["rate_unit"] == unit
+    assert main(["predict", str(path), "--hw", "dgx1-v100", "--phase", phase]) == 0
+    text = capsys.readouterr().out
+    assert f"{unit}:" in text
+    if unit != "images/s":
+        assert "images/s" not in text
+
+
+def test_phase_all_on_dqn_is_the_mean_iteration_of_actor_and_learner_work() -> None:
+    """DQN's CPU capture: 160 profiler iterations, a learner step in some. Per iteration the GPU time
+    is the whole recorded GPU time over the iterations (the mean), and it lies between the actor's
+    step and the learner's."""
+    from archsim.perf.kernel import predict_op_seconds
+
+    trace = load(EXAMPLE_TRACES / "dqn-pong-cpu")
+    hw = load_hw("dgx1-v100")
+    every = predict_phase(trace, hw, "all")
+    assert every["steps_from"] == "profiler_step" and every["batch_known"] is False
+    ops = select_phase_ops(trace, "all")
+    ops = ops[ops["profiler_step"] >= 0]
+    iterations = ops["profiler_step"].nunique()
+    assert every["n_steps"] == iterations
+    total_s = float(np.sum(predict_op_seconds(ops, hw)))
+    assert every["gpu_seconds"] == pytest.approx(total_s / iterations, rel=1e-9)
+    actor = predict_phase(trace, hw, "inference")["gpu_seconds"]
+    learner = predict_phase(trace, hw, "train")["gpu_seconds"]
+    assert actor < every["gpu_seconds"] < learner
+
+
+def test_cpu_capture_has_no_measured_time_and_model_only_changes_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = EXAMPLE_TRACES / "alexnet-b32-fp32"
+    plain = _predict_cli(path, capsys, "--hw", "dgx-a100")
+    model = _predict_cli(path, capsys, "--hw", "dgx-a100", "--model-only")
+    assert plain["measured_gpu_seconds"] is None and model["measured_gpu_seconds"] is None
+    assert model["model_only"] is True and plain["model_only"] is False
+    assert model["gpu_seconds"] == pytest.approx(plain["gpu_seconds"], rel=1e-12)
+
+
+def test_measured_gpu_seconds_is_the_traces_own_device_time(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A100 AlexNet fixture (one step, no markers): measured = sum of kernel, copy and memset
+    durations; anchored on its own GPU the prediction is that plus one launch latency per op."""
+    from archsim.trace.ingest import ingest
+
+    path = kineto_fixture("a100_alexnet_forward.json.gz")
+    trace = ingest(path)
+    measured_s = trace.ops["dur_us"].sum() * 1e-6
+    result = _predict_cli(path, capsys, "--hw", "dgx-a100", "--phase", "all")
+    latency_s = load_hw("dgx-a100").gpu.launch_latency_us * 1e-6
+    assert result["measured_gpu_seconds"] == pytest.approx(measured_s, rel=1e-9)
+    assert result["gpu_seconds"] == pytest.approx(measured_s + len(trace.ops) * latency_s, rel=1e-9)
+    assert result["source_hw"] == "dgx-a100"
+    model = _predict_cli(path, capsys, "--hw", "dgx-a100", "--phase", "all", "--model-only")
+    assert model["measured_gpu_seconds"] == pytest.approx(measured_s, rel=1e-9)
+    assert model["source_hw"] is None and model["gpu_seconds"] != result["gpu_seconds"]
+    text_args = ["predict", str(path), "--hw", "dgx-a100", "--phase", "all"]
+    assert main(text_args) == 0
+    assert "measured in the trace" in capsys.readouterr().out
+
+
+def test_source_hw_flag_replaces_the_traces_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    """The A100 fixture declared as measured on a V100: every op is scaled by model(A100)/model(V100),
+    so on the V100 itself each op is again its measured time."""
+    path = kineto_fixture("a100_alexnet_forward.json.gz")
+    own = _predict_cli(
+        path, capsys, "--hw", "dgx1-v100", "--phase", "all", "--source-hw", "dgx1-v100"
+    )
+    latency_s = load_hw("dgx1-v100").gpu.launch_latency_us * 1e-6
+    assert own["source_hw"] == "dgx1-v100"
+    assert own["gpu_seconds"] == pytest.approx(
+        own["measured_gpu_seconds"] + own["n_ops"] * latency_s, rel=1e-9
+    )
+    assert main(["predict", str(path), "--source-hw", "dgx-z900"]) == 2
+    assert "dgx-z900: unknown hardware preset" in capsys.readouterr().err

@@ -15,7 +15,10 @@ Steps: ops are grouped by ``step_id`` (one ``archsim::inference_step`` / ``learn
 foreign trace without archsim step markers is grouped by its ``ProfilerStep#`` number instead, and a
 trace with neither counts as one step. Ops outside every step (id -1) are left out when some ops are
 inside one. The per-step sums are combined with the median, which ignores a stray first step without
-changing a steady run (every AlexNet step issues the same ops, so median == mean there).
+changing a steady run (every AlexNet step issues the same ops, so median == mean there). ``--phase
+all`` over steps of several roles (DQN's actor and learner steps) groups by ProfilerStep iteration
+where the trace has those, takes the mean (a learner step every few iterations is the point, not an
+outlier) and counts steps/s: no one batch size applies.
 
 A trace measured on a GPU also gives ``measured_gpu_seconds``: the device time of its kernels, copies
 and memsets per step (same steps, same median), beside the predicted ``gpu_seconds``. By default its
@@ -126,8 +129,21 @@ def _dominant_dtype(ops: pd.DataFrame) -> str:
     return str(counts.index[0]) if len(counts) else "unknown"
 
 
-def _step_key(ops: pd.DataFrame) -> str:
-    """Column that says which step an op belongs to: archsim steps, else ProfilerStep numbers."""
+def _mixed_roles(ops: pd.DataFrame, trace: Trace, phase: str) -> bool:
+    """``--phase all`` over archsim steps of several roles (an actor's and a learner's)."""
+    if phase != "all":
+        return False
+    steps = trace.steps[trace.steps["step_id"].isin(ops["step_id"])]
+    return bool(steps["role"].nunique() > 1)
+
+
+def _step_key(ops: pd.DataFrame, mixed: bool = False) -> str:
+    """Column that says which step an op belongs to: archsim steps, else ProfilerStep numbers.
+
+    Over steps of several roles (``mixed``), a step is one iteration of the program as the profiler's
+    schedule cut it (ProfilerStep#) when the trace has those."""
+    if mixed and (ops["profiler_step"] >= 0).any():
+        return "profiler_step"
     if (ops["step_id"] >= 0).any():
         return "step_id"
     if (ops["profiler_step"] >= 0).any():
@@ -153,12 +169,11 @@ def _step_batch_size(trace: Trace, step_ids: np.ndarray, phase: str) -> int | No
     return None
 
 
-def _rate_unit(trace: Trace, phase: str, batch_known: bool) -> str:
-    """What the rate counts: steps when the batch is unknown, images for an image classifier's
-    inference, observations for an RL actor's inference, samples for training."""
+def _rate_unit(trace: Trace, names: set[str], batch_known: bool) -> str:
+    """What the rate counts over ops of phases ``names``: steps when the batch is unknown, images for
+    an image classifier's inference, observations for an RL actor's inference, samples for training."""
     if not batch_known:
         return "steps/s"
-    names = phase_names(phase)
     if set(names) <= set(PHASE_GROUPS["train"]):
         return "samples/s"
     workload = str((trace.meta.get("workload") or {}).get("name", "")).lower()
@@ -169,9 +184,11 @@ def _rate_unit(trace: Trace, phase: str, batch_known: bool) -> str:
     return "items/s"
 
 
-def _measured_per_step(ops: pd.DataFrame, step_key: str, steps: pd.Index) -> float | None:
-    """Median over ``steps`` of the device time the trace measured (kernels, copies, memsets), or
-    None when no selected op has a measured duration (a CPU capture)."""
+def _measured_per_step(
+    ops: pd.DataFrame, step_key: str, steps: pd.Index, statistic: Any = np.median
+) -> float | None:
+    """Median (``statistic``) over ``steps`` of the device time the trace measured (kernels, copies,
+    memsets), or None when no selected op has a measured duration (a CPU capture)."""
     from archsim.perf.columns import MEASURED_KINDS
 
     dur_us = pd.to_numeric(ops["dur_us"], errors="coerce").to_numpy(dtype=float)
@@ -184,7 +201,7 @@ def _measured_per_step(ops: pd.DataFrame, step_key: str, steps: pd.Index) -> flo
         .sum()
         .reindex(steps, fill_value=0.0)
     )
-    return float(np.median(per_step.to_numpy()))
+    return float(statistic(per_step.to_numpy()))
 
 
 def predict_phase(
@@ -225,7 +242,12 @@ def predict_phase(
     seconds = np.asarray(predict_op_seconds(ops, hw, source_hw, efficiency=efficiency), dtype=float)
     launch_s = np.asarray(cpu_launch_seconds(ops, hw), dtype=float)
 
-    step_key = _step_key(ops)
+    # Steps of mixed roles (--phase all over actor and learner steps) differ by design (a learner
+    # step every few actor steps): the mean is the GPU time per step (or per profiler iteration,
+    # _step_key) and there is no one batch size; otherwise the median (module docstring).
+    mixed = _mixed_roles(ops, trace, phase)
+    step_key = _step_key(ops, mixed)
+    statistic = np.mean if mixed else np.median
     per_step = (
         pd.DataFrame(
             {
@@ -241,12 +263,12 @@ def predict_phase(
     if (per_step.index >= 0).any():  # ops outside any step (id -1) are not part of a batch
         per_step = per_step[per_step.index >= 0]
     in_steps = ops[ops[step_key].isin(per_step.index)]
-    gpu_seconds = float(np.median(per_step["gpu_s"]))
-    n_launches = float(np.median(per_step["launches"]))
-    launch_overhead_seconds = float(np.median(per_step["launch_s"]))
+    gpu_seconds = float(statistic(per_step["gpu_s"]))
+    n_launches = float(statistic(per_step["launches"]))
+    launch_overhead_seconds = float(statistic(per_step["launch_s"]))
     seconds_per_batch = max(gpu_seconds, launch_overhead_seconds)
     step_ids = per_step.index.to_numpy() if step_key == "step_id" else np.array([], dtype=int)
-    known_batch = _step_batch_size(trace, step_ids, phase)
+    known_batch = None if mixed else _step_batch_size(trace, step_ids, phase)
     batch = known_batch if known_batch is not None else 1
     return {
         "phase": phase,
@@ -255,9 +277,9 @@ def predict_phase(
         "dtype": normalize_dtype(target_dtype) if target_dtype else _dominant_dtype(ops),
         "seconds_per_batch": seconds_per_batch,
         "items_per_s": batch / seconds_per_batch,
-        "rate_unit": _rate_unit(trace, phase, known_batch is not None),
+        "rate_unit": _rate_unit(trace, set(ops["phase"].astype(str)), known_batch is not None),
         "gpu_seconds": gpu_seconds,
-        "measured_gpu_seconds": _measured_per_step(ops, step_key, per_step.index),
+        "measured_gpu_seconds": _measured_per_step(ops, step_key, per_step.index, statistic),
         "launch_overhead_seconds": launch_overhead_seconds,
         "launch_bound": launch_overhead_seconds > gpu_seconds,
         "launches": int(round(n_launches)),
