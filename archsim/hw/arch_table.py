@@ -260,6 +260,7 @@ def gpu_overrides(arch: GpuArch, props: Mapping[str, Any] | None, count: int) ->
         "name": name,
         "count": max(int(count), 1),
         "sms": int(sms),
+        "physical_sms": int(sms),  # the trace's card: none of its SMs disabled
         "clock_mhz": arch.clock_mhz,
         "fp32_flops_per_clk_per_sm": arch.fp32_flops_per_clk_per_sm,
         "fp16_flops_per_clk_per_sm": arch.fp16_flops_per_clk_per_sm,
