@@ -55,6 +55,18 @@ def test_two_python_threads_take_turns_by_the_switch_interval():
     assert gil.handoffs == 3
 
 
+def test_a_thread_asks_for_the_gil_for_one_burst_at_a_time():
+    # Thread 0 has two 1 ms Python bursts queued at t=0 (two batches for one server thread), thread 1
+    # one. A (thread 0) takes the free GIL: 0-1 ms. B waits for thread 0 to finish A, so C (thread 1,
+    # asked at 0) is next: 1+h .. 2+h. B asks at 1 ms and gets it after C: 2+2h .. 3+2h.
+    h = HANDOFF_S
+    finish, gil = run_on_gil(
+        [(0.0, 0, 1e-3, 1.0, 0), (0.0, 0, 1e-3, 1.0, 0), (0.0, 1, 1e-3, 1.0, 0)]
+    )
+    assert finish == pytest.approx([1e-3, 3e-3 + 2 * h, 2e-3 + h], rel=1e-9)
+    assert gil.handoffs == 2
+
+
 def test_native_work_runs_beside_the_other_threads_python():
     # A: 4 ms all native; B: 4 ms all Python: neither waits, both end at 4 ms on 2 cores.
     finish, gil = run_on_gil([(0.0, 0, 4e-3, 0.0, 0), (0.0, 1, 4e-3, 1.0, 0)])

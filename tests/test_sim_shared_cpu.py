@@ -153,3 +153,23 @@ def test_throughput_never_falls_with_more_hardware_threads():
     frames = [m["frames_per_s"] for m in rates]
     assert frames == sorted(frames) and frames[-1] > frames[0]
     assert all(0.0 <= m["cpu_util"] <= 1.0 for m in rates)
+
+
+def test_a_server_thread_serves_its_queued_bursts_one_after_another():
+    # Two 1 s bursts handed to software thread 1 at t=0 on 2 idle cores. Named in ``each``, the
+    # thread runs them in turn (finish at 1 and 2 s), as a pinned server thread would; a thread
+    # not named would run both at once, each on a core (both done at 1 s).
+    for each, expected in (([1], [1.0, 2.0]), ([], [1.0, 1.0])):
+        env = simpy.Environment()
+        cpu = SharedThreads(env, 2, 2, 1.0, 1.0, Recorder(end=10.0, hw_threads=2))
+        cpu.serialize([], each=each)
+        finish = []
+
+        def burst(cpu=cpu, env=env, finish=finish):
+            yield from cpu.execute(1, 1.0, "work")
+            finish.append(env.now)
+
+        env.process(burst())
+        env.process(burst())
+        env.run()
+        assert sorted(finish) == pytest.approx(expected)

@@ -14,7 +14,9 @@ holds it that long while another waits is made to drop it), and at most MAX_SLIC
 
 A thread that finds the GIL held waits; when it gets it from another thread it pays the hand-off,
 the wake-up of a thread blocked on the GIL's condition variable, before it runs (the GIL is
-held, unused, meanwhile). Taking a free GIL costs nothing here.
+held, unused, meanwhile). Taking a free GIL costs nothing here. A software thread runs one burst at
+a time: bursts handed to the same thread (inference batches queued for one server thread) take
+their turns first, so only the burst that thread is running asks for the GIL.
 """
 
 from __future__ import annotations
@@ -54,11 +56,20 @@ class Gil:
         self.lock = simpy.Resource(env, capacity=1)
         self.handoff_s = handoff_s
         self.holder: int | None = None  # the thread that held the GIL last
+        self.turns: dict[int, simpy.Resource] = {}  # per software thread: one burst at a time
         self.handoffs = 0
         self.wait_s = 0.0  # time threads spent waiting for the GIL (hand-offs included)
 
     def run(self, thread: int, work_s: float, python: BurstPython, label: str = ""):
         """Run a burst of ``work_s`` on ``thread`` (a simpy generator), its Python part under the GIL."""
+        turns = self.turns.get(thread)
+        if turns is None:
+            turns = self.turns[thread] = simpy.Resource(self.env, capacity=1)
+        with turns.request() as running:
+            yield running
+            yield from self._slices(thread, work_s, python, label)
+
+    def _slices(self, thread: int, work_s: float, python: BurstPython, label: str):
         python_s = work_s * python.share
         if python_s <= 0:
             yield from self.threads.execute(thread, work_s, label)

@@ -203,8 +203,11 @@ def _run(
     engine = _start_processes(system, plain or shared, timeline)
     if shared:
         engine = "shared"
-        # one learner thread runs the training loop and serves inference: one burst at a time
-        threads.serialize([system.learner_thread, *system.server_threads])
+        # one burst at a time: a learner thread that also serves inference, and a server thread
+        # (batches queued for it are served one after another, as on a pinned thread)
+        threads.serialize(
+            [system.learner_thread, *system.server_threads], each=system.server_threads
+        )
     env.process(learner_process(system))
     env.run(until=config.sim_seconds)
     threads.flush()

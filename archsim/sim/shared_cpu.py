@@ -18,8 +18,9 @@ cores the rate is constant and an arrival that does not finish first leaves the 
 Same signature as the pinned executors: ``execute(thread, work_s, label)``, a simpy generator;
 ``thread`` names the software thread (its timeline track), not where it runs. A software thread runs
 one burst at a time: threads that :meth:`SharedThreads.serialize` names (several roles on one thread,
-such as a one-thread learner that also serves inference) queue their bursts FIFO; every other thread
-is one process that never overlaps its own bursts anyway.
+such as a one-thread learner that also serves inference, or an inference server thread that batches
+queue for) queue their bursts FIFO; every other thread is one process that never overlaps its own
+bursts anyway.
 """
 
 from __future__ import annotations
@@ -77,10 +78,12 @@ class SharedThreads:
         self.timeline = rec.timeline is not None  # keep a slice per burst
         self.fifo: dict[int, simpy.Resource] = {}  # software threads shared by several roles
 
-    def serialize(self, threads: list[int]) -> None:
-        """Software threads named more than once in ``threads`` run one burst at a time."""
-        for thread in {t for t in threads if threads.count(t) > 1}:
-            self.fifo[thread] = simpy.Resource(self.env, capacity=1)
+    def serialize(self, threads: list[int], each: list[int] | tuple[int, ...] = ()) -> None:
+        """Software threads named more than once in ``threads``, and every thread in ``each``, run one
+        burst at a time."""
+        for thread in {t for t in threads if threads.count(t) > 1} | set(each):
+            if thread not in self.fifo:
+                self.fifo[thread] = simpy.Resource(self.env, capacity=1)
 
     def rate(self, n: int) -> float:
         """Work-seconds per second of each of ``n`` runnable bursts."""
