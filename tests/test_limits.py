@@ -208,3 +208,20 @@ def test_the_limits_page_shows_every_range_as_the_code_has_it():
     for key, limits in HW_RANGES.items():
         assert f"| `{key}` | {limits.text()} | {limits.why} |" in page, key
     assert f"{MAX_SIMULATED_STEPS:,} steps" in page
+
+
+def test_a_sweep_of_more_points_than_the_bound_is_refused_before_anything_is_written(
+    trace_dir, tmp_path, capsys
+):
+    from archsim.cli import main
+    from archsim.sim.limits import MAX_SWEEP_POINTS
+
+    actors = ",".join(str(a) for a in range(1, 401))
+    sms = ",".join(str(s) for s in range(1, 301))  # 400 x 300 = 120,000 points
+    out = tmp_path / "sweep"
+    argv = ["sweep", str(trace_dir), "--actors", actors, "--sms", sms, "--out", str(out)]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("archsim: error: sweep: the knob lists make 120,000 points")
+    assert f"over the {MAX_SWEEP_POINTS:,}" in line
+    assert list(tmp_path.iterdir()) == []

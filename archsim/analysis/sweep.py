@@ -12,6 +12,7 @@ import csv
 import hashlib
 import itertools
 import json
+import math
 import os
 import sys
 import time
@@ -23,7 +24,7 @@ from typing import Any
 from archsim.atomic import check_output_path
 from archsim.errors import ArchsimError
 from archsim.sim.knobs import KNOB_BY_NAME, split_point
-from archsim.sim.limits import check_jobs
+from archsim.sim.limits import check_jobs, check_sweep_points
 
 CSV_NAME = "sweep.csv"
 # Recorded in sweep.json but not compared on resume: the same trace may be reached by another path
@@ -136,6 +137,7 @@ def validate_points(spec: SweepSpec) -> None:
     from archsim.hw.presets import load_hw
     from archsim.sim.config import SimConfig
 
+    check_sweep_points(math.prod(len(values) for values in spec.knobs.values()))
     load_hw(spec.hw, spec.hw_set)  # --hw and --set themselves
     hardware_seen: set[tuple[str, ...]] = {()}
     for point in spec.points():

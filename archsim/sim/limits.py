@@ -185,3 +185,19 @@ def check_jobs(jobs: int) -> None:
             f"--jobs: {format_number(jobs)} is outside the supported range 1..{cpus} (the CPUs this "
             "process may use: more single-threaded workers only add memory; docs/LIMITS.md)"
         )
+
+
+# Points of one sweep (the product of its knob lists). Each point is a run of up to
+# MAX_SIMULATED_STEPS; at the default 2 simulated seconds a point takes seconds, so 100,000 points
+# are days of CPU: more belongs in several sweeps. The points are built as a list up front.
+MAX_SWEEP_POINTS = 100_000
+
+
+def check_sweep_points(points: int) -> None:
+    """A sweep's point count (the product of its knob lists' lengths) against MAX_SWEEP_POINTS."""
+    if points > MAX_SWEEP_POINTS:
+        raise ArchsimError(
+            f"sweep: the knob lists make {format_number(points)} points, over the "
+            f"{MAX_SWEEP_POINTS:,} one sweep may run (days of CPU at seconds a point; "
+            "docs/LIMITS.md): split it into several sweeps"
+        )
