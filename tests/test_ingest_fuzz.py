@@ -22,8 +22,13 @@ from archsim.trace.ingest import ingest
 from tests.conftest import kineto_fixture
 
 # Small real traces of both vendors: CUDA with memsets on 3 streams (149 events); ROCm with shapes
-# and baseTimeNanoseconds (220 events).
+# and baseTimeNanoseconds (220 events); and the repository's CPU-only AlexNet capture with archsim
+# step and phase markers (1,019 events, traces/alexnet-b1-fp32).
 SMALL_FIXTURES = ("a100_event_sync_multistream.json.gz", "mi250_mlp_train.json.gz")
+MARKED_TRACE = (
+    Path(__file__).resolve().parents[1] / "traces" / "alexnet-b1-fp32" / "raw_trace.json.gz"
+)
+SOURCES = (*SMALL_FIXTURES, "alexnet-b1-fp32")
 # Bounded so the suite stays fast (~15 s here); ARCHSIM_FUZZ_EXAMPLES=2000 for a deep run by hand.
 FUZZ_EXAMPLES = int(os.environ.get("ARCHSIM_FUZZ_EXAMPLES", "40"))
 EVENT_KEYS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
@@ -48,6 +53,18 @@ _scalars = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from(["", "\ud800", "stream 7", "kernel", "X", "cpu_op", "ProfilerStep#1", "1e400"]),
+    st.sampled_from(
+        [
+            "archsim::learner_step#batch_size=-1",
+            "archsim::actor_step#actor=" + "9" * 20,
+            "archsim::actor_step#oops",
+            "archsim::cpu#us=nan",
+            "archsim::cpu_gap#us=-1",
+            "archsim::env_step",
+            "ProfilerStep#" + "1" * 20,
+            "user_annotation",
+        ]
+    ),
     st.text(max_size=12),
 )
 WILD = st.recursive(
@@ -67,7 +84,8 @@ SHAPES = st.lists(
 
 @cache
 def _doc(name: str) -> dict:
-    return json.loads(gzip.decompress(kineto_fixture(name).read_bytes()))
+    path = MARKED_TRACE if name == "alexnet-b1-fp32" else kineto_fixture(name)
+    return json.loads(gzip.decompress(path.read_bytes()))
 
 
 @st.composite
@@ -136,7 +154,7 @@ def _check_ingest(path: Path, out: Path) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(name=st.sampled_from(SMALL_FIXTURES), edits=mutations())
+@given(name=st.sampled_from(SOURCES), edits=mutations())
 def test_mutated_real_traces_ingest_or_fail_in_one_line(tmp_path, name, edits):
     path = tmp_path / "mutated.json.gz"
     path.write_bytes(gzip.compress(json.dumps(_mutate(_doc(name), edits)).encode()))
@@ -148,7 +166,7 @@ def test_mutated_real_traces_ingest_or_fail_in_one_line(tmp_path, name, edits):
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(name=st.sampled_from(SMALL_FIXTURES), cut=st.floats(min_value=0, max_value=1))
+@given(name=st.sampled_from(SOURCES), cut=st.floats(min_value=0, max_value=1))
 def test_truncated_trace_text_fails_in_one_line(tmp_path, name, cut):
     text = json.dumps(_doc(name))
     path = tmp_path / "cut.json"
