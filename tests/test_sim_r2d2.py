@@ -39,12 +39,12 @@ def v100():
 
 def test_metrics_report_the_recorded_mean_batch(trace, v100):
     rows = trace.steps[trace.steps["role"] == "inference"]
-    # The capture's 110 batches: 19 of 2 observations and 91 of 4 (2 actors x 2 envs), so the mean
-    # is (19 x 2 + 91 x 4) / 110 = 402 / 110 = 3.6545...
-    assert sorted(rows["batch_size"].value_counts().items()) == [(2, 19), (4, 91)]
-    assert recorded_inference_batch_mean(trace) == pytest.approx(402 / 110)
+    # The capture's 95 recorded batches: 72 of 2 observations and 23 of 4 (2 actors x 2 envs), so
+    # the mean is (72 x 2 + 23 x 4) / 95 = 236 / 95 = 2.484...
+    assert sorted(rows["batch_size"].value_counts().items()) == [(2, 72), (4, 23)]
+    assert recorded_inference_batch_mean(trace) == pytest.approx(236 / 95)
     metrics = simulate(trace, v100, SimConfig(actors=8, sim_seconds=SHORT)).metrics
-    assert metrics["recorded_inference_batch_mean"] == pytest.approx(402 / 110)
+    assert metrics["recorded_inference_batch_mean"] == pytest.approx(236 / 95)
     assert metrics["inference_batch_mean"] > 0
 
 
