@@ -132,8 +132,10 @@ def check_output_path(out: Path, kind: str = "directory", sibling_temp: bool = T
             f"{str(out)[:40]}...: output path too long ({len(os.fsencode(str(absolute)))} bytes; "
             f"this system allows {path_max - room - 1} for an output {kind})"
         )
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ArchsimError(f"{out}: cannot write in {existing} (permission denied)")
+    # Written in place (a sweep's directory): the directory itself must take new files.
+    writes_in = absolute if not sibling_temp and kind == "directory" and out.is_dir() else existing
+    if not os.access(writes_in, os.W_OK | os.X_OK):
+        raise ArchsimError(f"{out}: cannot write in {writes_in} (permission denied)")
 
 
 def check_output_dir(out: Path, force: bool) -> None:

@@ -221,8 +221,9 @@ def test_an_unwritable_output_directory_is_refused_before_any_point(trace_dir, t
     locked.mkdir()
     locked.chmod(0o555)
     try:
-        argv = ["sweep", str(trace_dir), "--actors", "4,8", *BASE, "--out", str(locked / "s")]
-        _refused(capsys, argv, f"cannot write in {locked}")
+        argv = ["sweep", str(trace_dir), "--actors", "4,8", *BASE, "--out"]
+        _refused(capsys, [*argv, str(locked / "s")], f"cannot write in {locked}")
+        _refused(capsys, [*argv, str(locked)], f"cannot write in {locked}")  # written in place
     finally:
         locked.chmod(0o755)
 
