@@ -4,20 +4,23 @@ and 5): the trace's meta, the replay ratio the run achieves, ``--replay-ratio no
 from __future__ import annotations
 
 import copy
+import csv
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archsim.cli import main
 from archsim.errors import ArchsimError
 from archsim.hw import load_hw
 from archsim.sim.config import SimConfig
 from archsim.sim.knobs import KNOB_BY_NAME, parse_knob
-from archsim.sim.run import simulate
+from archsim.sim.run import simulate, simulate_system
 from archsim.trace import save
 from archsim.trace.info import format_summary, summarize
 from archsim.trace.pacing import frames_per_env_step, samples_per_insert
-from tests.test_sim_support import tiny_trace
+from tests.test_sim_support import machine, service_times, tiny_trace
 
 # Nature DQN trains a batch of 32 every 4 env steps (Mnih et al. 2015, Extended Data Table 1).
 DQN_SETTINGS = {"batch_size": 32, "train_every": 4}
@@ -152,3 +155,41 @@ def test_trace_info_says_pacing_and_frames(tmp_path):
     assert "frames per env step: 1 (not in the trace's meta" in unknown
     saved = save(_dqn_trace(), tmp_path / "dqn")
     assert main(["trace", "info", str(saved)]) == 0
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    ratio=st.floats(min_value=0.5, max_value=16.0),
+    actors=st.integers(min_value=1, max_value=4),
+    inference=st.sampled_from(["central", "local"]),
+)
+def test_a_fast_learner_samples_exactly_the_ratio(ratio, actors, inference):
+    """Invariant: with a learner that could sample far more (a 10 us step for 32 samples against
+    250 us env steps), the achieved samples per inserted transition is the ratio, within what the
+    limiter lets either side run ahead (its slack) plus one batch in flight and one request per
+    actor not yet inserted."""
+    times = service_times(actor_step_s=(250e-6,), learner_gpu_s=10e-6, inference_s=20e-6)
+    cfg = SimConfig(
+        actors=actors, inference=inference, inference_batch=1, replay_ratio=ratio, sim_seconds=0.1
+    )
+    m = simulate_system(times, machine(8), cfg, 32).metrics
+    inserted = m["env_steps_per_s"] * cfg.sim_seconds
+    sampled = 32 * m["learner_updates_per_s"] * cfg.sim_seconds
+    # archsim.sim.run: the slack is 4 x max(learner batch, ratio x observations per insert (1))
+    slack = cfg.replay_slack_batches * max(32, ratio)
+    assert inserted > 100
+    assert abs(sampled - ratio * inserted) <= slack + 32 + ratio * actors
+    assert m["samples_per_insert"] == pytest.approx(sampled / inserted, rel=1e-9)
+
+
+def test_sweep_rows_have_env_steps_beside_frames(tmp_path):
+    trace = save(_dqn_trace(), tmp_path / "dqn")  # the bundled DQN: 4 frames per env step
+    out = tmp_path / "sweep"
+    args = ["sweep", str(trace), "--hw", "dgx1-v100", "--actors", "1,2", "--sim-seconds", "0.05"]
+    assert main([*args, "--no-progress", "--out", str(out)]) == 0
+    with open(out / "sweep.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2
+    for row in rows:
+        assert float(row["env_steps_per_s"]) > 0
+        assert float(row["frames_per_s"]) == 4 * float(row["env_steps_per_s"])
