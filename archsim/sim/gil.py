@@ -30,11 +30,13 @@ from archsim.sim.python_share import BurstPython
 # CPython's default switch interval: sys.getswitchinterval() = 0.005 s (Python docs, "sys" module;
 # the interval after which a thread waiting for the GIL asks the holder to drop it).
 SWITCH_INTERVAL_S = 5e-3
-# One GIL hand-off between two threads of one process: median 25.0 us per hand-off measured with
+# One GIL hand-off between two threads of one process: 10 us, the fastest round of
 # benchmarks/gil_handoff.py (Python 3.11.7, two threads passing control through threading.Event,
-# 7 rounds of 20,000) on the 2-core development VM under load (load average 7.6); the fastest round
-# gave 10.4 us. The figure holds a thread wake-up, the GIL's condition variable and the run queue.
-HANDOFF_S = 25e-6
+# 7 rounds of 20,000 hand-offs) in each of 5 runs on the 2-core development VM: 9.6-10.4 us. The
+# medians (10.5-31.1 us) hold the run queue of that VM, loaded by other work (load average ~7);
+# the simulator models a machine whose run queue it simulates itself. A hand-off is a thread
+# wake-up through the GIL's condition variable.
+HANDOFF_S = 10e-6
 # Numerical resolution, not a model figure: beyond this many slices a burst's waits change by less
 # than 1/MAX_SLICES of its Python time, and the event count per burst stays bounded.
 MAX_SLICES = 64
