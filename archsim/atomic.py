@@ -30,9 +30,10 @@ from pathlib import Path
 
 from archsim.errors import ArchsimError
 
-# Longest suffix the temporaries add to an output's name: ".NAME.tmp-" + mkdtemp's 8 random
-# characters, or ".NAME.archsim-old" (14 bytes): a name that fits alone may not fit with them.
-TEMP_NAME_OVERHEAD_BYTES = len(".") + len(".archsim-old") + 8
+# Longest suffix the temporaries add to an output's name: ".NAME.tmp-PID-" + mkdtemp's 8 random
+# characters (a Linux PID has at most 7 digits; 10 allowed), or ".NAME.archsim-old": a name that
+# fits alone may not fit with them.
+TEMP_NAME_OVERHEAD_BYTES = len(".") + len(".tmp-") + 10 + len("-") + 8
 # Room kept in an output directory's path for the names of the files written in it
 # ("/.sweep.parquet.tmp-XXXXXXXX", chart names): a path that fits alone may not fit with them.
 INNER_NAME_ROOM_BYTES = 64
@@ -57,10 +58,43 @@ def backup_path(out: Path) -> Path:
     return out.parent / f".{out.name}.archsim-old"
 
 
+def _temp_prefix(out: Path) -> str:
+    """Name prefix of ``out``'s temporary siblings made by this process (its PID in the name, so
+    that a later run can tell a killed run's leftovers from a live run's work)."""
+    return f".{out.name}.tmp-{os.getpid()}-"
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OSError):
+        return False  # exists (another user's), or cannot tell: keep its files
+    return False
+
+
+def remove_stale_temporaries(out: Path) -> None:
+    """Remove temporary siblings of ``out`` left by runs that were killed (their PID is gone)."""
+    out = Path(out)
+    prefix = f".{out.name}.tmp-"
+    try:
+        siblings = list(out.parent.iterdir()) if out.parent.is_dir() else []
+    except OSError:
+        return
+    for path in siblings:
+        pid_text = path.name[len(prefix) :].partition("-")[0]
+        ours = path.name.startswith(prefix) and pid_text.isdigit() and path.is_dir()
+        if ours and _process_gone(int(pid_text)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def recover_output_dir(out: Path) -> None:
     """Finish a swap that a kill interrupted: put the backup back when ``out`` is missing (the old
-    output, complete), or remove it when ``out`` is there (the new output, complete)."""
+    output, complete), or remove it when ``out`` is there (the new output, complete). Temporaries
+    of killed runs are removed too."""
     out = Path(out)
+    remove_stale_temporaries(out)
     backup = backup_path(out)
     if not backup.is_dir():
         return
@@ -203,7 +237,7 @@ def atomic_output_dir(out: Path, force: bool = False) -> Iterator[Path]:
     check_output_dir(out, force)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(out), dir=out.parent))
     except OSError as exc:
         raise ArchsimError(
             f"{out}: cannot create the output directory here ({exc.strerror})"

@@ -88,6 +88,7 @@ def test_a_kill_at_any_instant_leaves_the_old_or_the_new_output_complete(tmp_pat
         # What the next run sees first: the interrupted swap finished, the output in place.
         recover_output_dir(out)
         assert _generation(out) == generation and not backup.exists()
+        assert list(tmp_path.glob(".out.tmp-*")) == []  # the killed run's temporaries are gone
         last = generation
     assert last >= 1
 
@@ -118,6 +119,15 @@ def test_a_backup_left_by_a_kill_is_put_back_or_removed(tmp_path):
     (backup / "half").write_text("old, half removed")
     recover_output_dir(out)  # the new one was in place: the rest of the old one goes
     assert (out / "value").read_text() == "old" and not backup.exists()
+    # A temporary of a live run (this process) stays; one of a finished process goes.
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], text=True,
+                          capture_output=True, check=True)  # fmt: skip
+    live = tmp_path / f".out.tmp-{os.getpid()}-abcd1234"
+    dead = tmp_path / f".out.tmp-{done.stdout.strip()}-abcd1234"
+    live.mkdir()
+    dead.mkdir()
+    recover_output_dir(out)
+    assert live.is_dir() and not dead.exists()
 
 
 def test_a_failed_block_keeps_the_old_output(tmp_path):
