@@ -226,7 +226,11 @@ def replace_dir(new: Path, out: Path) -> None:
         os.rename(new, backup)
     else:
         os.rename(out, backup)
-        os.rename(new, out)
+        try:
+            os.rename(new, out)
+        except OSError:
+            os.rename(backup, out)  # the old output back in place before the error is reported
+            raise
     shutil.rmtree(backup)
 
 
