@@ -249,3 +249,51 @@ def test_no_gpu_name_and_no_kernel_marks_asks_for_source_hw(gp100) -> None:
     # the model alone needs no source: a prediction still comes out
     result = predict_phase(trace, load_hw("dgx1-p100"), "all", model_only=True)
     assert result["measured_gpu_seconds"] > 0
+
+
+@pytest.mark.parametrize(
+    ("props", "expected"),
+    [
+        (
+            {"name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0, "warpSize": 32},
+            "sm_90",
+        ),
+        (
+            {"name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "warpSize": 64},
+            "gfx90a",
+        ),
+        (
+            {"name": "AMD Instinct MI300X", "computeMajor": 9, "computeMinor": 4, "warpSize": 64},
+            "gfx942",
+        ),
+        ({"name": "NVIDIA GeForce RTX 3090", "computeMajor": 8, "computeMinor": 6}, "sm_86"),
+        # HIP reports the MI100 (gfx908) as 9.0 too: its name keeps it from passing as gfx90a
+        (
+            {"name": "AMD Instinct MI100", "computeMajor": 9, "computeMinor": 0, "warpSize": 64},
+            None,
+        ),
+    ],
+)
+def test_architecture_from_compute_capability(props: dict, expected: str | None) -> None:
+    from archsim.hw.arch_table import arch_for_properties
+
+    if expected is None:
+        with pytest.raises(ArchsimError, match="gfx908 is not in the table.*--source-hw"):
+            arch_for_properties(props)
+    else:
+        assert arch_for_properties(props).key == expected
+
+
+def test_geforce_parts_get_half_the_tensor_rate() -> None:
+    """GA102 whitepaper: RTX 3090 71 dense FP16/FP32-acc tensor TFLOP/s = 82 SMs x 512 x 1695 MHz,
+    half the A40's 1024 per SM per clock."""
+    from archsim.hw.arch_table import gpu_overrides
+
+    geforce = gpu_overrides(ARCHS["sm_86"], {"name": "NVIDIA GeForce RTX 3090", "numSms": 82}, 1)
+    assert geforce["tensor_flops_per_clk_per_sm"] == 512
+    peak_flops = 82 * geforce["tensor_flops_per_clk_per_sm"] * geforce["clock_mhz"] * 1e6
+    assert peak_flops == pytest.approx(71.2e12, rel=0.01)
+    a40 = gpu_overrides(ARCHS["sm_86"], {"name": "NVIDIA A40", "numSms": 84}, 1)
+    assert a40["tensor_flops_per_clk_per_sm"] == 1024
+    # a smaller part of the architecture: DRAM and L2 scale with its SMs (A40 84 of RTX 3090's 82)
+    assert a40["dram_bw_gbs"] == pytest.approx(936 * 84 / 82)

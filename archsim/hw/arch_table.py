@@ -107,9 +107,9 @@ ARCHS: dict[str, GpuArch] = {
         # NVIDIA HGX B200 datasheet, per GPU: 75 FP32 TFLOP/s, 2.25 dense FP16 tensor PFLOP/s, HBM3e
         # 8 TB/s; 148 SMs (2 dies x 74). Clock: 75e12 / (148 x 256) = 1979 MHz (128 FP32 cores per SM
         # as in Hopper); tensor 2.25e15 / (148 x 1979e6) = 7682 per SM per clock. FP16 non-tensor 2x
-        # FP32 as in Hopper (not stated). L2 126 MB (Jarmusch et al. 2025, "Dissecting the NVIDIA
-        # Blackwell Architecture with Microbenchmarks"); bandwidth: A100's 32.6 B per SM per clock x
-        # 148 x 1979 MHz = 9548 GB/s.
+        # FP32 as in Hopper (not stated). L2 126 MB as reported from a B200 device query (Jarmusch et
+        # al. 2025, "Dissecting the NVIDIA Blackwell Architecture with Microbenchmarks"; no NVIDIA
+        # figure); bandwidth: A100's 32.6 B per SM per clock x 148 x 1979 MHz = 9548 GB/s.
         GpuArch("sm_100", "Blackwell B200", 256, 512, 7682, True, 1979, 148, 8000, 126, 9548,
                 "dgx-b200", "HGX B200 datasheet"),
         # AMD Instinct MI210 datasheet: 104 CUs, 1700 MHz, 22.6 FP32 vector / 45.3 FP32 matrix and
@@ -128,8 +128,11 @@ ARCHS: dict[str, GpuArch] = {
 }  # fmt: skip
 
 # HIP reports gfx9 parts as compute capability 9.x, which collides with Hopper's 9.0: a 64-wide
-# wavefront (deviceProperties warpSize) says AMD. HIP: gfx90a -> 9.0, gfx942 -> 9.4.
+# wavefront (deviceProperties warpSize) says AMD. HIP: gfx90a -> 9.0 (fixtures mi210_gpu_only,
+# mi250_mlp_train), gfx942 -> 9.4 (fixtures mi300x_*). The MI100 (gfx908) also reports 9.0: its
+# name keeps it out of the gfx90a row.
 _AMD_CAPABILITY = {(9, 0): "gfx90a", (9, 4): "gfx942"}
+_AMD_NAMED = {"mi100": "gfx908"}
 
 # A name that says its memory: datasheet bandwidth in GB/s (first match wins, case-insensitive).
 NAMED_DRAM_BW_GBS: tuple[tuple[str, float], ...] = (
@@ -216,6 +219,8 @@ def arch_for_properties(props: Mapping[str, Any], where: str = "[0]") -> GpuArch
         if amd
         else f"sm_{major}{minor}"
     )
+    name = str(props.get("name", "")).lower()
+    key = next((k for needle, k in _AMD_NAMED.items() if amd and needle in name), key)
     if key not in ARCHS:
         raise ArchsimError(
             f"trace: deviceProperties{where}.computeMajor/computeMinor {major}.{minor} "
