@@ -297,3 +297,20 @@ def test_geforce_parts_get_half_the_tensor_rate() -> None:
     assert a40["tensor_flops_per_clk_per_sm"] == 1024
     # a smaller part of the architecture: DRAM and L2 scale with its SMs (A40 84 of RTX 3090's 82)
     assert a40["dram_bw_gbs"] == pytest.approx(936 * 84 / 82)
+
+
+def test_calibrate_fits_on_a_config_built_from_the_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No preset for the Quadro GP100: calibrate fits on the trace's own config, --set included."""
+    import yaml
+
+    path = kineto_fixture("gp100_user_annotation.json.gz")
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", str(path), "--out", str(out), "--set", "gpu.sms=20"]) == 0
+    capsys.readouterr()
+    provenance = yaml.safe_load(out.read_text())["provenance"]
+    assert provenance["hw"] == "trace-sm_60" and provenance["hw_overrides"] == ["gpu.sms=20"]
+    bad = ["calibrate", str(path), "--out", str(tmp_path / "bad.yaml"), "--set", "gpu.sms=-2"]
+    assert main(bad) == 2
+    assert "gpu.sms" in error_line(capsys) and not (tmp_path / "bad.yaml").exists()

@@ -49,13 +49,12 @@ def handle(args: argparse.Namespace) -> int:
             args.hw = args.source_hw or source.name
             hw = hw_from_args(args)
         else:  # built from the trace (architecture table): no preset name to reload
-            hw = source
+            from archsim.hw.presets import apply_overrides, validate_hw
+
+            label = f"source config {source.name}"
+            data = apply_overrides(source.model_dump(), args.hw_set, label)
+            hw = validate_hw(data, label)
             args.hw = source.name
-            if args.hw_set:
-                raise ArchsimError(
-                    f"--set: the trace's GPU has no preset ({source.gpu.name}); pass --source-hw "
-                    "or --hw with a config to override"
-                )
     else:
         hw = hw_from_args(args)
     table = fit_table(trace.ops, hw)
