@@ -314,3 +314,28 @@ def test_calibrate_fits_on_a_config_built_from_the_trace(
     bad = ["calibrate", str(path), "--out", str(tmp_path / "bad.yaml"), "--set", "gpu.sms=-2"]
     assert main(bad) == 2
     assert "gpu.sms" in error_line(capsys) and not (tmp_path / "bad.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("device", "name", "major", "minor", "sms", "expected"),
+    [
+        ("cuda", "NVIDIA L40S", 8, 9, 142, "trace-sm_89"),
+        ("rocm", "AMD Instinct MI300A", 9, 4, 228, "trace-gfx942"),
+    ],
+)
+def test_archsims_own_gpu_capture_properties(
+    device: str, name: str, major: int, minor: int, sms: int, expected: str
+) -> None:
+    """archsim's GPU captures (archsim.capture.machine) record torch's names: major, minor and
+    total_memory_bytes in one dict, the name and SM count beside it."""
+    trace = ingest(kineto_fixture("gp100_user_annotation.json.gz"))
+    trace.meta["source"].update(
+        device=device,
+        gpu_name=name,
+        gpu_num_sms=sms,
+        gpu_count=1,
+        devices_used=[],
+        device_properties={"total_memory_bytes": 48 * 2**30, "major": major, "minor": minor},
+    )
+    hw = source_hw_for_trace(trace)
+    assert hw.name == expected and hw.gpu.name == name and hw.gpu.sms == sms

@@ -103,10 +103,22 @@ def source_hw_for_arch(
     return validate_hw(data, f"source config for {data['gpu']['name']!r}")
 
 
+# archsim's own GPU captures (archsim.capture.machine) record torch's property names, one device.
+_TORCH_PROPERTY_NAMES = {"major": "computeMajor", "minor": "computeMinor",
+                         "total_memory_bytes": "totalGlobalMem"}  # fmt: skip
+
+
 def _device_properties(source: dict[str, Any]) -> list[Any]:
+    """deviceProperties entries in Kineto's names: a Kineto list, or archsim's own capture's dict
+    (torch names, plus the source block's GPU name and SM count; ROCm devices have 64-wide waves)."""
     props = source.get("device_properties") or []
     if isinstance(props, dict):
-        props = [props]
+        entry = {_TORCH_PROPERTY_NAMES.get(k, k): v for k, v in props.items()}
+        entry.setdefault("name", source.get("gpu_name"))
+        entry.setdefault("numSms", source.get("gpu_num_sms"))
+        if str(source.get("device", "")).lower() == "rocm":
+            entry.setdefault("warpSize", 64)
+        props = [entry]
     if not isinstance(props, list):
         raise ArchsimError(f"trace: deviceProperties: expected a list of objects, got {props!r}")
     return props
