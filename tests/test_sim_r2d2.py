@@ -160,3 +160,14 @@ def test_local_inference_is_refused_for_a_central_capture(trace, v100):
     # The SEED actors never ran the policy: local inference would get it for free.
     with pytest.raises(ArchsimError, match="no act phase"):
         derive_service_times(trace, v100, SimConfig(actors=8, inference="local"), learner_batch=2)
+
+
+def test_the_learner_batch_copies_single_frames_of_each_sequence(trace):
+    from archsim.sim.learner_work import learner_batch_bytes
+    from tests.test_sim_support import tiny_trace
+
+    # R2D2 replay holds each sequence's 20 steps (burn-in included) as 84x84 uint8 frames plus the
+    # 3 frames before them; the learner stacks them on the device: 2 x 23 x 7,056 B = 324,576 B.
+    assert learner_batch_bytes(trace, 2) == 2 * (20 + 4 - 1) * 84 * 84 == 324_576
+    # DQN: s and s' per transition, each a 4-frame stack: 32 x 2 x 28,224 B.
+    assert learner_batch_bytes(tiny_trace(), 32) == 32 * 2 * 28_224

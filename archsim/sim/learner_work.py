@@ -2,7 +2,7 @@
 host-to-device copy of the batch unless the trace holds its memcpys; CPU launch overhead = kernels x
 ``gpu.launch_overhead_us`` on the learner thread; replay sampling from the learner steps. For an
 R2D2 trace ``learner_batch`` counts sequences of the trace's length
-(meta.workload.settings.r2d2.sequence_length + burn_in)."""
+(meta.workload.settings.r2d2.sequence_length, burn-in included)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,26 @@ from archsim.sim.gpu_jobs import has_copies, job_times, lowered, representative_
 from archsim.sim.recorded import fold_sequence_dims, sequence_settings
 from archsim.sim.step_work import has_cpu_time, phase_work_us, typical_us
 from archsim.trace.schema import PHASE_GROUPS
+
+# One 84x84 uint8 grayscale ALE frame (Mnih et al. 2015 preprocessing): an observation stacks 4.
+FRAME_BYTES = 84 * 84
+# Frames per observation stack when the trace's R2D2 settings do not say (Mnih et al. 2015).
+DEFAULT_FRAME_STACK = 4
+
+
+def learner_batch_bytes(trace, learner_batch: int) -> float:
+    """Bytes of one learner batch copied to the GPU. DQN: s and s' per transition (Mnih et al. 2015
+    store transitions (s, a, r, s')), each a 4-frame stack. R2D2: each sequence holds its
+    ``sequence_length`` steps (burn-in included) as single frames plus the frame_stack - 1 frames
+    before them, stacked on the device as a view (workloads/r2d2/learner.py, batch_to_tensors)."""
+    sequence = sequence_settings(trace)
+    if sequence is None:
+        return float(learner_batch * 2 * OBS_BYTES)
+    settings = ((trace.meta or {}).get("workload") or {}).get("settings") or {}
+    r2d2 = settings.get("r2d2") if isinstance(settings.get("r2d2"), dict) else {}
+    stack = int(r2d2.get("frame_stack", DEFAULT_FRAME_STACK))
+    length, _ = sequence
+    return float(learner_batch * (length + stack - 1) * FRAME_BYTES)
 
 
 @dataclass(frozen=True)
@@ -52,8 +72,6 @@ def derive_learner_work(trace, hw, learner_batch: int, source) -> LearnerWork:
     train_ops, train_steps, train_from = representative_ops(trace, PHASE_GROUPS["train"], "learner")
     if train_ops.empty:
         raise ArchsimError("trace: no training ops (train_forward/backward/optimizer phases)")
-    # DQN: s and s' per transition (Mnih et al. 2015 store transitions (s, a, r, s'))
-    steps_per_sample = 2
     sequence = sequence_settings(trace)
     if sequence is not None:
         length, burn_in = sequence
@@ -61,11 +79,10 @@ def derive_learner_work(trace, hw, learner_batch: int, source) -> LearnerWork:
         unrolls = tuple(sorted({length, burn_in, length + burn_in} - {0}))
         train_ops, train_from = lowered(train_ops, train_from, backward_steps=length)
         train_ops = fold_sequence_dims(train_ops, train_from, unrolls)
-        steps_per_sample = length + burn_in  # one observation per step of a sequence
     seconds, frac, nbytes = job_times(
         train_ops, train_steps, train_from, np.array([learner_batch]), hw, source
     )
-    batch_bytes = learner_batch * steps_per_sample * OBS_BYTES
+    batch_bytes = learner_batch_bytes(trace, learner_batch)
     copy_s = 0.0 if has_copies(train_ops) else host_copy_seconds(batch_bytes, hw.host_link)
     gpu_s = float(seconds[0]) + copy_s
     learner_frac = float(frac[0]) * float(seconds[0]) / max(gpu_s, 1e-30)
