@@ -27,7 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     add_hw_arguments(parser)
     add_knob_arguments(parser, lists=True)
-    parser.add_argument("--jobs", default="1", help="points run in parallel (default 1)")
+    parser.add_argument(
+        "--jobs",
+        default="1",
+        help="points run in parallel (default 1; 1 to the CPUs this process may use, docs/LIMITS.md)",
+    )
     parser.add_argument(
         "--backend",
         default="process",
