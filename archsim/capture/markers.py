@@ -4,7 +4,8 @@
 agreed in the interfaces brief (``archsim::<phase>``, ``archsim::<role>_step#k=v,...``). When no
 profiler is recording they return a shared no-op context, so they can stay in production loops.
 
-While recording, each marker also measures its thread's CPU time (``time.thread_time_ns``) and, just
+While recording, each marker also measures its thread's CPU time (``time.thread_time_ns``; the whole
+process's inside ``archsim.capture.cpu_clock.process_cpu_time``, as ``capture run`` does) and, just
 before it closes, records it as a nested zero-work annotation ``archsim::cpu#us=<microseconds>``.
 The profiler records wall time only: a phase that waited for a lock, the GIL or a descheduled core
 looks as long as one that computed. Ingest attaches each CPU figure to its enclosing marker
@@ -26,13 +27,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterable, Iterator
 
 import torch
 from torch.autograd.profiler import record_function
 
-from archsim.capture import unprofiled
+from archsim.capture import cpu_clock, unprofiled
 from archsim.errors import ArchsimError
 from archsim.trace.schema import PHASES, STEP_ROLES
 
@@ -76,11 +76,11 @@ class _TimedMarker:
 
     def __enter__(self) -> _TimedMarker:
         self._function.__enter__()
-        self._cpu_ns = time.thread_time_ns()
+        self._cpu_ns = cpu_clock.now_ns()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        cpu_us = (time.thread_time_ns() - self._cpu_ns) / 1000.0
+        cpu_us = (cpu_clock.now_ns() - self._cpu_ns) / 1000.0
         with record_function(f"{CPU_MARKER}#us={cpu_us:.3f}"):
             pass
         self._function.__exit__(*exc)
@@ -102,17 +102,17 @@ class _TimedStep(_TimedMarker):
 
     def __enter__(self) -> _TimedStep:
         self._function.__enter__()
-        now_ns = time.thread_time_ns()
+        now_ns = cpu_clock.now_ns()
         last_ns = _step_ends.cpu_ns
         if last_ns is not None:
             with record_function(f"{GAP_CPU_MARKER}#us={(now_ns - last_ns) / 1000.0:.3f}"):
                 pass
-        self._cpu_ns = time.thread_time_ns()
+        self._cpu_ns = cpu_clock.now_ns()
         return self
 
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
-        _step_ends.cpu_ns = time.thread_time_ns()
+        _step_ends.cpu_ns = cpu_clock.now_ns()
 
 
 def phase(name: str) -> contextlib.AbstractContextManager:

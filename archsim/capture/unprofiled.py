@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 
 import numpy as np
+
+from archsim.capture import cpu_clock
 
 STEP_KEY = "step"  # the whole step's CPU time, next to its phases
 # Samples kept per (role, phase): enough for a stable median, bounded memory on long captures.
@@ -77,11 +78,11 @@ class UnprofiledStep:
 
     def __enter__(self) -> UnprofiledStep:
         self._times._local.phases = {}
-        self._cpu_ns = time.thread_time_ns()
+        self._cpu_ns = cpu_clock.now_ns()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        cpu_us = (time.thread_time_ns() - self._cpu_ns) / 1000.0
+        cpu_us = (cpu_clock.now_ns() - self._cpu_ns) / 1000.0
         phases = getattr(self._times._local, "phases", None) or {}
         self._times._local.phases = None
         if exc[0] is not None:
@@ -100,11 +101,11 @@ class UnprofiledPhase:
         self._times, self._name, self._cpu_ns = times, name, 0
 
     def __enter__(self) -> UnprofiledPhase:
-        self._cpu_ns = time.thread_time_ns()
+        self._cpu_ns = cpu_clock.now_ns()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        cpu_us = (time.thread_time_ns() - self._cpu_ns) / 1000.0
+        cpu_us = (cpu_clock.now_ns() - self._cpu_ns) / 1000.0
         phases = getattr(self._times._local, "phases", None)
         if phases is not None:  # outside a step (or on another thread): nothing to add it to
             phases[self._name] = phases.get(self._name, 0.0) + cpu_us

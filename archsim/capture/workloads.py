@@ -17,6 +17,7 @@ WORKLOADS: dict[str, str] = {
     "dqn": "workloads.dqn.cli",
     "r2d2": "workloads.r2d2.cli",
     "alexnet": "workloads.alexnet.cli",
+    "run": "archsim.capture.run_script",  # any program: archsim capture run -- SCRIPT.py ARGS
 }
 
 

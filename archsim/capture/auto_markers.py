@@ -1,0 +1,433 @@
+"""Mark an unmodified RL program: patch the library calls every loop makes into archsim steps/phases.
+
+``archsim capture run`` cannot edit the program, so it wraps what any PyTorch RL loop calls:
+
+* gymnasium ``Env.step`` / ``VectorEnv.step`` (every subclass, also those the program defines later,
+  through ``__init_subclass__``): ``env_step`` of an actor step; ``reset`` inside an open actor step too;
+* ``nn.Module.__call__`` (outermost module only): ``act`` when no learner step is open and the input's
+  batch is the environment's (``num_envs``, 1 for a single env), else ``train_forward``. The batch
+  rather than grad mode decides because popular loops act with grad on (CleanRL's DQN) and compute
+  their TD target under ``no_grad``; grad mode decides only before any environment was seen;
+* ``Tensor.backward`` / ``torch.autograd.backward``: ``train_backward``;
+* ``Optimizer.step`` (torch's global optimizer hooks): ``optimizer_step``, which closes the learner step;
+* Stable-Baselines3 ``ReplayBuffer.add/sample`` and TorchRL ``ReplayBuffer.extend/add/sample`` when the
+  program has imported them, and any ``--phase-fn MODULE:QUALNAME=PHASE``.
+
+Steps follow the loop's order. An actor step opens at its ``act`` or ``env_step`` and closes when the
+next iteration's ``act``/``env_step`` starts or a learner phase starts; a learner step opens at its first
+learner phase and closes after the optimizer step. So all of one thread's time between two steps
+belongs to one of them, as the sequential loop ran it. Nested calls (wrappers' ``step``, submodules,
+a forward inside a marked function) are not marked again. Only the thread that runs the program is
+marked. Every patch is undone on exit.
+
+Before the first optimizer step nothing ticks the profiler's schedule, so its windows count from the
+first learner step on (a replay fill of thousands of acting steps records nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from archsim.capture import markers
+from archsim.capture.phase_fn import PhaseFn
+from archsim.errors import ArchsimError
+from archsim.trace.schema import ACTOR_PHASES
+
+# Phases that start a new actor step when the open one has already stepped its environment.
+_BOUNDARY = frozenset({"act", "env_step"})
+_ACTOR = frozenset(ACTOR_PHASES)
+# Library replay buffers: (module, class, method, phase).
+LIBRARY_BUFFERS = (
+    ("stable_baselines3.common.buffers", "ReplayBuffer", "add", "replay_insert"),
+    ("stable_baselines3.common.buffers", "ReplayBuffer", "sample", "replay_sample"),
+    ("stable_baselines3.common.buffers", "DictReplayBuffer", "add", "replay_insert"),
+    ("stable_baselines3.common.buffers", "DictReplayBuffer", "sample", "replay_sample"),
+    ("torchrl.data", "ReplayBuffer", "add", "replay_insert"),
+    ("torchrl.data", "ReplayBuffer", "extend", "replay_insert"),
+    ("torchrl.data", "ReplayBuffer", "sample", "replay_sample"),
+)
+
+
+@dataclasses.dataclass
+class Counts:
+    """What the program did, over the whole run (recorded or not)."""
+
+    actor_steps: int = 0
+    env_steps: int = 0  # outermost env.step calls
+    transitions: int = 0  # env steps x envs stepped
+    learner_steps: int = 0
+    samples: int = 0  # learner steps x their batch
+    frames: int = 0  # ALE emulator frames (ale_py AtariEnv steps x its frameskip)
+    # the same from the first optimizer step on (the steady state, without the replay fill)
+    transitions_training: int = 0
+    samples_training: int = 0
+    ticks: int = 0  # schedule steps, from the first learner step on
+    worker_processes: int = 0  # multiprocessing processes the program started
+
+
+class _Patches:
+    """setattr with undo: restores every attribute (or its absence) in reverse order."""
+
+    def __init__(self) -> None:
+        self._undo: list[tuple[Any, str, bool, Any]] = []
+        self._done: set[tuple[int, str]] = set()
+
+    def set(self, owner: Any, name: str, value: Any) -> None:
+        key = (id(owner), name)
+        if key in self._done:
+            return
+        self._done.add(key)
+        had = name in vars(owner)
+        self._undo.append((owner, name, had, vars(owner).get(name)))
+        setattr(owner, name, value)
+
+    def undo(self) -> None:
+        for owner, name, had, old in reversed(self._undo):
+            if had:
+                setattr(owner, name, old)
+            else:
+                with contextlib.suppress(AttributeError):
+                    delattr(owner, name)
+        self._undo.clear()
+        self._done.clear()
+
+
+class AutoMarker:
+    """Sequential step/phase state of the marked thread; ``install()`` patches, ``uninstall()`` undoes."""
+
+    def __init__(self, on_tick: Callable[[], None], phase_fns: tuple[PhaseFn, ...] = ()) -> None:
+        self._on_tick = on_tick
+        self._phase_fns = phase_fns
+        self._patches = _Patches()
+        self._removers: list[Any] = []
+        self._thread = threading.get_ident()
+        self._actor: Any = None  # open actor step context
+        self._actor_stepped = False  # the open actor step has stepped its environment
+        self._learner: Any = None
+        self._depth = 0  # > 0 inside a marked call
+        self._pending = True  # late patches (program's own classes, libraries) not yet done
+        self._env_id = 0
+        self.env_batch: int | None = None
+        self.obs_ndim: int | None = None
+        self.learner_batch = 1
+        self.seen_learner = False
+        self.counts = Counts()
+
+    # ---- steps -------------------------------------------------------------------------------
+    def _close_actor(self) -> None:
+        if self._actor is not None:
+            actor, self._actor = self._actor, None
+            actor.__exit__(None, None, None)
+
+    def _close_learner(self) -> None:
+        if self._learner is not None:
+            learner, self._learner = self._learner, None
+            learner.__exit__(None, None, None)
+
+    def _tick(self) -> None:
+        if self.seen_learner:
+            self.counts.ticks += 1
+            self._on_tick()
+
+    def _begin(self, phase: str) -> None:
+        """Open the step ``phase`` belongs to, closing what the loop's order says has ended."""
+        if self._pending:
+            self._late_patches()
+        if phase in _ACTOR:
+            if phase in _BOUNDARY:
+                self._close_learner()
+                if self._actor is not None and self._actor_stepped:
+                    self._close_actor()
+            elif self._actor is not None or self._learner is not None:
+                return  # e.g. a replay insert: part of whatever step is open
+            if self._actor is None:
+                self._tick()
+                self._actor = markers.step("actor", actor=0, batch_size=self.env_batch or 1)
+                self._actor.__enter__()
+                self._actor_stepped = False
+                self.counts.actor_steps += 1
+        elif phase != "inference_batch":
+            self._close_actor()
+            if self._learner is None:
+                self._tick()
+                self._learner = markers.step("learner", batch_size=max(1, self.learner_batch))
+                self._learner.__enter__()
+                self.counts.learner_steps += 1
+                self.counts.samples += max(1, self.learner_batch)
+                if self.seen_learner:
+                    self.counts.samples_training += max(1, self.learner_batch)
+
+    def _marked(self, phase: str, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        self._begin(phase)
+        self._depth += 1
+        marker = markers.phase(phase)
+        marker.__enter__()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            marker.__exit__(None, None, None)
+            self._depth -= 1
+
+    def _outermost(self) -> bool:
+        return self._depth == 0 and threading.get_ident() == self._thread
+
+    def finish(self) -> None:
+        """Close the steps still open (the program has ended)."""
+        self._close_actor()
+        self._close_learner()
+
+    # ---- wrappers ----------------------------------------------------------------------------
+    def _note_env(self, env: Any) -> None:
+        if id(env) == self._env_id:
+            return
+        self._env_id = id(env)
+        num_envs = getattr(env, "num_envs", None)
+        vector = isinstance(num_envs, int) and num_envs >= 1
+        self.env_batch = num_envs if vector else 1
+        space = getattr(env, "single_observation_space" if vector else "observation_space", None)
+        shape = getattr(space, "shape", None)
+        self.obs_ndim = len(shape) if isinstance(shape, tuple) else None
+
+    def _wrap_env_step(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def step(env: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self._outermost():
+                return original(env, *args, **kwargs)
+            self._note_env(env)
+            result = self._marked("env_step", original, (env, *args), kwargs)
+            self._actor_stepped = True
+            self.counts.env_steps += 1
+            self.counts.transitions += self.env_batch or 1
+            if self.seen_learner:
+                self.counts.transitions_training += self.env_batch or 1
+            return result
+
+        return step
+
+    def _wrap_env_reset(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def reset(env: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self._outermost():
+                return original(env, *args, **kwargs)
+            self._note_env(env)
+            if self._actor is None:  # the loop's first reset: not inside an actor step
+                self._depth += 1  # its no-op/fire steps are the reset's, not the loop's
+                try:
+                    return original(env, *args, **kwargs)
+                finally:
+                    self._depth -= 1
+            return self._marked("env_step", original, (env, *args), kwargs)
+
+        return reset
+
+    def _wrap_ale_step(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        wrapped_step = self._wrap_env_step(original)
+
+        def step(env: Any, *args: Any, **kwargs: Any) -> Any:
+            skip = getattr(env, "_frameskip", None)
+            if isinstance(skip, int) and threading.get_ident() == self._thread:
+                self.counts.frames += skip
+            return wrapped_step(env, *args, **kwargs)
+
+        return step
+
+    def _patch_env_class(self, cls: type) -> None:
+        own = vars(cls)
+        ale = cls.__module__.startswith("ale_py") and cls.__name__ == "AtariEnv"
+        if "step" in own and callable(own["step"]):
+            wrap = self._wrap_ale_step if ale else self._wrap_env_step
+            self._patches.set(cls, "step", wrap(own["step"]))
+        if "reset" in own and callable(own["reset"]):
+            self._patches.set(cls, "reset", self._wrap_env_reset(own["reset"]))
+
+    def _patch_env_tree(self, base: type) -> None:
+        seen, todo = set(), [base]
+        while todo:
+            cls = todo.pop()
+            if cls in seen:
+                continue
+            seen.add(cls)
+            self._patch_env_class(cls)
+            todo.extend(cls.__subclasses__())
+        marker = self
+        previous = vars(base).get("__init_subclass__")
+
+        def init_subclass(cls: type, **kwargs: Any) -> None:
+            if previous is not None:
+                previous.__get__(None, cls)(**kwargs)
+            else:
+                super(base, cls).__init_subclass__(**kwargs)
+            marker._patch_env_class(cls)
+
+        self._patches.set(base, "__init_subclass__", classmethod(init_subclass))
+
+    def _batch_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+        import torch
+
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, torch.Tensor):
+                if self.obs_ndim is not None:
+                    return int(value.shape[0]) if value.dim() > self.obs_ndim else 1
+                return int(value.shape[0]) if value.dim() >= 2 else 1
+        return None
+
+    def _forward_phase(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        import torch
+
+        batch = self._batch_of(args, kwargs)
+        if self._learner is not None:
+            phase = "train_forward"
+        elif self.env_batch is not None and batch is not None:
+            phase = "act" if batch == self.env_batch else "train_forward"
+        else:
+            acting = not torch.is_grad_enabled() or torch.is_inference_mode_enabled()
+            phase = "act" if acting else "train_forward"
+        if phase == "train_forward" and self._learner is None and batch:
+            self.learner_batch = batch
+        return phase
+
+    def _wrap_module_call(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def call(module: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self._outermost():
+                return original(module, *args, **kwargs)
+            phase = self._forward_phase(args, kwargs)
+            return self._marked(phase, original, (module, *args), kwargs)
+
+        return call
+
+    def _wrap_phase(self, original: Callable[..., Any], phase: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not self._outermost():
+                return original(*args, **kwargs)
+            if phase == "replay_sample":
+                sizes = [a for a in args[1:2] if isinstance(a, int) and not isinstance(a, bool)]
+                if sizes and self._learner is None and sizes[0] > 0:
+                    self.learner_batch = sizes[0]
+            return self._marked(phase, original, args, kwargs)
+
+        call.__wrapped__ = original  # type: ignore[attr-defined]
+        return call
+
+    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not self._outermost():
+            self._opt_stack.append(None)
+            return
+        self._begin("optimizer_step")
+        self._depth += 1
+        marker = markers.phase("optimizer_step")
+        marker.__enter__()
+        self._opt_stack.append(marker)
+
+    def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        marker = self._opt_stack.pop() if self._opt_stack else None
+        if marker is None:
+            return
+        marker.__exit__(None, None, None)
+        self._depth -= 1
+        self._close_learner()
+        self.seen_learner = True
+
+    # ---- install / uninstall -----------------------------------------------------------------
+    def _patch_callable(self, owner: Any, name: str, phase: str, what: str) -> None:
+        raw = vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name, None)
+        if raw is None and isinstance(owner, type):
+            raw = getattr(owner, name, None)
+        if isinstance(raw, staticmethod | classmethod):
+            self._patches.set(owner, name, type(raw)(self._wrap_phase(raw.__func__, phase)))
+        elif callable(raw):
+            self._patches.set(owner, name, self._wrap_phase(raw, phase))
+        else:
+            raise ArchsimError(f"{what}: {name!r} is not a function")
+
+    def _patch_phase_fn(self, spec: PhaseFn) -> None:
+        module = sys.modules.get(spec.module)
+        if module is None:
+            try:
+                module = importlib.import_module(spec.module)
+            except ImportError as exc:
+                raise ArchsimError(
+                    f"--phase-fn {spec}: cannot import {spec.module!r} ({exc})"
+                ) from None
+        owner: Any = module
+        *parents, name = spec.qualname.split(".")
+        for part in parents:
+            owner = getattr(owner, part, None)
+            if owner is None:
+                break
+        if owner is None or not hasattr(owner, name):
+            raise ArchsimError(f"--phase-fn {spec}: {spec.module!r} has no {spec.qualname!r}")
+        self._patch_callable(owner, name, spec.phase, f"--phase-fn {spec}")
+
+    def _late_patches(self) -> None:
+        """What only exists once the program runs: its ``__main__`` names, the libraries it imported."""
+        self._pending = False
+        for spec in self._phase_fns:  # now sys.path[0] is the program's folder, as it sees it
+            self._patch_phase_fn(spec)
+        for module_name, class_name, method, phase in LIBRARY_BUFFERS:
+            module = sys.modules.get(module_name)
+            cls = getattr(module, class_name, None) if module is not None else None
+            if isinstance(cls, type) and callable(getattr(cls, method, None)):
+                self._patch_callable(cls, method, phase, f"{module_name}.{class_name}")
+
+    def install(self) -> None:
+        import torch
+        from torch.optim import optimizer as torch_optimizer
+
+        self._opt_stack: list[Any] = []
+        self._patches.set(
+            torch.nn.Module, "__call__", self._wrap_module_call(torch.nn.Module.__call__)
+        )
+        self._patches.set(
+            torch.Tensor, "backward", self._wrap_phase(torch.Tensor.backward, "train_backward")
+        )
+        self._patches.set(
+            torch.autograd,
+            "backward",
+            self._wrap_phase(torch.autograd.backward, "train_backward"),
+        )
+        self._removers.append(torch_optimizer.register_optimizer_step_pre_hook(self._optimizer_pre))
+        self._removers.append(
+            torch_optimizer.register_optimizer_step_post_hook(self._optimizer_post)
+        )
+        try:
+            import gymnasium
+        except ImportError:
+            gymnasium = None
+        if gymnasium is not None:
+            self._patch_env_tree(gymnasium.Env)
+            self._patch_env_tree(gymnasium.vector.VectorEnv)
+        import multiprocessing.process as mp_process
+
+        start = mp_process.BaseProcess.start
+
+        def counting_start(process: Any, *args: Any, **kwargs: Any) -> Any:
+            self.counts.worker_processes += 1
+            return start(process, *args, **kwargs)
+
+        self._patches.set(mp_process.BaseProcess, "start", counting_start)
+
+    def uninstall(self) -> None:
+        for remover in self._removers:
+            remover.remove()
+        self._removers.clear()
+        self._patches.undo()
+
+
+@contextlib.contextmanager
+def auto_markers(
+    on_tick: Callable[[], None], phase_fns: tuple[PhaseFn, ...] = ()
+) -> Iterator[AutoMarker]:
+    """Patch the running process so that the block's RL loop is marked; undo everything after."""
+    marker = AutoMarker(on_tick, phase_fns)
+    try:
+        marker.install()
+        yield marker
+    finally:
+        try:
+            marker.finish()
+        finally:
+            marker.uninstall()

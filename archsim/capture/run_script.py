@@ -1,0 +1,261 @@
+"""``archsim capture run -- [python] SCRIPT.py [ARGS...]`` (or ``-- -m MODULE``): capture any program.
+
+The program runs in this process as ``python`` would run it (``sys.argv``, ``sys.path[0]``, ``__main__``
+through runpy), with no edits: archsim.capture.auto_markers marks its environment steps, forward and
+backward passes, optimizer steps and replay buffers. The schedule counts steps from the first learner
+step on, and the markers read the whole process's CPU clock (torch's intra-op threads included). At the
+end the capture refuses, in one line, a trace without both actor and learner steps: ``simulate``
+could do nothing with it. Nothing is written to ``--out`` unless the capture succeeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from archsim.errors import ArchsimError
+
+SUMMARY = "run any Python RL program unmodified and mark its loop (-- [python] SCRIPT.py ARGS)"
+_PYTHON_NAMES = ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """What to run: a script path or a module name, and its arguments."""
+
+    script: Path | None
+    module: str | None
+    args: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.script.stem if self.script is not None else str(self.module)
+
+    def argv(self) -> list[str]:
+        return [str(self.script) if self.script else f"-m {self.module}", *self.args]
+
+
+def parse_program(words: list[str]) -> Program:
+    """``[--] [python] SCRIPT.py ARGS`` or ``[--] [python] -m MODULE ARGS``; checks the target exists."""
+    words = list(words)
+    if words[:1] == ["--"]:
+        words = words[1:]
+    if words and (words[0] in _PYTHON_NAMES or words[0] == sys.executable):
+        words = words[1:]
+    if not words:
+        raise ArchsimError(
+            "capture run: expected a program after '--': [python] SCRIPT.py [ARGS...]"
+        )
+    if words[0] == "-m":
+        if len(words) < 2:
+            raise ArchsimError("capture run: '-m' needs a MODULE name")
+        module = words[1]
+        check_module(module)
+        return Program(None, module, tuple(words[2:]))
+    if words[0].startswith("-"):
+        raise ArchsimError(
+            f"capture run: unknown option {words[0]!r} before the program (options go before '--')"
+        )
+    script = Path(words[0])
+    if not script.is_file():
+        raise ArchsimError(f"capture run: script {str(script)!r} does not exist or is not a file")
+    return Program(script, None, tuple(words[1:]))
+
+
+def check_module(module: str, program: Program | None = None, what: str = "capture run") -> None:
+    """One-line error unless ``module`` can be found from where the program will run (its script's
+    folder, or the current directory for ``-m``), as ``python`` would look for it."""
+    import importlib.util
+
+    folder = str(program.script.resolve().parent) if program and program.script else os.getcwd()
+    saved = list(sys.path)
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as exc:
+        raise ArchsimError(f"{what}: cannot find module {module!r} ({exc})") from None
+    finally:
+        sys.path[:] = saved
+    if spec is None:
+        raise ArchsimError(f"{what}: no module named {module!r}")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from archsim.capture.phase_fn import PhaseFn
+
+    def phase_fn(text: str) -> PhaseFn:
+        try:
+            return PhaseFn.parse(text)
+        except ArchsimError as exc:
+            raise argparse.ArgumentTypeError(
+                str(exc).removeprefix(f"--phase-fn {text!r}: ")
+            ) from None
+
+    parser.add_argument(
+        "--phase-fn",
+        type=phase_fn,
+        action="append",
+        default=[],
+        metavar="MODULE:QUALNAME=PHASE",
+        help="also mark calls of this function as PHASE (repeatable; MODULE may be __main__), "
+        "e.g. __main__:ReplayBuffer.sample=replay_sample",
+    )
+    parser.add_argument(
+        "--device",
+        default=None,
+        help="profiler activities: cpu, or cuda to record GPU kernels too "
+        "(default: cuda when torch sees a GPU)",
+    )
+    parser.add_argument(
+        "program",
+        nargs=argparse.REMAINDER,
+        metavar="-- [python] SCRIPT.py [ARGS...] | -- -m MODULE [ARGS...]",
+    )
+
+
+@dataclasses.dataclass
+class _SysState:
+    argv: list[str]
+    path: list[str]
+
+
+def _run_program(program: Program) -> None:
+    """Run it as ``python`` would; restore sys.argv and sys.path after. Its exit status is checked."""
+    import runpy
+    import traceback
+
+    saved = _SysState(list(sys.argv), list(sys.path))
+    try:
+        if program.script is not None:
+            sys.argv = [str(program.script), *program.args]
+            sys.path.insert(0, str(program.script.resolve().parent))
+            runpy.run_path(str(program.script), run_name="__main__")
+        else:
+            sys.argv = [str(program.module), *program.args]
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(str(program.module), run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            raise ArchsimError(
+                f"capture run: {program.name} exited with status {exc.code}; nothing was saved"
+            ) from None
+    except (ArchsimError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        traceback.print_exc()
+        raise ArchsimError(
+            f"capture run: {program.name} raised {type(exc).__name__} (traceback above); "
+            "nothing was saved"
+        ) from None
+    finally:
+        sys.argv, sys.path[:] = saved.argv, saved.path
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def run_capture(args: argparse.Namespace) -> int:
+    """Capture the program into ``args.out``."""
+    from archsim.atomic import atomic_output_dir, check_output_dir
+    from archsim.capture.session import DEFAULT_SCHEDULE, check_device
+    from archsim.capture.workloads import schedule_from_args
+
+    program = parse_program(args.program)
+    for spec in args.phase_fn:
+        if spec.module != "__main__":
+            check_module(spec.module, program, f"--phase-fn {spec}")
+    schedule = schedule_from_args(args, DEFAULT_SCHEDULE)
+    device = check_device(args.device or _default_device())
+    check_output_dir(args.out, args.force)
+    with atomic_output_dir(args.out, args.force) as tmp_out:
+        trace, counts = capture_program(
+            program, tmp_out, schedule=schedule, device=device, phase_fns=tuple(args.phase_fn)
+        )
+        check_recorded(trace, counts, schedule)
+    print(
+        f"captured {program.name}: {counts.actor_steps} actor steps, {counts.learner_steps} learner "
+        f"steps; trace in {args.out}"
+    )
+    return 0
+
+
+def capture_program(
+    program: Program,
+    out_dir: Path,
+    *,
+    schedule: Any,
+    device: str = "cpu",
+    phase_fns: tuple[Any, ...] = (),
+) -> tuple[Any, Any]:
+    """Run ``program`` marked and profiled; save the trace to ``out_dir``. Returns (trace, counts)."""
+    from archsim.capture.auto_markers import auto_markers
+    from archsim.capture.cpu_clock import process_cpu_time
+    from archsim.capture.session import capture
+
+    meta: dict[str, Any] = {"name": f"run:{program.name}", "settings": {"argv": program.argv()}}
+    with capture(out_dir, meta, schedule=schedule, device=device, force=True) as cap:
+        with process_cpu_time(), auto_markers(cap.step, phase_fns) as marker:
+            cap._progress.note("until the first optimizer step")
+            _run_program(program)
+        counts = marker.counts
+        _check_counts(program, counts, schedule)
+        _describe_workload(meta, counts, marker.env_batch)
+    if counts.worker_processes:
+        print(
+            f"archsim: note: capture run: {program.name} started {counts.worker_processes} worker "
+            "process(es); only this process is in the trace (their work shows as waiting in the "
+            "steps that used them)",
+            file=sys.stderr,
+        )
+    return cap.trace, counts
+
+
+def _check_counts(program: Program, counts: Any, schedule: Any) -> None:
+    if counts.learner_steps == 0:
+        raise ArchsimError(
+            f"capture run: {program.name} made no optimizer step (torch.optim.Optimizer.step), so it "
+            "has no learner step to record; run it long enough to train"
+        )
+    if counts.env_steps == 0 and counts.actor_steps == 0:
+        raise ArchsimError(
+            f"capture run: {program.name} stepped no gymnasium environment and ran no acting forward "
+            "pass, so it has no actor step; mark its env step with --phase-fn MODULE:QUALNAME=env_step"
+        )
+    first = schedule.first_recorded_step() if schedule is not None else 0
+    if counts.ticks <= first:
+        raise ArchsimError(
+            f"capture run: {program.name} ran {counts.ticks} steps after its first learner step but "
+            f"the schedule records from step {first + 1} on; run it longer or lower --wait/--warmup"
+        )
+
+
+def _describe_workload(meta: dict[str, Any], counts: Any, env_batch: int | None) -> None:
+    """Pacing that ingest and the simulator read from meta, measured over the whole run."""
+    workload = meta
+    workload["settings"]["counts"] = dataclasses.asdict(counts)
+    workload["settings"]["num_envs"] = env_batch or 1
+    if counts.transitions_training:
+        # learner samples per environment transition from the first optimizer step on (the replay
+        # fill before it is not the steady state the recorded windows show; archsim.trace.pacing)
+        workload["samples_per_insert"] = counts.samples_training / counts.transitions_training
+    if counts.transitions and counts.frames:  # ALE frames per env step, from ale_py AtariEnv.step
+        workload["frames_per_env_step"] = counts.frames / counts.transitions
+
+
+def check_recorded(trace: Any, counts: Any, schedule: Any) -> None:
+    """One-line error unless the recorded windows hold actor and learner steps."""
+    roles = trace.steps["role"].astype(str).value_counts() if len(trace.steps) else {}
+    actor, learner = int(roles.get("actor", 0)), int(roles.get("learner", 0))
+    if actor == 0 or learner == 0:
+        raise ArchsimError(
+            f"capture run: the recorded windows hold {actor} actor and {learner} learner steps "
+            f"(of {counts.actor_steps} and {counts.learner_steps} run); simulate needs both: "
+            "record more steps per window (--active) or run the program longer"
+        )
