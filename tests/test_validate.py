@@ -87,9 +87,15 @@ def test_drift_correction_by_hand():
 
 
 def test_reference_work_takes_cpu_time():
+    import torch
+
     from archsim.validate.speed import reference_cpu_ms
 
+    before = torch.get_num_threads()
     assert 0 < reference_cpu_ms() < 10_000
+    # read on one torch thread (a helper thread's busy-wait would charge the load to the reading),
+    # and the caller's own setting survives it
+    assert torch.get_num_threads() == before
 
 
 def test_window_rates_by_hand():

@@ -10,6 +10,13 @@ at all (every part of these runs is CPU-bound).
 
 The reference mixes what the workloads do: the Nature-DQN first convolution on one 4x84x84
 observation (torch), a 210x160 RGB frame reduced to 84x84 grey (numpy), and a pure Python loop.
+
+It runs on ONE torch thread, as the workloads do (DqnConfig and SeedSettings ``torch_threads=1``).
+With torch's default of one intra-op thread per core, the calling thread busy-waits for its helper
+at the end of each op; on a loaded box the helper waits for a core, and the spin is charged to the
+caller: on this 2-core VM with other jobs keeping ~1.6 CPUs busy (2026-11-24) the reference read
+18-239 ms on two threads and 11.3-11.6 ms on one, so two-thread readings measured the load, not the
+machine's speed.
 """
 
 from __future__ import annotations
@@ -27,7 +34,20 @@ PYTHON_ITERATIONS = 50_000
 
 
 def reference_cpu_ms() -> float:
-    """Median thread CPU milliseconds of the reference work over REFERENCE_REPEATS repeats."""
+    """Median thread CPU milliseconds of the reference work over REFERENCE_REPEATS repeats, on one
+    torch thread (the caller's thread count is restored)."""
+    import torch
+
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return statistics.median(_time_reference())
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _time_reference() -> list[float]:
+    """Thread CPU milliseconds of each repeat of the reference work."""
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -50,4 +70,4 @@ def reference_cpu_ms() -> float:
             for i in range(PYTHON_ITERATIONS):
                 total += i * i
             samples.append((time.thread_time_ns() - start) / 1e6)
-    return statistics.median(samples)
+    return samples
