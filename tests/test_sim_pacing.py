@@ -19,7 +19,7 @@ from archsim.sim.knobs import KNOB_BY_NAME, parse_knob
 from archsim.sim.run import simulate, simulate_system
 from archsim.trace import save
 from archsim.trace.info import format_summary, summarize
-from archsim.trace.pacing import frames_per_env_step, samples_per_insert
+from archsim.trace.pacing import frames_per_env_step, replay_limit, samples_per_insert
 from tests.test_sim_support import machine, service_times, tiny_trace
 
 # Nature DQN trains a batch of 32 every 4 env steps (Mnih et al. 2015, Extended Data Table 1).
@@ -193,3 +193,21 @@ def test_sweep_rows_have_env_steps_beside_frames(tmp_path):
     for row in rows:
         assert float(row["env_steps_per_s"]) > 0
         assert float(row["frames_per_s"]) == 4 * float(row["env_steps_per_s"])
+
+
+def test_replay_limit_from_the_trace():
+    # The bundled R2D2 trainer waits for data, its actors never do; DQN's one loop holds both sides.
+    assert replay_limit({"workload": {"name": "r2d2"}}) == "learner"
+    assert replay_limit({"workload": {"name": "dqn"}}) == "both"
+    assert replay_limit({"workload": {"name": "cartpole", "replay_limit": "learner"}}) == "learner"
+    assert replay_limit({}) == "both"
+    with pytest.raises(ArchsimError, match="workload.replay_limit"):
+        replay_limit({"workload": {"replay_limit": "actors"}})
+    # simulate resolves --replay-limit trace (the default) as it does the ratio; a given word stays
+    trace = _with_workload(tiny_trace(), {"name": "r2d2", "samples_per_insert": 0.5})
+    hw, config = load_hw("dgx1-v100"), SimConfig(actors=4, sim_seconds=SIM_SECONDS)
+    result = simulate(trace, hw, config)
+    assert result.config.replay_limit == "learner" and result.config.replay_ratio == 0.5
+    assert result.metrics["replay_insert_wait_mean_us"] == 0.0  # actors never wait for the learner
+    both = simulate(trace, hw, config.replace(replay_limit="both"))
+    assert both.config.replay_limit == "both"

@@ -16,8 +16,9 @@ SMT_MODELS = ("busy", "static")
 CPU_SCHEDULERS = ("pinned", "shared")
 SWITCHES = ("off", "on")
 REPLAY_LIMITS = ("both", "learner")
-# --replay-ratio trace (the default): the captured workload's pacing (archsim.trace.pacing),
-# resolved by archsim.sim.run.simulate; unpaced when the trace does not say.
+# --replay-ratio trace and --replay-limit trace (the defaults): the captured workload's pacing
+# (archsim.trace.pacing), resolved by archsim.sim.run.simulate; unpaced and "both" when the trace
+# does not say.
 REPLAY_RATIO_TRACE = "trace"
 # Knobs that take one of a few words, and the words.
 CHOICES = {
@@ -25,7 +26,7 @@ CHOICES = {
     "smt_model": SMT_MODELS,
     "cpu_sched": CPU_SCHEDULERS,
     "param_lock": SWITCHES,
-    "replay_limit": REPLAY_LIMITS,
+    "replay_limit": (*REPLAY_LIMITS, REPLAY_RATIO_TRACE),
     "engine": ENGINES,
 }
 # Default largest inference batch: R2D2's batch of 64 (REFERENCE.md "RL workloads"); SEED RL leaves
@@ -53,8 +54,8 @@ class SimConfig:
     replay_slack_batches: float = 4.0
     # Which side the replay ratio throttles: "both" (Reverb's SampleToInsertRatio: inserts wait for
     # the learner too) or "learner" (actors never wait; the learner trains at most ratio x inserted,
-    # as workloads/r2d2's trainer does).
-    replay_limit: str = "both"
+    # as workloads/r2d2's trainer does); "trace": the captured workload's ("both" when unknown).
+    replay_limit: str = REPLAY_RATIO_TRACE
     # Steps take a millisecond or less, so 2 s holds thousands of learner and inference steps and the
     # cold start is negligible; short enough for sweeps of many points.
     sim_seconds: float = 2.0

@@ -81,9 +81,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("replay_slack_batches", _float, "number", "rate-limiter slack in batches (default 4)"),
     Knob(
         "replay_limit",
-        _choice(REPLAY_LIMITS),
-        "both|learner",
-        "what the replay ratio throttles: both sides (default) or only the learner",
+        _choice((*REPLAY_LIMITS, REPLAY_RATIO_TRACE)),
+        "both|learner|trace",
+        "what the replay ratio throttles: both sides, only the learner, or trace (default: the "
+        "captured workload's; both when it does not say)",
     ),
     Knob("cpu_threads", _int, "integer", "hardware threads to use (default: all of --hw)"),
     Knob("learner_cpu_threads", _int, "integer", "threads for the learner (default 2/1)"),

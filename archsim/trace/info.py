@@ -87,6 +87,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "pacing": {
             "samples_per_insert": pacing.samples_per_insert,
             "samples_per_insert_source": pacing.pacing_source,
+            "replay_limit": pacing.replay_limit,
             "frames_per_env_step": pacing.frames_per_env_step,
             "frames_per_env_step_source": pacing.frames_source,
         },
@@ -153,7 +154,12 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines.append(
         "learner pacing: "
         + (
-            f"{ratio:g} samples per inserted transition ({pacing['samples_per_insert_source']})"
+            f"{ratio:g} samples per inserted transition ({pacing['samples_per_insert_source']}), "
+            + (
+                "throttling only the learner"
+                if pacing["replay_limit"] == "learner"
+                else "throttling both sides"
+            )
             if ratio is not None
             else "unknown, the simulator runs the learner unpaced by default "
             f"({pacing['samples_per_insert_source']})"

@@ -8,6 +8,10 @@
   every ``sequence_length - sequence_overlap`` env steps (workloads/r2d2/sequences.py), so
   ``replay_ratio / (sequence_length - sequence_overlap)`` sequences per transition, in the unit
   of its learner batch (sequences).
+- Which side that ratio throttles: ``meta.workload.replay_limit``, else by workload: the bundled
+  R2D2 trainer waits for data while its actors never wait for it (workloads/r2d2/seed/rate.py:
+  "learner"); the single DQN loop alternates acting and training, so neither side runs ahead
+  ("both"); "both" when the trace does not say.
 - Frames per env step: ``meta.workload.frames_per_env_step`` (the ALE frameskip of the bundled
   workloads, 4 as in Mnih et al. 2015), else a ``frame_skip`` setting, else 4 for a capture of a
   bundled ALE workload (dqn, r2d2) made before its meta said; 1 when the trace does not say (an
@@ -22,6 +26,9 @@ from typing import Any
 
 from archsim.errors import ArchsimError
 
+# Which side the ratio throttles for the bundled workloads (see the module docstring).
+BUNDLED_REPLAY_LIMIT = {"dqn": "both", "r2d2": "learner"}
+REPLAY_LIMIT_WORDS = ("both", "learner")
 # Frames per env step when the trace does not say: one frame per step.
 UNKNOWN_FRAMES_PER_ENV_STEP = 1.0
 # The bundled ALE workloads repeat every action 4 frames (workloads/dqn/env.py FRAME_SKIP, Mnih et
@@ -35,6 +42,7 @@ class WorkloadPacing:
 
     samples_per_insert: float | None  # None: the trace does not say (the learner runs unpaced)
     pacing_source: str
+    replay_limit: str  # "both" or "learner": which side the ratio throttles
     frames_per_env_step: float
     frames_source: str
 
@@ -81,6 +89,19 @@ def samples_per_insert(meta: dict[str, Any] | None) -> tuple[float | None, str]:
     return None, "not in the trace's meta"
 
 
+def replay_limit(meta: dict[str, Any] | None) -> str:
+    """Which side the trace's ratio throttles: "both" or "learner" (see the module docstring)."""
+    workload = _workload(meta)
+    if "replay_limit" in workload:
+        value = workload["replay_limit"]
+        if value not in REPLAY_LIMIT_WORDS:
+            raise ArchsimError(
+                f"trace: meta.yaml workload.replay_limit: expected both or learner, got {value!r}"
+            )
+        return str(value)
+    return BUNDLED_REPLAY_LIMIT.get(workload.get("name"), "both")
+
+
 def frames_per_env_step(meta: dict[str, Any] | None) -> tuple[float, str]:
     """(frames per env step, where it came from); 1 when the trace does not say."""
     workload = _workload(meta)
@@ -102,4 +123,4 @@ def workload_pacing(meta: dict[str, Any] | None) -> WorkloadPacing:
     """Both of the above for one trace's meta."""
     ratio, ratio_source = samples_per_insert(meta)
     frames, frames_source = frames_per_env_step(meta)
-    return WorkloadPacing(ratio, ratio_source, frames, frames_source)
+    return WorkloadPacing(ratio, ratio_source, replay_limit(meta), frames, frames_source)

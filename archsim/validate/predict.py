@@ -42,6 +42,7 @@ def sim_config(config: RunConfig, hw_threads: int) -> object:
             cpu_threads=1,
             learner_batch=config.learner_batch,
             replay_ratio=config.dqn_replay_ratio,
+            replay_limit="both",  # the sequential DQN loop: neither side runs ahead
             sim_seconds=SIM_SECONDS,
         )
     steps_per_sequence = R2D2_SEQUENCE_LENGTH - R2D2_SEQUENCE_OVERLAP

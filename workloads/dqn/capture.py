@@ -45,9 +45,11 @@ def capture_dqn(
         "settings": {**config.as_dict(), "steps": steps},
         # What the simulator needs to run this program as it ran (archsim.trace.pacing): emulator
         # frames per env step (AtariEnv's action repeat), and learner samples per inserted
-        # transition, one batch every train_every env steps.
+        # transition, one batch every train_every env steps, in one loop that alternates acting
+        # and training (neither side runs ahead of the other: the limiter throttles both).
         "frames_per_env_step": FRAME_SKIP,
         "samples_per_insert": config.batch_size / config.train_every,
+        "replay_limit": "both",
     }
     with capture(out_dir, meta, schedule=schedule, device=config.device, force=force) as cap:
         stats = run_dqn(config, steps, on_step=cap.step, progress=progress)

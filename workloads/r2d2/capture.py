@@ -65,10 +65,12 @@ def capture_r2d2(
                 "settings": settings.as_dict(),
                 # For the simulator (archsim.trace.pacing): the actors' AtariEnv repeats each action
                 # FRAME_SKIP frames; the trainer samples replay_ratio sequences per sequence
-                # inserted, one sequence per (length - overlap) env steps of an environment.
+                # inserted, one sequence per (length - overlap) env steps of an environment, and
+                # waits for data while the actors never wait for it (seed/rate.py): "learner".
                 "frames_per_env_step": FRAME_SKIP,
                 "samples_per_insert": settings.replay_ratio
                 / (settings.r2d2.sequence_length - settings.r2d2.sequence_overlap),
+                "replay_limit": "learner",
             },
             "source": source_description("cpu"),
             "torch_version": str(torch.__version__),
