@@ -135,8 +135,9 @@ def test_python_shares_of_a_tiny_trace_by_hand():
     # the server: its Python seconds over its CPU seconds, per observation and per batch
     served = with_server(python, 20e-6, 5e-6, 1e-3, 1e-3)
     assert (served.server_per_obs, served.server_per_batch) == (0.25, 1.0)
-    burst = served.server_burst(per_batch_s=1e-3, per_obs_s=20e-6, n_obs=10)
+    burst = served.server_burst(per_batch_s=1e-3, per_obs_s=20e-6, n_obs=10, requests=5)
     assert burst.share == pytest.approx((1e-3 + 10 * 5e-6) / (1e-3 + 10 * 20e-6))
+    assert burst.releases == 5  # one socket read per request drops the GIL
 
 
 @needs_r2d2

@@ -57,7 +57,7 @@ def serve_batch(
     cpu_s = times.server_cpu_s_per_batch + times.server_cpu_s_per_obs * n_obs
     # request handling holds the learner process's GIL for its Python part (archsim.sim.gil)
     python = times.python.server_burst(
-        times.server_cpu_s_per_batch, times.server_cpu_s_per_obs, n_obs
+        times.server_cpu_s_per_batch, times.server_cpu_s_per_obs, n_obs, len(members)
     )
     yield from run_burst(system, server, cpu_s, python, "inference_server")
     yield from system.replay.insert(n_obs)

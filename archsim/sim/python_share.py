@@ -67,13 +67,17 @@ class PythonShare:
             self.server_per_obs > 0 or self.server_per_batch > 0
         )
 
-    def server_burst(self, per_batch_s: float, per_obs_s: float, n_obs: int) -> BurstPython:
-        """The Python share of one server burst: ``per_batch_s + per_obs_s * n_obs`` of CPU."""
+    def server_burst(
+        self, per_batch_s: float, per_obs_s: float, n_obs: int, requests: int
+    ) -> BurstPython:
+        """The Python part of one server burst, ``per_batch_s + per_obs_s * n_obs`` of CPU for a
+        batch of ``requests`` requests: each request is read with a socket call, which drops the
+        GIL, so the burst releases it once per request."""
         cpu_s = per_batch_s + per_obs_s * n_obs
         if cpu_s <= 0:
             return BurstPython()
         python_s = self.server_per_batch * per_batch_s + self.server_per_obs * per_obs_s * n_obs
-        return BurstPython(share=python_s / cpu_s)
+        return BurstPython(share=python_s / cpu_s, releases=float(requests))
 
 
 def burst_python(trace, role: str, phases: tuple[str, ...]) -> BurstPython:
