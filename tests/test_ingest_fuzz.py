@@ -91,7 +91,9 @@ def _doc(name: str) -> dict:
 @st.composite
 def mutations(draw) -> list[tuple]:
     """A few edits: (kind, event position as a fraction, key, value)."""
-    kinds = st.sampled_from(["set", "set_arg", "delete", "duplicate", "drop", "not_object", "dims"])
+    kinds = st.sampled_from(
+        ["set", "set_arg", "delete", "duplicate", "drop", "not_object", "dims", "drop_cat"]
+    )
     out = []
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
         kind = draw(kinds)
@@ -114,6 +116,9 @@ def _mutate(doc: dict, edits: list[tuple]) -> dict:
             events.insert(i, copy.deepcopy(event))
         elif kind == "drop":
             del events[i]
+        elif kind == "drop_cat":  # every event of this one's category (e.g. all runtime calls)
+            cat = event.get("cat") if isinstance(event, dict) else None
+            events[:] = [e for e in events if not (isinstance(e, dict) and e.get("cat") == cat)]
         elif kind == "not_object":
             events[i] = value
         elif not isinstance(event, dict):

@@ -243,3 +243,14 @@ def test_steps_parquet_with_negative_batch(saved):
     )
     _with_steps(saved, steps)
     _load_error(saved, "steps.parquet", "batch_size -64")
+
+
+def test_kernels_without_any_runtime_calls_ingest_unlinked(tmp_path):
+    # A GPU-only activity trace: kernels and memsets, no launches at all. Nothing can be linked, so
+    # nothing is refused; every GPU event is kept and counted as unlinked.
+    doc = _doc(CUDA_SMALL)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "cuda_runtime"]
+    trace = ingest(_write(tmp_path, doc))
+    meta = trace.meta["ingest"]
+    assert len(trace.ops) == 6 and meta["unlinked_kernels"] == 6
+    assert meta["kernels_linked_fraction"] == 0.0 and (trace.ops["launch_op"] == "").all()

@@ -208,11 +208,11 @@ def _gpu_ops(
             )
         )
     ok = launch >= 0
-    lp = np.maximum(launch, 0)
-    l_pid = np.where(ok, runtime["pid"].to_numpy()[lp], -1)
-    l_tid = np.where(ok, runtime["tid"].to_numpy()[lp], -1)
-    l_ts = np.where(ok, runtime["ts"].to_numpy()[lp], np.nan)
-    l_dur = np.where(ok, runtime["dur"].to_numpy()[lp], np.nan)
+    lp = np.where(ok, launch, len(runtime))  # unlinked -> the fill value appended below
+    l_pid = np.append(runtime["pid"].to_numpy(), -1)[lp]
+    l_tid = np.append(runtime["tid"].to_numpy(), -1)[lp]
+    l_ts = np.append(runtime["ts"].to_numpy(dtype=np.float64), np.nan)[lp]
+    l_dur = np.append(runtime["dur"].to_numpy(dtype=np.float64), np.nan)[lp]
     op_pos = np.full(len(gpu), -1, dtype=np.int64)
     if ok.any() and len(cpu):
         op_pos[ok] = innermost_containing(
