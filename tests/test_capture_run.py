@@ -276,3 +276,38 @@ def test_phase_fn_parse():
     assert PhaseFn.parse("a.b:C.d=replay_sample") == PhaseFn("a.b", "C.d", "replay_sample")
     with pytest.raises(ArchsimError, match="expected MODULE:QUALNAME=PHASE"):
         PhaseFn.parse("a:b c=act")
+
+
+@pytest.mark.slow
+def test_stable_baselines3_dqn_is_captured_unmodified(tmp_path):
+    """SB3's DQN: its DummyVecEnv steps are env steps, its ReplayBuffer add/sample are replay phases;
+    SB3's classes are left as they were."""
+    buffers = pytest.importorskip(
+        "stable_baselines3.common.buffers", reason="stable-baselines3 is an optional example"
+    )
+    from stable_baselines3.common.vec_env.base_vec_env import VecEnv
+
+    originals = (
+        buffers.ReplayBuffer.__dict__["sample"],
+        buffers.ReplayBuffer.__dict__["add"],
+        VecEnv.__dict__["step"],
+    )
+    out = tmp_path / "sb3"
+    script = PROJECT_ROOT / "examples" / "sb3_dqn.py"
+    args = ["--total-timesteps", "120", "--learning-starts", "40", "--torch-threads", "1"]
+    assert main(["capture", "run", "--out", str(out), *SCHEDULE, "--", str(script), *args]) == 0
+    assert (
+        buffers.ReplayBuffer.__dict__["sample"],
+        buffers.ReplayBuffer.__dict__["add"],
+        VecEnv.__dict__["step"],
+    ) == originals
+    assert "__init_subclass__" not in VecEnv.__dict__
+    trace = load(out)
+    steps = trace.steps
+    actor, learner = steps[steps["role"] == "actor"], steps[steps["role"] == "learner"]
+    assert actor["env_step_us"].notna().all() and actor["replay_insert_us"].notna().all()
+    for phase in ("replay_sample", "train_forward", "train_backward", "optimizer_step"):
+        assert learner[f"{phase}_us"].notna().all(), phase
+    assert (learner["batch_size"] == 32).all()
+    # a batch of 32 every 4 env steps, in the steady state
+    assert trace.meta["workload"]["samples_per_insert"] == pytest.approx(8.0, rel=0.1)

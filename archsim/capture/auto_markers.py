@@ -2,8 +2,9 @@
 
 ``archsim capture run`` cannot edit the program, so it wraps what any PyTorch RL loop calls:
 
-* gymnasium ``Env.step`` / ``VectorEnv.step`` (every subclass, also those the program defines later,
-  through ``__init_subclass__``): ``env_step`` of an actor step; ``reset`` inside an open actor step too;
+* gymnasium ``Env.step`` / ``VectorEnv.step`` and Stable-Baselines3 ``VecEnv.step`` (every subclass,
+  also those the program defines later, through ``__init_subclass__``): ``env_step`` of an actor step;
+  ``reset`` inside an open actor step too;
 * ``nn.Module.__call__`` (outermost module only): ``act`` when no learner step is open and the input's
   batch is the environment's (``num_envs``, 1 for a single env), else ``train_forward``. The batch
   rather than grad mode decides because popular loops act with grad on (CleanRL's DQN) and compute
@@ -42,6 +43,8 @@ from archsim.trace.schema import ACTOR_PHASES
 # Phases that start a new actor step when the open one has already stepped its environment.
 _BOUNDARY = frozenset({"act", "env_step"})
 _ACTOR = frozenset(ACTOR_PHASES)
+# Library vector envs that are not gymnasium's (their step steps every env): (module, class).
+LIBRARY_ENVS = (("stable_baselines3.common.vec_env.base_vec_env", "VecEnv"),)
 # Library replay buffers: (module, class, method, phase).
 LIBRARY_BUFFERS = (
     ("stable_baselines3.common.buffers", "ReplayBuffer", "add", "replay_insert"),
@@ -190,7 +193,9 @@ class AutoMarker:
         num_envs = getattr(env, "num_envs", None)
         vector = isinstance(num_envs, int) and num_envs >= 1
         self.env_batch = num_envs if vector else 1
-        space = getattr(env, "single_observation_space" if vector else "observation_space", None)
+        # gymnasium vector envs batch observation_space; SB3's VecEnv keeps it per env
+        space = getattr(env, "single_observation_space", None) if vector else None
+        space = space or getattr(env, "observation_space", None)
         shape = getattr(space, "shape", None)
         self.obs_ndim = len(shape) if isinstance(shape, tuple) else None
 
@@ -367,6 +372,10 @@ class AutoMarker:
         self._pending = False
         for spec in self._phase_fns:  # now sys.path[0] is the program's folder, as it sees it
             self._patch_phase_fn(spec)
+        for module_name, class_name in LIBRARY_ENVS:
+            cls = getattr(sys.modules.get(module_name), class_name, None)
+            if isinstance(cls, type):
+                self._patch_env_tree(cls)
         for module_name, class_name, method, phase in LIBRARY_BUFFERS:
             module = sys.modules.get(module_name)
             cls = getattr(module, class_name, None) if module is not None else None
