@@ -69,8 +69,7 @@ def ingest(path: Path | str, meta: dict[str, Any] | None = None) -> Trace:
     cpu = ev[ev["cat"] == "cpu_op"].reset_index(drop=True)
     gpu = ev[ev["cat"].isin(GPU_CATEGORIES)].reset_index(drop=True)
     runtime = ev[ev["cat"] == "cuda_runtime"].reset_index(drop=True)
-    _refuse_unmodelled_devices(kt, gpu, runtime)
-    if not len(gpu) and not len(cpu):
+    if not len(gpu) and not len(cpu) and not kt.other_device_events:
         raise ArchsimError(
             where(path, "no cpu_op, kernel, memcpy or memset events: nothing to ingest")
         )
@@ -80,6 +79,7 @@ def ingest(path: Path | str, meta: dict[str, Any] | None = None) -> Trace:
         "names_repaired": kt.names_repaired,
     }
     gpu, counts["prewindow_gpu_events_dropped"] = drop_prewindow(gpu, runtime)
+    _refuse_unmodelled_devices(kt, gpu, runtime)  # after the drop: launches left without kernels
     if not len(gpu) and not len(cpu):
         raise ArchsimError(
             where(path, "every GPU event was queued before the profiling window: nothing to ingest")
