@@ -40,6 +40,7 @@ from archsim.capture.phase_fn import PhaseFn
 from archsim.errors import ArchsimError
 from archsim.trace.schema import ACTOR_PHASES
 
+_get_ident = threading.get_ident
 # Phases that start a new actor step when the open one has already stepped its environment.
 _BOUNDARY = frozenset({"act", "env_step"})
 _ACTOR = frozenset(ACTOR_PHASES)
@@ -178,7 +179,7 @@ class AutoMarker:
             self._depth -= 1
 
     def _outermost(self) -> bool:
-        return self._depth == 0 and threading.get_ident() == self._thread
+        return not self._depth and _get_ident() == self._thread
 
     def finish(self) -> None:
         """Close the steps still open (the program has ended)."""
@@ -297,7 +298,9 @@ class AutoMarker:
 
     def _wrap_module_call(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def call(module: Any, *args: Any, **kwargs: Any) -> Any:
-            if not self._outermost():
+            if (
+                self._depth or _get_ident() != self._thread
+            ):  # nested (submodules): as fast as can be
                 return original(module, *args, **kwargs)
             phase = self._forward_phase(args, kwargs)
             return self._marked(phase, original, (module, *args), kwargs)
