@@ -23,6 +23,7 @@ from archsim.hw.schema import HardwareConfig
 from archsim.sim.config import SimConfig
 from archsim.sim.limits import (
     KNOB_RANGES,
+    MAX_ENVIRONMENTS,
     MAX_SIMULATED_STEPS,
     check_jobs,
     check_simulated_work,
@@ -95,8 +96,9 @@ FLOAT_KNOBS = ("inference_timeout_us", "replay_ratio", "replay_slack_batches", "
 def test_a_knob_inside_its_range_is_accepted_and_one_outside_is_refused_by_name(data):
     name = data.draw(st.sampled_from(sorted(KNOB_RANGES)))
     limits = KNOB_RANGES[name]
-    # The most actors, so that any inference batch in range can fill (the batch defaults to 64).
-    base = {"actors": int(KNOB_RANGES["actors"].high)}
+    # The most actors, so that any inference batch in range can fill (the batch defaults to 64);
+    # 256 actors with many environments each, to stay within the environments of one run.
+    base = {"actors": 256 if name == "envs_per_actor" else int(KNOB_RANGES["actors"].high)}
     # Beyond the actors, a batch could never fill: refused as such before its range is read.
     top = base["actors"] if name == "inference_batch" else 10**30
     if name in FLOAT_KNOBS:
@@ -225,3 +227,12 @@ def test_a_sweep_of_more_points_than_the_bound_is_refused_before_anything_is_wri
     assert line.startswith("archsim: error: sweep: the knob lists make 120,000 points")
     assert f"over the {MAX_SWEEP_POINTS:,}" in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_actors_times_environments_is_bounded_where_each_alone_is_not():
+    SimConfig(actors=256, envs_per_actor=1024, inference_batch=1024)  # 2^18: the most
+    with pytest.raises(ArchsimError) as info:
+        SimConfig(actors=257, envs_per_actor=1024, inference_batch=1024)
+    assert str(info.value).startswith(
+        f"--actors x --envs-per-actor: 263,168 environments are over the {MAX_ENVIRONMENTS:,}"
+    )

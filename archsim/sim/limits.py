@@ -95,6 +95,13 @@ KNOB_RANGES: dict[str, Range] = {
     "seed": Range(0, 2**64 - 1, "a 64-bit unsigned integer", high_text="2^64-1"),
 }
 MAX_SIM_SECONDS = KNOB_RANGES["sim_seconds"].high
+# Environments of one run (actors x envs_per_actor). Each actor's first refill draws 1,024 x
+# envs_per_actor env-step times, 5.5 ns each (measured: archsim.sim.system.ActorStreams, 64 actors of
+# 1,024 envs, 5.8 ms a refill): 2^18 environments are 2.7e8 draws, ~1.5 s. At the top of both
+# ranges alone (16,384 actors of 1,024 envs) the draws took 136 s of CPU before any simulated step.
+# Published systems run hundreds to thousands of environments (SEED RL, Espeholt et al. 2020:
+# 256 on its V100 row).
+MAX_ENVIRONMENTS = 2**18
 
 # Simulated steps (actor steps + learner steps) one run may make. Measured CPU time per simulated
 # step (`archsim simulate traces/dqn-pong-cpu --hw dgx1-v100 --actors 256 --sim-seconds 0.5`, busy
@@ -120,6 +127,13 @@ def check_knob_ranges(config) -> None:
                 f"{_flag(name)}: {format_number(value)} is outside "
                 f"the supported range {limits.text()} ({limits.why}; docs/LIMITS.md)"
             )
+    environments = config.actors * config.envs_per_actor
+    if environments > MAX_ENVIRONMENTS:
+        raise ArchsimError(
+            f"--actors x --envs-per-actor: {format_number(environments)} environments are over the "
+            f"{MAX_ENVIRONMENTS:,} one run may step (each actor draws 1,024 step times per "
+            "environment up front; docs/LIMITS.md)"
+        )
 
 
 def simulated_steps_bound(times, machine, config, learner_batch: int) -> float:
