@@ -311,3 +311,72 @@ def test_stable_baselines3_dqn_is_captured_unmodified(tmp_path):
     assert (learner["batch_size"] == 32).all()
     # a batch of 32 every 4 env steps, in the steady state
     assert trace.meta["workload"]["samples_per_insert"] == pytest.approx(8.0, rel=0.1)
+
+
+def test_the_schedule_counts_from_the_first_learner_step(tmp_path):
+    """One window of 6 steps right after the first optimizer step (t = 8 in the toy loop, training
+    every 2 steps) and one warmup step (actor t = 9): actor 10, learner 10, actor 11, 12, learner 12,
+    actor 13: 4 + 2. Counted from the program's start, the window would hold acting steps only."""
+    script = _toy(tmp_path)
+    out = tmp_path / "first"
+    schedule = ["--wait", "0", "--warmup", "1", "--active", "6", "--repeat", "1"]
+    assert (
+        main(["capture", "run", "--out", str(out), *schedule, "--", str(script), "30", "train"])
+        == 0
+    )
+    roles = load(out).steps["role"].astype(str).value_counts()
+    assert (roles["actor"], roles["learner"]) == (4, 2)
+
+
+def test_markers_read_the_whole_process_cpu_time():
+    """A step whose work runs on another thread (as torch's intra-op threads do): the process clock
+    sees that thread's CPU time, the thread clock of the marking thread does not."""
+    import threading
+    import time
+
+    from archsim.capture import cpu_clock, markers, unprofiled
+
+    def burn(spent: list[float]) -> None:
+        start, x = time.thread_time_ns(), 0
+        while time.thread_time_ns() - start < 50_000_000:  # 50 ms of this thread's CPU
+            x += 1
+        spent.append((time.thread_time_ns() - start) / 1000.0)
+
+    def step_cpu_us() -> tuple[float, float]:
+        spent: list[float] = []
+        with unprofiled.timing_unprofiled_steps() as times, markers.step("actor", actor=0):
+            worker = threading.Thread(target=burn, args=(spent,))
+            worker.start()
+            worker.join()
+        return times.samples[("actor", unprofiled.STEP_KEY)][0], spent[0]
+
+    assert cpu_clock.now_ns is time.thread_time_ns
+    own_thread_us, burned_us = step_cpu_us()
+    assert own_thread_us < 0.5 * burned_us
+    with cpu_clock.process_cpu_time():
+        process_us, burned_us = step_cpu_us()
+    assert cpu_clock.now_ns is time.thread_time_ns
+    assert process_us >= burned_us
+
+
+def test_worker_processes_are_named_in_one_line(tmp_path, capsys):
+    script = tmp_path / "workers.py"
+    script.write_text(
+        TOY.replace(
+            "steps, train =",
+            "import multiprocessing\n"
+            "w = multiprocessing.get_context('fork').Process(target=print, args=('worker',))\n"
+            "w.start(); w.join()\n"
+            "steps, train =",
+        )
+    )
+    out = tmp_path / "w"
+    assert (
+        main(["capture", "run", "--out", str(out), *SCHEDULE, "--", str(script), "30", "train"])
+        == 0
+    )
+    notes = [line for line in capsys.readouterr().err.splitlines() if "worker" in line]
+    assert notes == [
+        "archsim: note: capture run: workers started 1 worker process(es); only this process is in "
+        "the trace (their work shows as waiting in the steps that used them)"
+    ]

@@ -6,6 +6,11 @@ backward passes, optimizer steps and replay buffers. The schedule counts steps f
 step on, and the markers read the whole process's CPU clock (torch's intra-op threads included). At the
 end the capture refuses, in one line, a trace without both actor and learner steps: ``simulate``
 could do nothing with it. Nothing is written to ``--out`` unless the capture succeeds.
+
+Worker processes the program starts (``multiprocessing``: gymnasium's AsyncVectorEnv, SB3's
+SubprocVecEnv) are counted and named in one line, not profiled: their env steps show in this
+process's ``env_step`` as the time spent waiting for them. meta.capture.schedule is the profiler's
+schedule, whose ``skip_first`` is one more than given (its step 0 is the program's start).
 """
 
 from __future__ import annotations
@@ -190,7 +195,7 @@ def capture_program(
     program: Program,
     out_dir: Path,
     *,
-    schedule: Any,
+    schedule: Any,  # a CaptureSchedule, in steps from the first learner step on
     device: str = "cpu",
     phase_fns: tuple[Any, ...] = (),
 ) -> tuple[Any, Any]:
@@ -200,7 +205,10 @@ def capture_program(
     from archsim.capture.session import capture
 
     meta: dict[str, Any] = {"name": f"run:{program.name}", "settings": {"argv": program.argv()}}
-    with capture(out_dir, meta, schedule=schedule, device=device, force=True) as cap:
+    # The profiler's step 0 is the program's start up to the first learner step (no tick before it):
+    # skipped, so that the user's schedule counts from the first learner step on.
+    profiled = dataclasses.replace(schedule, skip_first=schedule.skip_first + 1)
+    with capture(out_dir, meta, schedule=profiled, device=device, force=True) as cap:
         with process_cpu_time(), auto_markers(cap.step, phase_fns) as marker:
             cap._progress.note("until the first optimizer step")
             _run_program(program)
@@ -228,8 +236,8 @@ def _check_counts(program: Program, counts: Any, schedule: Any) -> None:
             f"capture run: {program.name} stepped no gymnasium environment and ran no acting forward "
             "pass, so it has no actor step; mark its env step with --phase-fn MODULE:QUALNAME=env_step"
         )
-    first = schedule.first_recorded_step() if schedule is not None else 0
-    if counts.ticks <= first:
+    first = schedule.first_recorded_step()
+    if counts.ticks <= first:  # its first recorded step (the profiler's first + 1) never began
         raise ArchsimError(
             f"capture run: {program.name} ran {counts.ticks} steps after its first learner step but "
             f"the schedule records from step {first + 1} on; run it longer or lower --wait/--warmup"
