@@ -10,6 +10,7 @@ its prefix (``conv`` matches ``convolve`` and ``conv2d`` but a rule may exclude 
 
 from __future__ import annotations
 
+import functools
 import re
 
 _SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
@@ -44,6 +45,9 @@ def kernel_tokens(kernel_name: str) -> list[str]:
     return [t.lower() for t in _SPLIT.split(kernel_name) if t]
 
 
+@functools.lru_cache(
+    maxsize=65_536
+)  # a trace repeats a few hundred kernel names thousands of times
 def kernel_class(kernel_name: str) -> str:
     """Op class guessed from a kernel's name ("other" when no token matches)."""
     tokens = kernel_tokens(kernel_name)
