@@ -24,7 +24,10 @@ from typing import Any
 
 from archsim.errors import ArchsimError
 
-SUMMARY = "run any Python RL program unmodified and mark its loop (-- [python] SCRIPT.py ARGS)"
+SUMMARY = (
+    "Run any Python RL program unmodified (-- [python] SCRIPT.py ARGS, or -- -m MODULE ARGS) and "
+    "mark its loop; the schedule counts steps from its first optimizer step on."
+)
 _PYTHON_NAMES = ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}")
 
 

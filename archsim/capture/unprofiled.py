@@ -4,7 +4,8 @@ Recording every aten op with its input shapes costs CPU time inside the very pha
 Nature-DQN forward pass on one observation took 0.42 ms of CPU unprofiled and 0.58-0.64 ms profiled
 on the development machine (2026-11-22, 3 repeats), a 32-sample training step 5-45% more. A capture
 with a schedule runs most steps unprofiled (60 of every 70 by default), so while it runs the markers
-time those steps too (two ``time.thread_time_ns`` calls per marker, only during a capture) and the
+time those steps too (two CPU clock reads per marker, only during a capture: the thread's clock,
+or the process's under archsim.capture.cpu_clock.process_cpu_time) and the
 capture stores, per role and phase, the median CPU time per step over them. The simulator scales the
 profiled phases down to those medians (archsim.sim.profiler_cost).
 """
