@@ -402,3 +402,23 @@ def test_op_class_by_tokens():
     assert op_class("prims::convert_element_type") == "other"
     assert op_class("aten::slow_conv3d_forward") == "conv"
     assert op_class("aten::_scaled_dot_product_efficient_attention") == "attention"
+
+
+_SIDES = st.integers(min_value=1, max_value=64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=_SIDES, length_q=_SIDES, length_k=_SIDES, head_dim=_SIDES)
+def test_attention_invariants(batch, length_q, length_k, head_dim):
+    # Causal attention never costs more than full attention, and more keys never cost less.
+    def flops(length: int, causal: bool) -> float:
+        dims = [[batch, 2, length_q, head_dim], [batch, 2, length, head_dim]] * 1
+        dims = dims + [[batch, 2, length, head_dim], [], []]
+        concrete = ["", "", "", "0.", str(causal), "False", ""]
+        types = ["c10::BFloat16"] * 3 + ["Scalar", "Scalar"]
+        return op_cost("aten::_scaled_dot_product_flash_attention", dims, types, concrete).flops
+
+    assert 0 < flops(length_k, True) <= flops(length_k, False)
+    assert flops(length_k + 1, False) > flops(length_k, False)
+    # Full attention: exactly (4 E + 6) FLOPs per (query, key) pair and head.
+    assert flops(length_k, False) == batch * 2 * length_q * length_k * (4 * head_dim + 6)

@@ -21,6 +21,8 @@ from tests.conftest import kineto_fixture
 
 GPU_SMALL = "mi250_mlp_train.json.gz"  # 14 kernels, 2 memcpys, shapes, hip runtime
 CUDA_SMALL = "a100_event_sync_multistream.json.gz"  # 3 kernels, 3 memsets on 3 streams
+# The repository's CPU-only AlexNet capture, with archsim step, phase and CPU-time markers.
+MARKED = Path(__file__).resolve().parents[1] / "traces" / "alexnet-b1-fp32" / "raw_trace.json.gz"
 
 
 def _doc(name: str = GPU_SMALL) -> dict:
@@ -254,3 +256,16 @@ def test_kernels_without_any_runtime_calls_ingest_unlinked(tmp_path):
     meta = trace.meta["ingest"]
     assert len(trace.ops) == 6 and meta["unlinked_kernels"] == 6
     assert meta["kernels_linked_fraction"] == 0.0 and (trace.ops["launch_op"] == "").all()
+
+
+def test_infinite_cpu_time_marker_is_refused(tmp_path, capsys):
+    doc = json.loads(gzip.decompress(MARKED.read_bytes()))
+    step = next(
+        e
+        for e in doc["traceEvents"]
+        if str(e.get("name", "")).startswith("archsim::inference_step")
+    )  # a CPU-time marker inside it, as archsim.capture records one at the end of each step
+    doc["traceEvents"].append(
+        {**step, "name": "archsim::cpu#us=1e400", "ts": step["ts"] + step["dur"] - 2, "dur": 1}
+    )
+    _one_line_error(capsys, tmp_path, _write(tmp_path, doc), "archsim::cpu#us=1e400", "finite")

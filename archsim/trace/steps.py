@@ -152,9 +152,9 @@ def _cpu_us(path: Path, name: str, match: re.Match) -> float:
         value = float(match.group(1))
     except ValueError:
         value = float("nan")
-    if not value >= 0:  # NaN or negative
+    if not 0 <= value < float("inf"):  # NaN, negative or infinite (us=1e400)
         raise ArchsimError(
-            where(path, f"CPU-time marker '{name}': expected us=<non-negative number>")
+            where(path, f"CPU-time marker '{name}': expected us=<finite number >= 0>")
         )
     return value
 
