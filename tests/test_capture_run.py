@@ -309,8 +309,12 @@ def test_stable_baselines3_dqn_is_captured_unmodified(tmp_path):
     for phase in ("replay_sample", "train_forward", "train_backward", "optimizer_step"):
         assert learner[f"{phase}_us"].notna().all(), phase
     assert (learner["batch_size"] == 32).all()
-    # a batch of 32 every 4 env steps, in the steady state
-    assert trace.meta["workload"]["samples_per_insert"] == pytest.approx(8.0, rel=0.1)
+    # SB3 collects 4 env steps, then trains once when num_timesteps > learning_starts: after env
+    # steps 44, 48, ..., 120 (20 updates). After the first, env steps 45..120 insert 76 transitions
+    # while 19 updates sample 19 x 32 = 608: 8 samples per insert.
+    counts = trace.meta["workload"]["settings"]["counts"]
+    assert (counts["env_steps"], counts["learner_steps"]) == (120, 20)
+    assert trace.meta["workload"]["samples_per_insert"] == pytest.approx(608 / 76)
 
 
 def test_the_schedule_counts_from_the_first_learner_step(tmp_path):
