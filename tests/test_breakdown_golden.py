@@ -59,7 +59,7 @@ def test_golden_elementwise_floor_goes_to_sm_utilization() -> None:
     t_math = E / (N * P)  # 0.0669 us
     # baseline: bandwidth-bound, D / W = 13.98 us (latency: 1280 resident blocks x 128 threads x 16 B
     # in flight = 2.62 MB, C / L = 5.2 TB/s > W, so the latency term equals D / W too)
-    baseline = d / 900e9
+    baseline = d / (900e9 * 0.83)  # achievable: 0.83 of 900 GB/s (archsim.perf.efficiency, Volta)
     # (1) W = inf: the latency term D / (C / L) = 2.4 us, the L2 term D / 2155 GB/s = 5.84 us
     l2 = d / 2155e9
     # (2) L = 0: still the L2 term. (3) ideal memory: the floor, 1.25 us (compute is 0.068 us).
@@ -82,18 +82,20 @@ def test_golden_gemm_too_few_blocks_is_sm_utilization_not_math() -> None:
     # 16 blocks on 80 SMs: the busiest SM runs 1 block (256 threads >= the 128 a tiled engine needs)
     # while 64 SMs idle, so the kernel takes 80 x 1 / 16 = 5 x t_math = 85.7 us. DRAM (3.5 us),
     # latency (64 KiB in flight / 500 ns: 24 us) and L2 (8 MiB of panel re-reads: 3.9 us) are hidden.
+    # cuBLAS reaches 0.85 of peak (archsim.perf.efficiency, Volta): 5 t_math / 0.85 in all, and
+    # perfect SM utilization idealizes that fraction away with the idle SMs.
     expected = {
         "dram_bw": 0.0,
         "dram_latency": 0.0,
         "memory_system": 0.0,
-        "sm_utilization": 4 * t_math,
+        "sm_utilization": 5 * t_math / 0.85 - t_math,
         "math": t_math,  # one SM runs the 16 blocks, 2 at a time, fully used: 80 t_math / 80
     }
     table = breakdown(ops_table([GEMM]), V100, "train")
     got = seconds_by_component(table)
     for component, value in expected.items():
         assert got[component] == pytest.approx(value, rel=1e-9, abs=1e-15), component
-    assert table.share.tolist() == pytest.approx([0, 0, 0, 0.8, 0.2])
+    assert table.share.tolist() == pytest.approx([0, 0, 0, 0.83, 0.17])
 
 
 def _random_ops(flops: list[float], nbytes: list[float], blocks: list[int]) -> pd.DataFrame:

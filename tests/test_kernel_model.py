@@ -60,18 +60,20 @@ def test_golden_gemm_on_v100() -> None:
     # 32x32 (128 thr, 86 regs -> 11*256=2816 regs/warp, 32 KB): 4096 blocks; occupancy min(16,
     #   65536/(2816*4)=5, 3) = 3; u = 3*128/512 = 0.75; T_comp = T_math*80*52/4096/0.75 = 1.4848e-3.
     # DRAM: 50,331,648 B / 900e9 = 5.592e-5 s (latency-hidden: >= 655 KB in flight / 500 ns > 900 GB/s).
-    # Fastest: 64x64, T = 1.113683e-3 s + 0.75 us launch.
+    # Fastest: 64x64. Achieved (archsim.perf.efficiency, Volta): cuBLAS SGEMM at 0.85 of peak,
+    # DRAM at 0.83: T_comp = 1.113683e-3 / 0.85 = 1.310215e-3 s, T_bw = 5.592405e-5 / 0.83.
     ops = make_ops([GEMM])
     terms = kernel_terms(ops, V100.gpu)
     assert terms["math"][0] == pytest.approx(1.096550e-3, rel=1e-5)
-    assert terms["comp"][0] == pytest.approx(1.113683e-3, rel=1e-5)
-    assert terms["lat"][0] == pytest.approx(terms["bw"][0]) == pytest.approx(5.592405e-5, rel=1e-5)
+    assert terms["comp"][0] == pytest.approx(1.113683e-3 / 0.85, rel=1e-5)
+    assert terms["lat"][0] == pytest.approx(5.592405e-5, rel=1e-5)
+    assert terms["bw"][0] == pytest.approx(5.592405e-5 / 0.83, rel=1e-5)
     assert terms["mem"][0] == pytest.approx(17_179_869_184 / 16 / 2155e9, rel=1e-6)
-    assert predict_op_seconds(ops, V100)[0] == pytest.approx(1.113683e-3 + 0.75e-6, rel=1e-5)
+    assert predict_op_seconds(ops, V100)[0] == pytest.approx(1.310215e-3 + 0.75e-6, rel=1e-5)
     # with the 128x128 grid given explicitly (as a CUDA trace would), the 128x128 figures apply
     traced = make_ops([{**GEMM, "grid_x": 256, "block_x": 256, "registers_per_thread": 128,
                         "shared_memory_bytes": 32768}])  # fmt: skip
-    assert kernel_terms(traced, V100.gpu)["comp"][0] == pytest.approx(1.370687e-3, rel=1e-5)
+    assert kernel_terms(traced, V100.gpu)["comp"][0] == pytest.approx(1.370687e-3 / 0.85, rel=1e-5)
 
 
 def test_golden_elementwise_on_v100() -> None:
@@ -79,13 +81,14 @@ def test_golden_elementwise_on_v100() -> None:
     # Occupancy: threads 2048/128 = 16, registers 65536/(768*4) = 21 -> a = 16; the busiest SM runs
     #   ceil(32768/80) = 410 blocks, 16 at a time (2048 threads >= 512, u = 1).
     # T_comp = 2^24 / 15.6672e12 * 80 * 410 / 32768 = 1.0719e-6 s
-    # T_bw = 201,326,592 B / 900e9 = 2.236962e-4 s dominates (T_mem = 9.342e-5 s).
+    # T_bw = 201,326,592 B / (900e9 x 0.83 achievable, Jia et al. 2018: 750 of 900 GB/s measured)
+    #      = 2.695135e-4 s dominates (T_mem = 9.342e-5 s). Element-wise math fraction 1.
     ops = make_ops([ELEMENTWISE])
     terms = kernel_terms(ops, V100.gpu)
     assert terms["comp"][0] == pytest.approx(2**24 / 15.6672e12 * 80 * 410 / 32768, rel=1e-6)
-    assert terms["bw"][0] == pytest.approx(2.236962e-4, rel=1e-6)
+    assert terms["bw"][0] == pytest.approx(2.695135e-4, rel=1e-6)
     assert terms["mem"][0] == pytest.approx(201_326_592 / 2155e9, rel=1e-6)
-    assert predict_op_seconds(ops, V100)[0] == pytest.approx(2.236962e-4 + 0.75e-6, rel=1e-6)
+    assert predict_op_seconds(ops, V100)[0] == pytest.approx(2.695135e-4 + 0.75e-6, rel=1e-6)
 
 
 def test_fp16_gemm_uses_tensor_cores_when_present() -> None:
@@ -120,8 +123,9 @@ def test_memcpy_uses_host_link_and_dtod_uses_dram() -> None:
     # pageable: link latency + the bytes beyond the first staged MiB at the 4.3 GB/s staging rate
     # (23.0 ms, more than the whole copy at the 12.6 GB/s pinned rate, 7.9 ms)
     assert seconds[0] == pytest.approx(1e-6 + (n - 2**20) / 4.3e9)
-    assert seconds[1] == pytest.approx(2 * n / 900e9)  # read + write through DRAM
-    assert seconds[2] == pytest.approx(n / 900e9)
+    # read + write through DRAM at the achievable 0.83 of 900 GB/s (a copy is a stream kernel)
+    assert seconds[1] == pytest.approx(2 * n / (900e9 * 0.83))
+    assert seconds[2] == pytest.approx(n / (900e9 * 0.83))
 
 
 def test_measured_ops_on_their_own_gpu_keep_their_duration() -> None:

@@ -3,9 +3,18 @@
 For each class c (op_class; memcpy and memset by kind), efficiency_c = sum(model bound) / sum(measured)
 over the measured ops of that class: the time-weighted fraction, i.e. the factor that makes the model
 reproduce the class's total measured time on the fitting GPU. (A median of per-op ratios is reported
-too; totals are what the simulator adds up, so the time-weighted fit is the one used.) An efficiency
-above 1 means the model's bound is pessimistic for that class. Classes the fitting trace lacked keep
-efficiency 1 when predicting; the fit over all ops (``all``) is reported in the provenance only.
+too; totals are what the simulator adds up, so the time-weighted fit is the one used.) Classes the
+fitting trace lacked keep efficiency 1 when predicting; the fit over all ops (``all``) is reported in
+the provenance only.
+
+The model already predicts ACHIEVED time (archsim.perf.efficiency: published achievable DRAM and GEMM
+fractions), so the fit is a correction around 1, and never above it: an efficiency above 1 would
+claim kernels faster than the published achievable rates. Where model / measured exceeds 1 the
+model's assumed WORK is too large for that class (a GEMM launch shows its tiles, not its depth: the
+grid-only inference prices every K-slice 512 deep, and a 32-deep weight-gradient GEMM then looks
+16x too slow), not its rates; the fit is clipped to 1 (``efficiency``) and the unclipped ratio kept
+beside it (``model_over_measured``, and ``unclipped_efficiency`` in the overlay's provenance), so
+that the overlay never speeds a class up and the over-estimate stays visible.
 
 The overlay is YAML: ``efficiency: {gemm: 0.62, ...}`` plus ``provenance`` (trace, hw, date, ops per
 class). ``predict_op_seconds(..., efficiency=...)`` and ``archsim breakdown --calibration`` use it.
@@ -28,6 +37,8 @@ from archsim.hw.schema import HardwareConfig
 from archsim.perf.kernel import MEASURED_KINDS, body_seconds, efficiency_class
 
 ALL_CLASSES = "all"
+# A calibrated efficiency is at most 1: the model's rates are already the achieved ones (module doc).
+MAX_EFFICIENCY = 1.0
 
 
 def measured_ops(ops: pd.DataFrame) -> pd.DataFrame:
@@ -38,7 +49,8 @@ def measured_ops(ops: pd.DataFrame) -> pd.DataFrame:
 
 
 def fit_table(ops: pd.DataFrame, hw: HardwareConfig) -> pd.DataFrame:
-    """Per class: ops, measured and model-bound seconds, time-weighted and median efficiency."""
+    """Per class: ops, measured and model seconds, median per-op model/measured, the time-weighted
+    ``model_over_measured`` and ``efficiency`` (the same clipped to MAX_EFFICIENCY)."""
     ops = measured_ops(ops)
     if ops.empty:
         raise ArchsimError("trace has no measured GPU ops (kernel/memcpy/memset) to calibrate on")
@@ -56,7 +68,8 @@ def fit_table(ops: pd.DataFrame, hw: HardwareConfig) -> pd.DataFrame:
         bound_s=("bound_s", "sum"),
         median_efficiency=("ratio", "median"),
     )
-    table["efficiency"] = table["bound_s"] / table["measured_s"]
+    table["model_over_measured"] = table["bound_s"] / table["measured_s"]
+    table["efficiency"] = table["model_over_measured"].clip(upper=MAX_EFFICIENCY)
     overall = pd.DataFrame(
         {
             "ops": [len(frame)],
@@ -66,7 +79,8 @@ def fit_table(ops: pd.DataFrame, hw: HardwareConfig) -> pd.DataFrame:
         },
         index=[ALL_CLASSES],
     )
-    overall["efficiency"] = overall["bound_s"] / overall["measured_s"]
+    overall["model_over_measured"] = overall["bound_s"] / overall["measured_s"]
+    overall["efficiency"] = overall["model_over_measured"].clip(upper=MAX_EFFICIENCY)
     return pd.concat([table, overall]).rename_axis("op_class")
 
 
@@ -86,7 +100,14 @@ def calibration_document(
             "hw": hw.name,
             "hw_overrides": list(overrides or []),
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "method": "per class: sum(model bound) / sum(measured), time-weighted",
+            "method": "per class: sum(model) / sum(measured), time-weighted, clipped to 1 (the "
+            "model's rates are the published achieved ones; above 1 the class's inferred work is "
+            "too large, see unclipped_efficiency)",
+            "unclipped_efficiency": {
+                str(c): round(float(m), 6)
+                for c, m in per_class["model_over_measured"].items()
+                if m > MAX_EFFICIENCY
+            },
             "all_classes_efficiency": round(float(table.loc[ALL_CLASSES, "efficiency"]), 6),
             "ops_per_class": {str(c): int(n) for c, n in table["ops"].items()},
             "median_efficiency": {
@@ -115,9 +136,15 @@ def load_efficiency(path: Path) -> dict[str, float]:
         raise ArchsimError(f"{path}: expected a mapping with key efficiency: {{class: fraction}}")
     out = {}
     for name, value in data["efficiency"].items():
-        if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not 0 < value <= MAX_EFFICIENCY
+        ):
             raise ArchsimError(
-                f"{path}: efficiency.{name} must be a positive number (got {value!r})"
+                f"{path}: efficiency.{name} must be a number in (0, 1] (got {value!r}): the "
+                "model's rates are already achieved rates; a calibration may only slow a class down"
             )
         out[str(name)] = float(value)
     return out
@@ -154,6 +181,7 @@ def total_error(
 
 
 __all__ = [
+    "MAX_EFFICIENCY",
     "calibration_document",
     "class_errors",
     "fit_efficiency",

@@ -1,0 +1,115 @@
+"""Achieved fractions of peak, from published measurements: the kernel model predicts ACHIEVED time.
+
+The terms of :mod:`archsim.perf.terms` are bounds at the datasheet peaks. Real kernels reach a
+fraction of them, and that fraction depends on the architecture (how much of the DRAM bandwidth a
+stream kernel can draw), the kernel family (a cuBLAS GEMM, a cuDNN convolution, an element-wise
+kernel) and the math unit (vector pipes or matrix units). This module holds those fractions, each
+with its source, and nothing fitted to archsim's own accuracy table:
+
+- ``dram``: bandwidth a stream/copy kernel achieves over the datasheet bandwidth; it divides the
+  DRAM-bandwidth term of every kernel.
+- ``gemm`` / ``gemm_tensor``: throughput cuBLAS/rocBLAS reach on large GEMMs over the vector /
+  matrix-unit peak; it divides the compute term of tiled kernels (GEMM, convolution, attention:
+  cuDNN's convolutions are implicit GEMMs, Chetlur et al. 2014, "cuDNN: Efficient Primitives for Deep
+  Learning", arXiv:1410.0759). Problem size is the wave/tail model's (archsim.perf.terms): a small
+  GEMM fills few SMs and pays for its last wave there, not here.
+
+Element-wise, reduction and normalization kernels keep math fraction 1: they are bound by DRAM,
+whose fraction they share. Under the breakdown's ``sm_utilization`` idealization the math fraction
+is 1 (perfect SM utilization includes the issue stalls that keep a GEMM below peak).
+
+A generation is recognized from the GPU's name (presets and deviceProperties names) or the
+``trace-sm_80`` / ``trace-gfx942`` name of a config built from a trace; an unknown GPU gets the
+``default`` row (the median of the measured rows, named as such).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from archsim.hw.schema import GpuConfig
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """Achieved fractions of peak for one GPU generation (each in (0, 1])."""
+
+    dram: float
+    gemm: float  # FP32 (or FP16-on-vector-pipes) GEMM engines
+    gemm_tensor: float  # matrix units (tensor cores, MFMA)
+    source: str
+
+
+# Each row: the published measurement it comes from. Fractions are measured / datasheet peak.
+ACHIEVED: dict[str, Achieved] = {
+    # Maxwell GM20B (Jetson TX1, 2015-era cuBLAS 7 / cuDNN 4): no published stream or SGEMM
+    # measurement of the GM20B was found. DRAM: the Pascal P100 fraction below (Jia et al. 2018, the
+    # closest generation measured); GEMM: the Volta cuBLAS fraction (assumption, named as one: the
+    # AlexNet comparison in docs/ACCURACY.md shows what the TX1 whitepaper's throughputs imply).
+    # Matrix units: none.
+    "maxwell": Achieved(0.70, 0.85, 1.0, "Jia et al. 2018 (P100 DRAM); Volta GEMM rows (assumed)"),
+    # Pascal: Jia et al. 2018 ("Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking",
+    # arXiv:1804.06826, Table 3.1): P100 global memory 510 of 732 GB/s = 0.70. GEMM: the Volta
+    # SGEMM fraction below (same authors, same cuBLAS generation).
+    "pascal": Achieved(0.70, 0.85, 1.0, "Jia et al. 2018 (arXiv:1804.06826)"),
+    # Volta: Jia et al. 2018: V100 global memory 750 of 900 GB/s = 0.83; cuBLAS SGEMM on large
+    # matrices ~13.3-14 of 15.7 TFLOP/s (their matrix-multiply figure): 0.85. Tensor cores: Markidis
+    # et al. 2018 ("NVIDIA Tensor Core Programmability, Performance & Precision", arXiv:1803.04014):
+    # cuBLAS HGEMM ~83 of 125 TFLOP/s = 0.66.
+    "volta": Achieved(0.83, 0.85, 0.66, "Jia et al. 2018; Markidis et al. 2018"),
+    # Turing: Jia et al. 2019 ("Dissecting the NVidia Turing T4 GPU via Microbenchmarking",
+    # arXiv:1903.07486): T4 global memory 220 of 320 GB/s = 0.69; T4 clocks throttle under sustained
+    # math (same paper, section on power/thermal limits), so the Volta GEMM fractions are upper ends.
+    "turing": Achieved(0.69, 0.85, 0.66, "Jia et al. 2019 (arXiv:1903.07486); Volta GEMM rows"),
+    # Ampere: BabelStream (Deakin et al., "Evaluating attainable memory bandwidth of parallel
+    # programming models via BabelStream", IJCSE 2018; A100-40GB results in the BabelStream
+    # repository) ~1.35-1.4 of 1.555 TB/s: 0.88. GEMM: Volta fractions (no independent A100 cuBLAS
+    # measurement at hand).
+    "ampere": Achieved(0.88, 0.85, 0.66, "BabelStream A100 results; Volta GEMM rows"),
+    "ada": Achieved(0.82, 0.85, 0.66, "default (median of the measured rows)"),
+    # Hopper: no stream figure at hand for the SXM part: the default row.
+    "hopper": Achieved(0.82, 0.85, 0.66, "default (median of the measured rows)"),
+    "blackwell": Achieved(0.82, 0.85, 0.66, "default (no published B200 microbenchmark found)"),
+    # CDNA2/3: BabelStream on one MI250X GCD ~1.3-1.4 of 1.6384 TB/s (OLCF Crusher/Frontier
+    # BabelStream results): 0.82; MI210 and MI300X taken as the same (CDNA) family's.
+    "cdna": Achieved(0.82, 0.85, 0.66, "BabelStream MI250X GCD; Volta GEMM rows"),
+}
+# Median of the measured DRAM rows (0.69, 0.70, 0.83, 0.88, 0.82) and the Volta GEMM fractions, for
+# generations with no measurement of their own (Ada, Hopper, Blackwell, unknown GPUs).
+ACHIEVED["default"] = Achieved(0.82, 0.85, 0.66, "median of the measured rows")
+
+# GPU name (or trace config name) -> generation; first match wins.
+GENERATION_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("maxwell", r"\bgm20|tegra x1|maxwell|titan x\b|gtx 9\d0|sm_5\d"),
+    ("pascal", r"p100|gp10\d|p40\b|p4\b|gtx 10\d0|pascal|sm_6\d"),
+    ("volta", r"v100|gv100|titan v\b|volta|sm_70|sm_72"),
+    ("turing", r"\bt4\b|rtx 20\d0|quadro rtx|turing|tu10\d|sm_75"),
+    ("ada", r"\bl4\b|l40|rtx 40\d0|\bada\b|sm_89"),
+    ("hopper", r"h100|h200|h800|gh200|hopper|sm_90"),
+    ("blackwell", r"b200|gb200|b100|blackwell|sm_100"),
+    ("ampere", r"a100|a800|\ba10\b|a30\b|a40\b|rtx 30\d0|orin|ampere|sm_8\d"),
+    ("cdna", r"mi\d{3}|instinct|cdna|gfx9[04]\w*|amd"),
+)
+
+
+def generation(gpu: GpuConfig, config_name: str = "") -> str:
+    """The generation of ``gpu`` (a key of ACHIEVED), from its name or the config's name."""
+    text = f"{gpu.name} {config_name}".lower()
+    for key, pattern in GENERATION_PATTERNS:
+        if re.search(pattern, text):
+            return key
+    return "default"
+
+
+def achieved_fractions(tiled: np.ndarray, tensor: np.ndarray, gen: str) -> tuple[np.ndarray, float]:
+    """(math fraction per op, DRAM fraction) for ops on a GPU of generation ``gen``: tiled kernels
+    (GEMM/conv engines) get the library's GEMM fraction on the unit they run on, others 1."""
+    row = ACHIEVED.get(gen, ACHIEVED["default"])
+    gemm = np.where(tensor, row.gemm_tensor, row.gemm)
+    return np.where(tiled, gemm, 1.0), row.dram
+
+
+__all__ = ["ACHIEVED", "Achieved", "achieved_fractions", "generation"]

@@ -1,0 +1,361 @@
+"""GPU kernel-time terms (DESIGN.md, "Kernel time on a GPU"), vectorized over an ops table.
+
+For an op with FLOPs F, DRAM bytes D, B thread blocks of T threads, on a GPU with N SMs, a resident
+blocks per SM, per-SM peak P, DRAM bandwidth W and latency L, and the achieved fractions of
+:mod:`archsim.perf.efficiency` (e_math for the kernel family and math unit, e_dram per generation):
+
+    T_math = F / (N P)                          perfect parallelism at peak
+    T_comp = T_math * N ceil(B/N) / B / u / e_math
+                                                tail and underfill: the busiest SM runs ceil(B/N)
+                                                blocks; u = fraction of its math rate that its
+                                                min(a, ceil(B/N)) resident blocks can use (16 warps
+                                                saturate an SM, 4 for tiled GEMM engines: ILP)
+    T_bw   = D / (W e_dram)                     achievable (stream) bandwidth
+    T_lat  = D / min(W, C / L)                  Little's law, C = bytes in flight (<= D)
+    T_mem  = L2 bytes / L2 bandwidth            on-chip memory system
+    T      = max(T_comp, T_bw, T_lat, T_mem)    (archsim.perf.kernel adds floor, launch, calibration)
+
+Idealizations (the breakdown's steps, Inci et al. 2020): ``dram_bw`` W = inf, ``dram_latency`` L = 0,
+``memory_system`` T_mem = 0, ``sm_utilization`` the op on a single SM divided by N: T_comp =
+T_math x padding / u1 (u1: the usable fraction of one SM running all B blocks), e_math = 1 and no
+T_min.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from archsim.hw.schema import GpuConfig
+from archsim.perf.blocks import (
+    BYTES_IN_FLIGHT_PER_THREAD,
+    GEMM_TILE_CANDIDATES,
+    SPLIT_K_SLICES,
+    SPLIT_K_TILE,
+    TILED_OP_CLASSES,
+    element_bytes,
+    estimate_launch_shape,
+    estimate_work_from_launch,
+    split_k_blocks,
+    tile_dims,
+    tiled_engine,
+)
+from archsim.perf.columns import by_unique
+from archsim.perf.columns import column as _column
+from archsim.perf.columns import strings as _strings
+from archsim.perf.efficiency import achieved_fractions, generation
+from archsim.perf.occupancy import blocks_per_sm
+
+IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
+
+# An m x n threadblock tile re-reads A and B panels from L2 once per tile: 2*m*n*k FLOPs per (m+n)*k
+# elements, i.e. (2mn/(m+n)) / element_bytes FLOPs per L2 byte (_tile_edge); 128 for a 128x128 tile.
+
+# Threads an SM needs to keep its math pipes busy: 4 warp schedulers per SM (Volta, Ampere and Hopper
+# whitepapers), each issuing one warp per clock, and a dependent FMA takes 4 cycles on Volta (Jia et al.
+# 2018, "Dissecting Volta"), so 4 warps per scheduler hide it: 4 * 4 * 32 threads = 512.
+SATURATING_THREADS_PER_SM = 4 * 4 * 32
+# Tiled GEMM engines need only one warp per scheduler: each thread accumulates a register tile of
+# independent outputs (e.g. 8x8 in cuBLAS's 128x128 sgemm), so the 4-cycle FMA latency is hidden by
+# instruction-level parallelism, not by more warps (Volkov, "Better Performance at Lower Occupancy",
+# GTC 2010: sgemm near peak at low occupancy). 4 schedulers per SM x 1 warp x 32 threads = 128
+# (Volta, Turing and Ampere whitepapers: 4 processing blocks per SM).
+ENGINE_SATURATING_THREADS_PER_SM = 4 * 1 * 32
+
+HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.bfloat16"})
+# Kernel names of cuBLAS/cuDNN/CUTLASS tensor-core kernels (HMMA instruction shapes 884/1688/16816,
+# "tensorop", xmma, Hopper wgmma, TF32).
+TENSOR_CORE_NAME_PATTERN = r"hmma|884|1688|16816|tensorop|xmma|wgmma|tf32"
+# Op classes whose fp16 kernels run packed half2 (two FP16 FMAs per instruction, the source of the
+# "FP16 = 2x FP32" rates of GP100, GM20B and later vector pipes; CUDA C Programming Guide,
+# "Arithmetic Instructions": the 2x rate needs __half2 operands): cuBLAS HGEMM and cuDNN FP16
+# convolutions (Tegra X1 whitepaper: "FP16 ... up to 2x" for cuDNN 4 inference) and PyTorch's
+# vectorized element-wise loops. Reductions, normalization and softmax accumulate in float
+# (PyTorch's acc_type / opmath_type for Half is float), so their math runs at the FP32 rate.
+HALF2_CLASSES = frozenset({"gemm", "conv", "matmul", "attention", "elementwise"})
+
+
+def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
+    """FLOP/s of one SM for each op (see :func:`math_units`)."""
+    return math_units(ops, gpu)[0]
+
+
+def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(FLOP/s of one SM, runs on matrix units) for each op: tensor cores for fp16/bf16 GEMM/conv (or
+    a tensor-core kernel name) when the GPU has them, else the vector pipes: the fp16 rate only for
+    half2-vectorized classes (HALF2_CLASSES), the fp32 rate for every other op."""
+    half = by_unique(_strings(ops, "dtype"), lambda u: u.str.lower().isin(HALF_DTYPES)).astype(bool)
+    tiled = by_unique(_strings(ops, "op_class"), lambda u: u.isin(TILED_OP_CLASSES)).astype(bool)
+    half2 = by_unique(_strings(ops, "op_class"), lambda u: u.isin(HALF2_CLASSES)).astype(bool)
+    names = _strings(ops, "name")
+    named_tensor = by_unique(
+        names, lambda u: u.str.lower().str.contains(TENSOR_CORE_NAME_PATTERN, regex=True)
+    ).astype(bool)
+    # fp32 convolutions run in TF32 on tensor cores when the GPU has it: PyTorch's default
+    # torch.backends.cudnn.allow_tf32 = True (fp32 matmuls default to allow_tf32 = False).
+    # Tensor-core convolutions need input channels in multiples of 8 (FP16) or 4 (TF32) (NVIDIA Deep
+    # Learning Performance Guide, "Channels In and Out"); cuDNN falls back to FP32 kernels otherwise,
+    # as for AlexNet's 3-channel conv1 in the A100 fixture (cudnn_ampere_scudnn_128x64, not xmma).
+    channels = _conv_input_channels(ops)
+    aligned = np.isnan(channels) | (np.nan_to_num(channels) % np.where(half, 8, 4) == 0)
+    conv = (_strings(ops, "op_class") == "conv").to_numpy(dtype=bool)
+    conv_fp32 = conv & ~half & aligned
+    tf32 = by_unique(names, lambda u: u.str.lower().str.contains("tf32", regex=False)).astype(bool)
+    tf32 = (tf32 | conv_fp32) & gpu.tf32
+    half_tensor = half & tiled & (aligned | ~conv)
+    use_tensor = (half_tensor | named_tensor | tf32) & (gpu.tensor_flops_per_clk_per_sm > 0)
+    # TF32 runs at half the FP16 tensor rate (A100 whitepaper: 156 vs 312 TFLOP/s dense)
+    per_clk = np.where(
+        use_tensor,
+        gpu.tensor_flops_per_clk_per_sm * np.where(tf32, 0.5, 1.0),
+        np.where(half & half2, gpu.fp16_flops_per_clk_per_sm, gpu.fp32_flops_per_clk_per_sm),
+    )
+    return per_clk * gpu.clock_mhz * 1e6, use_tensor
+
+
+def _conv_input_channels(ops: pd.DataFrame) -> np.ndarray:
+    """Input channels (dim 1 of the first input) of conv ops with recorded Input Dims, else NaN."""
+    out = np.full(len(ops), np.nan)
+    conv = (_strings(ops, "op_class") == "conv").to_numpy(dtype=bool)
+    dims = _strings(ops, "input_dims")
+    wanted = conv & (dims != "").to_numpy(dtype=bool)
+    parsed = {text: _first_input_channels(text) for text in dims[wanted].unique()}
+    out[wanted] = [parsed[text] for text in dims[wanted]]
+    return out
+
+
+def _first_input_channels(input_dims: str) -> float:
+    try:
+        return float(json.loads(input_dims)[0][1])
+    except (ValueError, TypeError, IndexError, KeyError):
+        return math.nan
+
+
+def launch_shape(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(blocks, threads per block, registers per thread, shared bytes per block): from the CUDA trace
+    when it has a grid, else estimated (archsim.perf.blocks)."""
+    grid = (
+        np.maximum(_column(ops, "grid_x"), 1)
+        * np.maximum(_column(ops, "grid_y"), 1)
+        * np.maximum(_column(ops, "grid_z"), 1)
+    )
+    block = (
+        np.maximum(_column(ops, "block_x"), 1)
+        * np.maximum(_column(ops, "block_y"), 1)
+        * np.maximum(_column(ops, "block_z"), 1)
+    )
+    known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
+    est_blocks, est_threads, est_regs, est_smem = estimate_launch_shape(_shape_view(ops))
+    return (
+        np.where(known, grid, est_blocks),
+        np.where(known, block, est_threads),
+        np.where(known, _column(ops, "registers_per_thread", np.nan), est_regs),
+        np.where(known, _column(ops, "shared_memory_bytes", np.nan), est_smem),
+    )
+
+
+def _name_view(ops: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "name": _strings(ops, "name"),
+            "dtype": _strings(ops, "dtype"),
+            "op_class": _strings(ops, "op_class"),
+        }
+    )
+
+
+def _shape_view(ops: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "bytes_written": np.nan_to_num(_column(ops, "bytes_written"), nan=0.0),
+            "dtype": _strings(ops, "dtype"),
+            "op_class": _strings(ops, "op_class"),
+        }
+    )
+
+
+def kernel_terms(
+    ops: pd.DataFrame,
+    gpu: GpuConfig,
+    idealize: frozenset[str] = frozenset(),
+    config_name: str = "",
+) -> dict[str, np.ndarray]:
+    """The model's time terms in seconds for every op treated as a kernel (see module docstring):
+    ``math`` at peak; ``comp`` and ``bw`` at the achieved fractions of archsim.perf.efficiency for
+    the GPU's generation (recognized from its name or ``config_name``).
+
+    GEMM/conv ops captured without a CUDA grid are tried with each tile of GEMM_TILE_CANDIDATES and
+    SPLIT_K_TILE, each unsplit and split into K-slices (SPLIT_K_SLICES, usable below one wave of
+    blocks), and keep the fastest, as cuBLAS/cuDNN heuristics pick small tiles and split-K or GEMV
+    kernels for skinny problems (a batch-1 linear layer streams its weights on every SM).
+    """
+    flops = np.nan_to_num(_column(ops, "flops"), nan=0.0)
+    dram_bytes = np.nan_to_num(_column(ops, "bytes_read"), nan=0.0) + np.nan_to_num(
+        _column(ops, "bytes_written"), nan=0.0
+    )
+    blocks, threads, registers, shared = launch_shape(ops)
+    # Kernels from a real GPU trace without the launching op's shapes carry no FLOPs/bytes: infer the
+    # missing one(s) from the launch shape (archsim.perf.blocks.estimate_work_from_launch).
+    grid = tuple(_column(ops, f"grid_{axis}", np.nan) for axis in "xyz")
+    est_flops, est_bytes = estimate_work_from_launch(_name_view(ops), blocks, threads, grid)
+    flops = np.where(flops > 0, flops, est_flops)
+    dram_bytes = np.where(dram_bytes > 0, dram_bytes, est_bytes)
+    rate, tensor = math_units(ops, gpu)
+    size = element_bytes(_strings(ops, "dtype"))
+    grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
+    tiled = tiled_engine(_name_view(ops), grid_known, _column(ops, "flops"))
+    tile_edge = _tile_edge(ops, threads)
+    terms = _terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
+                   tile_edge / size, gpu, idealize)  # fmt: skip
+
+    choose = tiled & ~grid_known
+    if choose.any():
+        rows = np.flatnonzero(choose)  # candidates only where they apply: the search is ~40 passes
+        out_elements = np.maximum(np.nan_to_num(_column(ops, "bytes_written"), nan=0.0) / size, 1.0)
+        args = [a[rows] for a in (flops, dram_bytes, out_elements, rate, tiled, size)]
+        best_terms: dict[str, np.ndarray] = {}
+        best = np.full(len(rows), np.inf)
+        for tile in _candidate_tiles():
+            for slices in (1, *SPLIT_K_SLICES):
+                candidate, usable = _tile_terms(*args, tile, slices, gpu, idealize)
+                body = _body(candidate)
+                better = usable & (body < best)
+                best = np.where(better, body, best)
+                best_terms = {
+                    k: np.where(better, v, best_terms.get(k, v)) for k, v in candidate.items()
+                }
+        for k, v in best_terms.items():
+            terms[k] = terms[k].copy()
+            terms[k][rows] = v
+    # Achieved, not peak: the library's GEMM fraction on tiled engines (1 under perfect SM
+    # utilization, which idealizes away what keeps SMs below peak) and the stream fraction of DRAM.
+    math_fraction, dram_fraction = achieved_fractions(tiled, tensor, generation(gpu, config_name))
+    if "sm_utilization" not in idealize:
+        terms["comp"] = terms["comp"] / math_fraction
+    terms["bw"] = terms["bw"] / dram_fraction
+    return terms
+
+
+def _candidate_tiles() -> list[tuple[int, int, int, float, float]]:
+    """(tile m, tile n, threads, registers, shared bytes) of every tile tried for grid-less ops."""
+    square = [
+        (edge, edge, threads, regs, smem) for edge, threads, regs, smem in GEMM_TILE_CANDIDATES
+    ]
+    return [*square, SPLIT_K_TILE]
+
+
+def _tile_terms(
+    flops: np.ndarray,
+    dram_bytes: np.ndarray,
+    out_elements: np.ndarray,
+    rate: np.ndarray,
+    tiled: np.ndarray,
+    size: np.ndarray,
+    tile: tuple[int, int, int, float, float],
+    slices: int,
+    gpu: GpuConfig,
+    idealize: frozenset[str],
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Terms of a launch of ``tile`` output tiles, each split into ``slices`` K-slices, and where that
+    split is usable (archsim.perf.blocks.split_k_blocks; always for one slice).
+
+    Approximation: the fp32 partial sums of K-slices (2 x slices x outputs x 4 B, written and read
+    back by cuBLAS's splitKreduce_kernel) are not charged. Splits happen only below one wave of
+    blocks, so the partials are at most 2 x wave x tile outputs x 4 B, most of it L2-resident, and
+    for GEMV-like shapes the slices stand for the finer column tiles of a GEMV kernel, which need no
+    partials at all. (Charging them as DRAM traffic made the fastest split jump between slice counts
+    from one batch size to the next, and the predicted time with it.)
+    """
+    tile_m, tile_n, threads, registers, shared = tile
+    full = np.ones(len(flops))
+    wave = gpu.sms * blocks_per_sm(full * threads, full * registers, full * shared, gpu)
+    blocks, usable = split_k_blocks(
+        out_elements, flops, dram_bytes, slices, wave, tile_m * tile_n, threads
+    )
+    if slices == 1:
+        usable = np.ones(len(flops), dtype=bool)
+    edge = 2.0 * tile_m * tile_n / (tile_m + tile_n)
+    # Ragged tiles: beyond one tile the last one is padded to full size. A single partial tile is not
+    # (GEMV-like shapes run GEMV kernels, whose blocks share out the rows), which keeps the padded
+    # work continuous at one tile: T outputs in 1 tile, T + 1 in 2 tiles of the same per-block work.
+    tile_outputs = float(tile_m * tile_n)
+    padded = np.where(out_elements > tile_outputs, np.ceil(out_elements / tile_outputs) * tile_outputs,
+                      out_elements)  # fmt: skip
+    terms = _terms(flops, dram_bytes, blocks, full * threads, full * registers,
+                   full * shared, rate, tiled, edge / size, gpu, idealize,
+                   padded / out_elements)  # fmt: skip
+    return terms, usable
+
+
+def _tile_edge(ops: pd.DataFrame, threads: np.ndarray) -> np.ndarray:
+    """Tile edge for L2 reuse: harmonic tile (2mn/(m+n)) of the kernel's tile (archsim.perf.blocks.
+    tile_dims: from a name like 128x64, else threads x 64 outputs, 128 x 128 for 256 threads)."""
+    m, n = tile_dims(_strings(ops, "name"), threads)
+    return 2 * m * n / (m + n)
+
+
+def _body(terms: dict[str, np.ndarray]) -> np.ndarray:
+    return np.maximum.reduce([terms["comp"], terms["bw"], terms["lat"], terms["mem"]])
+
+
+def _terms(
+    flops: np.ndarray,
+    dram_bytes: np.ndarray,
+    blocks: np.ndarray,
+    threads: np.ndarray,
+    registers: np.ndarray,
+    shared: np.ndarray,
+    rate_per_sm: np.ndarray,
+    tiled: np.ndarray,
+    tile_intensity: np.ndarray,
+    gpu: GpuConfig,
+    idealize: frozenset[str],
+    padding: np.ndarray | float = 1.0,
+) -> dict[str, np.ndarray]:
+    """``padding`` (>= 1): outputs the launched tiles compute over the op's outputs; the busiest SM
+    runs whole tiles, ragged or not (1 for traced launches, whose grid is as measured)."""
+    n_ops = len(flops)
+    n_sms = gpu.sms
+    resident_limit = blocks_per_sm(threads, registers, shared, gpu)
+    t_math = flops / (n_sms * rate_per_sm)
+    saturating = np.where(tiled, ENGINE_SATURATING_THREADS_PER_SM, SATURATING_THREADS_PER_SM)
+    if "sm_utilization" in idealize:
+        # Perfect SM utilization (Inci et al. 2020): the op on a SINGLE SM, divided by the SM count.
+        # That one SM runs all B blocks, min(a, B) at a time, so its time is N t_math padding / u1;
+        # over N SMs that leaves t_math padding / u1. Tails and too few blocks for N SMs are gone.
+        single_sm_usable = np.minimum(
+            1.0, np.minimum(resident_limit, blocks) * threads / saturating
+        )
+        t_comp = t_math * padding / single_sm_usable
+        threads_in_flight = np.full(n_ops, float(n_sms * gpu.max_threads_per_sm))
+    else:
+        # The busiest SM runs ceil(B/N) blocks (tail and underfill). Its resident blocks use a
+        # fraction u of its math rate: full once they hold SATURATING_THREADS_PER_SM threads
+        # (ENGINE_SATURATING_THREADS_PER_SM for tiled GEMM engines).
+        blocks_on_busiest_sm = np.ceil(blocks / n_sms)
+        resident = np.minimum(resident_limit, blocks_on_busiest_sm)
+        usable = np.minimum(1.0, resident * threads / saturating)
+        t_comp = t_math * padding * n_sms * blocks_on_busiest_sm / blocks / usable
+        threads_in_flight = np.minimum(blocks, n_sms * resident_limit) * threads
+
+    bw = np.inf if "dram_bw" in idealize else gpu.dram_bw_gbs * 1e9
+    t_bw = dram_bytes / bw
+    if "dram_latency" in idealize:
+        t_lat = np.zeros(n_ops)
+    else:
+        latency_s = gpu.dram_latency_ns * 1e-9
+        in_flight = np.minimum(dram_bytes, threads_in_flight * BYTES_IN_FLIGHT_PER_THREAD)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            reachable = np.minimum(bw, in_flight / latency_s)
+            t_lat = np.where(dram_bytes > 0, dram_bytes / reachable, 0.0)
+
+    if "memory_system" in idealize:
+        t_mem = np.zeros(n_ops)
+    else:
+        # A tile re-reads its A and B panels from L2: tile_intensity FLOPs per L2 byte.
+        l2_bytes = np.where(tiled, np.maximum(dram_bytes, flops / tile_intensity), dram_bytes)
+        t_mem = l2_bytes / (gpu.l2_bw_gbs * 1e9)
+    return {"math": t_math, "comp": t_comp, "bw": t_bw, "lat": t_lat, "mem": t_mem}

@@ -1,0 +1,158 @@
+"""Achieved-rate kernel model (archsim.perf.efficiency): a GEMM and an element-wise op worked by hand on
+V100, A100, MI300X and Jetson TX1 with the published achieved fractions; fp16 without tensor cores
+gains only where kernels vectorize (half2); every fraction in (0, 1]; more bandwidth or clock never
+slower; `calibrate` never reports an efficiency above 1 on any GPU fixture."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archsim.hw import load_hw
+from archsim.perf.calibrate import MAX_EFFICIENCY, calibration_document, fit_table
+from archsim.perf.efficiency import ACHIEVED, generation
+from archsim.perf.kernel import kernel_terms, predict_op_seconds
+from archsim.trace.schema import OPS_COLUMNS, conform
+from tests.conftest import kineto_fixture
+
+
+def make_ops(rows: list[dict]) -> pd.DataFrame:
+    return conform(pd.DataFrame(rows), OPS_COLUMNS)
+
+
+K = 4096
+ADD_N = 2**24
+# c = a + b over 2^24 fp32 elements, captured on a CPU: 201,326,592 B of DRAM traffic, bandwidth-bound
+# on every GPU below (compute, L2 and Little's-law latency terms checked smaller by hand).
+ELEMENTWISE = {"kind": "cpu", "op_class": "elementwise", "dtype": "float32", "flops": float(ADD_N),
+               "bytes_read": 8.0 * ADD_N, "bytes_written": 4.0 * ADD_N}  # fmt: skip
+ADD_BYTES = 12.0 * ADD_N
+
+
+def traced_sgemm(sms: int) -> dict:
+    """A 4096^3 fp32 GEMM as traced: 4 blocks per SM of 256 threads (one wave of 4 per SM, no tail),
+    so T_comp = T_math / u with u = 1 (256 threads >= the 128 a tiled engine needs)."""
+    return {"kind": "kernel", "name": "sgemm_128x128_nn", "op_class": "gemm", "dtype": "float32",
+            "flops": 2.0 * K**3, "bytes_read": 2.0 * K * K * 4, "bytes_written": 1.0 * K * K * 4,
+            "grid_x": 4 * sms, "grid_y": 1, "grid_z": 1, "block_x": 256, "block_y": 1,
+            "block_z": 1, "registers_per_thread": 64.0, "shared_memory_bytes": 16384.0}  # fmt: skip
+
+
+# preset: (SMs, FP32 FLOP/clk/SM, clock MHz, DRAM GB/s, achieved DRAM, achieved SGEMM, launch us)
+GOLDEN = {
+    # Volta: Jia et al. 2018 (750 of 900 GB/s; SGEMM 0.85)
+    "dgx1-v100": (80, 128, 1530, 900, 0.83, 0.85, 0.75),
+    # Ampere: BabelStream A100 (~1.37 of 1.555 TB/s); fp32 matmuls stay FP32 (allow_tf32 False)
+    "dgx-a100": (108, 128, 1410, 1555, 0.88, 0.85, 1.0),
+    # CDNA: BabelStream on an MI250X GCD (0.82), taken for the family; packed FP32 256 FLOP/clk/CU
+    "mi300x": (304, 256, 2100, 5300, 0.82, 0.85, 1.0),
+    # Maxwell GM20B: P100's DRAM fraction (0.70), the Volta SGEMM fraction (assumed)
+    "jetson-tx1": (2, 256, 998, 25.6, 0.70, 0.85, 1.0),
+}
+
+
+@pytest.mark.parametrize("preset", sorted(GOLDEN))
+def test_golden_sgemm_and_add(preset: str) -> None:
+    sms, fp32, clock, dram_gbs, dram_fraction, gemm_fraction, launch_us = GOLDEN[preset]
+    hw = load_hw(preset)
+    # GEMM: T_math = 2 * 4096^3 / (SMs * FP32 FLOP/clk * clock); achieved = T_math / 0.85.
+    # V100: 1.374e11 / (80 * 128 * 1.53e9) = 8.772 ms -> 10.320 ms; A100: 7.055 ms -> 8.300 ms;
+    # MI300X: 0.8407 ms -> 0.9891 ms; TX1: 268.98 ms -> 316.45 ms.
+    gemm = make_ops([traced_sgemm(sms)])
+    t_math = 2.0 * K**3 / (sms * fp32 * clock * 1e6)
+    terms = kernel_terms(gemm, hw.gpu)
+    assert terms["math"][0] == pytest.approx(t_math, rel=1e-9)
+    assert terms["comp"][0] == pytest.approx(t_math / gemm_fraction, rel=1e-9)
+    gemm_s = predict_op_seconds(gemm, hw)[0]
+    assert gemm_s == pytest.approx(t_math / gemm_fraction + launch_us * 1e-6, rel=1e-9)
+    # add: 201,326,592 B / (DRAM x achieved fraction). V100: / 747 GB/s = 269.5 us; A100: / 1368.4
+    # GB/s = 147.1 us; MI300X: / 4346 GB/s = 46.3 us; TX1: / 17.92 GB/s = 11.235 ms.
+    add = make_ops([ELEMENTWISE])
+    add_s = predict_op_seconds(add, hw)[0]
+    expected = ADD_BYTES / (dram_gbs * 1e9 * dram_fraction) + launch_us * 1e-6
+    assert add_s == pytest.approx(expected, rel=1e-9)
+    bw_s = kernel_terms(add, hw.gpu)["bw"][0]
+    assert bw_s == pytest.approx(ADD_BYTES / (dram_gbs * 1e9 * dram_fraction), rel=1e-9)
+
+
+def test_generations_of_presets_and_trace_configs() -> None:
+    assert generation(load_hw("dgx1-v100").gpu) == "volta"
+    assert generation(load_hw("jetson-tx1").gpu) == "maxwell"
+    assert generation(load_hw("mi300x").gpu) == "cdna"
+    assert generation(load_hw("t4").gpu) == "turing"
+    assert generation(load_hw("dgx-h100").gpu) == "hopper"
+    assert generation(load_hw("dgx-a100").gpu, "trace-sm_80") == "ampere"
+
+
+def test_every_fraction_is_a_fraction() -> None:
+    for row in ACHIEVED.values():
+        assert 0 < row.dram <= 1 and 0 < row.gemm <= 1 and 0 < row.gemm_tensor <= 1, row
+
+
+def test_fp16_without_tensor_cores_gains_only_where_kernels_vectorize() -> None:
+    tx1 = load_hw("jetson-tx1")  # Maxwell GM20B: no tensor cores, FP16 = 2x FP32 only as half2
+    assert tx1.gpu.tensor_flops_per_clk_per_sm == 0
+    n = 2.0e9
+    rows = [{"kind": "cpu", "op_class": cls, "dtype": dtype, "flops": n, "bytes_read": 1e3,
+             "bytes_written": 1e3} for cls in ("gemm", "elementwise", "reduction", "softmax")
+            for dtype in ("float32", "float16")]  # fmt: skip
+    math_s = kernel_terms(make_ops(rows), tx1.gpu)["math"]
+    fp32_s, fp16_s = math_s[0::2], math_s[1::2]
+    speedup = dict(
+        zip(("gemm", "elementwise", "reduction", "softmax"), fp32_s / fp16_s, strict=True)
+    )
+    # HGEMM and element-wise loops run half2: 2x; reductions and softmax accumulate in float: 1x
+    assert speedup == pytest.approx({"gemm": 2.0, "elementwise": 2.0, "reduction": 1.0,
+                                     "softmax": 1.0})  # fmt: skip
+    assert fp32_s[0] == pytest.approx(n / (2 * 256 * 998e6))
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    preset=st.sampled_from(sorted(GOLDEN)),
+    factor=st.floats(1.0, 3.0),  # within docs/LIMITS.md ranges
+    field=st.sampled_from(["dram_bw_gbs", "clock_mhz"]),
+    flops=st.floats(1e6, 1e12),
+    nbytes=st.floats(1e3, 1e10),
+)
+def test_more_bandwidth_or_clock_is_never_slower(preset, factor, field, flops, nbytes) -> None:
+    base = load_hw(preset)
+    faster = load_hw(preset, [f"gpu.{field}={getattr(base.gpu, field) * factor}"])
+    ops = make_ops([{"kind": "cpu", "op_class": cls, "dtype": "float32", "flops": flops,
+                     "bytes_read": nbytes, "bytes_written": nbytes / 2}
+                    for cls in ("gemm", "elementwise", "conv", "reduction")])  # fmt: skip
+    assert (predict_op_seconds(ops, faster) <= predict_op_seconds(ops, base) * (1 + 1e-12)).all()
+
+
+GPU_FIXTURES = [
+    "v100_cnn_ddp_train.json.gz",
+    "a100_alexnet_forward.json.gz",
+    "a100_event_sync_multistream.json.gz",
+    "rtx2080ti_mlp_train.json.gz",
+    "a100_train_shapes.json.gz",
+    "h100_timesformer_inference.json.gz",
+    "mi300x_normalization_bench.json.gz",
+    "mi250_mlp_train.json.gz",
+    "v100_resnet50_train_2021.json.gz",
+    "gp100_user_annotation.json.gz",
+    "mi210_gpu_only.json.gz",
+    "nodevice_sampled_train.json.gz",
+]
+
+
+@pytest.mark.parametrize("name", GPU_FIXTURES)
+def test_calibrate_never_reports_an_efficiency_above_one(name: str) -> None:
+    from archsim.perf.source import source_hw_for_trace
+    from archsim.trace.ingest import ingest
+
+    trace = ingest(kineto_fixture(name))
+    hw = source_hw_for_trace(trace)
+    table = fit_table(trace.ops, hw)
+    assert (table["efficiency"] <= MAX_EFFICIENCY).all() and (table["efficiency"] > 0).all()
+    document = calibration_document(table, name, hw)
+    assert all(0 < e <= MAX_EFFICIENCY for e in document["efficiency"].values())
+    # a clipped class keeps its unclipped ratio in the provenance: nothing hidden
+    above = table.drop(index="all").query("model_over_measured > 1").index
+    assert set(document["provenance"]["unclipped_efficiency"]) == {str(c) for c in above}
