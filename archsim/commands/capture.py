@@ -15,9 +15,10 @@ from archsim.commands._common import add_out_argument
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "capture",
-        help="profile a bundled workload (e.g. dqn) into a trace",
+        help="profile a bundled workload (e.g. dqn), or any program (run), into a trace",
         description="Run a bundled RL workload under torch.profiler and save a normalized trace. "
-        "Options after WORKLOAD belong to it: archsim capture dqn --help.",
+        "Options after WORKLOAD belong to it: archsim capture dqn --help. Any program, unmodified: "
+        "archsim capture run --out DIR -- SCRIPT.py ARGS.",
         epilog=f"workloads: {', '.join(known_names())}",
     )
     parser.add_argument(
