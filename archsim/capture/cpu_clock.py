@@ -22,9 +22,14 @@ now_ns = time.thread_time_ns
 @contextlib.contextmanager
 def process_cpu_time() -> Iterator[None]:
     """Inside the block, markers measure the CPU time of the whole process (all threads)."""
+    from archsim.capture import markers  # imports this module: import here, not at the top
+
     global now_ns
     previous, now_ns = now_ns, time.process_time_ns
+    # A step's gap is measured from the previous step's end: never across two clocks.
+    markers._step_ends.cpu_ns = None
     try:
         yield
     finally:
         now_ns = previous
+        markers._step_ends.cpu_ns = None
