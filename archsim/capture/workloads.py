@@ -16,6 +16,7 @@ from archsim.errors import ArchsimError
 WORKLOADS: dict[str, str] = {
     "dqn": "workloads.dqn.cli",
     "r2d2": "workloads.r2d2.cli",
+    "apex": "workloads.apex.cli",
     "alexnet": "workloads.alexnet.cli",
     "run": "archsim.capture.run_script",  # any program: archsim capture run -- SCRIPT.py ARGS
 }
