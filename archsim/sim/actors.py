@@ -17,7 +17,7 @@ from bisect import insort
 
 import numpy as np
 
-from archsim.sim.inference import FleetBatcher, PlainBatcher
+from archsim.sim.inference import FleetBatcher, PlainBatcher, arrival_time
 from archsim.sim.system import System
 
 
@@ -31,7 +31,7 @@ def plain_central_actor(system: System, actor: int, batcher: PlainBatcher):
         sent = env.now
         if sent < rec.end:
             rec.env_steps += envs
-        yield env.timeout(up_s)
+        yield batcher.arrival(actor, up_s)
         yield batcher.request(actor)
         rec.actor_wait_s += min(env.now, rec.end) - min(sent, rec.end)
 
@@ -84,7 +84,7 @@ class ActorFleet:
             self.sent_at[actor] = finish
             if finish < end:
                 rec.env_steps += system.config.envs_per_actor
-            self.batcher.add(finish + system.times.request_up_s, actor)
+            self.batcher.add(finish, actor)
 
     def _deliver_inline(self, members: list[int], first: bool) -> None:
         """The same arithmetic as _deliver_detailed and LindleyThreads.finish_time, inlined: this
@@ -102,7 +102,6 @@ class ActorFleet:
         sent_at = self.sent_at
         up_s = system.times.request_up_s
         pending = self.batcher.pending
-        seq = self.batcher.seq
         now_c = now if now < end else end
         waited = 0.0
         steps = 0
@@ -130,9 +129,7 @@ class ActorFleet:
             sent_at[actor] = finish
             if finish < end:
                 steps += 1
-            insort(pending, (finish + up_s, seq, actor))
-            seq += 1
-        self.batcher.seq = seq
+            insort(pending, (arrival_time(finish, up_s), actor))
         rec.actor_wait_s += waited
         rec.env_steps += steps * system.config.envs_per_actor
         queue.arrivals += arrivals

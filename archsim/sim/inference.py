@@ -15,6 +15,7 @@ next requests in a sorted list and wakes only when a batch can close (a few even
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable
 
 import simpy
@@ -27,6 +28,31 @@ from archsim.sim.system import System, locked
 # simpy runs events at equal times by priority (URGENT 0, NORMAL 1); a batch's closing timer runs
 # after every ordinary event of its instant, so requests arriving at that instant are included.
 LATE = 2
+# Requests that arrive at one instant are ordered by actor id on both paths (PlainBatcher schedules
+# each arrival at a priority between NORMAL and LATE that grows with the actor id; FleetBatcher keys
+# its arrivals by (time, actor)), so the two serve tied requests in the same order. An arrival time is
+# a sum of step times whose float rounding depends on the order a path adds them in (the shared-CPU
+# executor's virtual clock, the Lindley recursion), so arrivals are snapped to a 1 ps grid first:
+# times a few ulps apart are the same instant on every path. 1 ps is far below any modelled duration.
+NORMAL = 1
+ARRIVAL_GRID_S = 1e-12
+
+
+def arrival_time(sent_s: float, up_s: float) -> float:
+    """When a request sent at ``sent_s`` that travels ``up_s`` arrives, on the arrival grid (never
+    before it was sent): equal for times within float residue of each other."""
+    at = round((sent_s + up_s) / ARRIVAL_GRID_S) * ARRIVAL_GRID_S
+    return at if at > sent_s else sent_s
+
+
+def delay_to(now_s: float, at_s: float) -> float:
+    """The delay that simpy (which schedules at ``now + delay``) turns into exactly ``at_s``."""
+    delay = max(0.0, at_s - now_s)
+    while now_s + delay < at_s:
+        delay = math.nextafter(delay, math.inf)
+    while delay > 0.0 and now_s + delay > at_s:
+        delay = math.nextafter(delay, 0.0)
+    return delay
 
 
 class LateTimeout(Event):
@@ -110,6 +136,18 @@ class PlainBatcher:
             if not self.freed.triggered:
                 self.freed.succeed()
 
+    def arrival(self, actor: int, delay_s: float) -> Event:
+        """The moment ``actor``'s request, sent now, reaches the batcher (``delay_s`` later, on the
+        arrival grid): after every ordinary event
+        of that instant and after the arrivals of lower actor ids (ties broken by actor id)."""
+        env = self.system.env
+        event = Event(env)
+        event._ok = True
+        event._value = None
+        rank = NORMAL + (actor + 1) / (self.system.config.actors + 1)  # in (NORMAL, LATE)
+        env.schedule(event, rank, delay_to(env.now, arrival_time(env.now, delay_s)))
+        return event
+
     def request(self, actor: int) -> Event:
         """Called by an actor when its request arrives; returns the event of its actions."""
         response = self.system.env.event()
@@ -179,8 +217,8 @@ class FleetBatcher:
 
     def __init__(self, system: System) -> None:
         self.system = system
-        self.pending: list[tuple[float, int, int]] = []  # (arrival time, sequence, actor)
-        self.seq = 0
+        # (arrival time, actor): an actor has at most one request out; ties go by actor id
+        self.pending: list[tuple[float, int]] = []
         self.queue = system.rec.queue("inference")
         self.capacity = system.config.inference_batch // system.config.envs_per_actor
         self.timeout_s = system.config.inference_timeout_us * 1e-6
@@ -196,10 +234,9 @@ class FleetBatcher:
             self.busy -= 1
             self.notify()
 
-    def add(self, arrival: float, actor: int) -> None:
-        """Register an actor's next request (its arrival time is >= now)."""
-        bisect.insort(self.pending, (arrival, self.seq, actor))
-        self.seq += 1
+    def add(self, sent: float, actor: int) -> None:
+        """Register an actor's next request, sent at ``sent`` (>= now)."""
+        bisect.insort(self.pending, (arrival_time(sent, self.system.times.request_up_s), actor))
 
     def notify(self) -> None:
         """New arrivals may close the open batch earlier: recompute."""
@@ -242,12 +279,12 @@ class FleetBatcher:
             queue = self.queue
             end = queue.end
             left = now if now < end else end
-            inside = [arrived for arrived, _, _ in batch if arrived < end]
+            inside = [arrived for arrived, _ in batch if arrived < end]
             waited = len(inside) * left - sum(inside)
             queue.arrivals += len(inside)
             queue.wait_sum += waited
             queue.area += waited
-            members = [actor for _, _, actor in batch]
+            members = [actor for _, actor in batch]
             env.process(
                 serve_batch(self.system, members, self.deliver, self.batches, self.server_free)
             )
