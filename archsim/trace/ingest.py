@@ -37,6 +37,7 @@ from archsim.trace.kineto import (
     clean_value,
     device_properties,
     gpu_event_fields,
+    grid_in_blocks,
     op_shapes,
     read_kineto,
 )
@@ -223,7 +224,9 @@ def _gpu_ops(
             cpu["end"].to_numpy(),
         )
     kind = gpu["cat"].map(_KIND_OF_CATEGORY).astype(str).to_numpy()
+    launch_api = np.append(runtime["name"].to_numpy(dtype=object), "")[lp]
     fields = gpu_event_fields(gpu)
+    counts["grids_converted_from_work_items"] = grid_in_blocks(fields, launch_api)
     ops = pd.DataFrame(
         {
             "kind": kind,
@@ -241,6 +244,7 @@ def _gpu_ops(
         ops[col] = fields[col].to_numpy()
     cpu_names = np.append(cpu["name"].to_numpy(dtype=object), "")  # position -1 -> ""
     ops["launch_op"] = cpu_names[op_pos]
+    ops["launch_api"] = launch_api
     gpu_costs(ops, kind, op_pos, cpu, fields["bytes"].to_numpy(), runtime, launch)
     ops["_anchor_pid"], ops["_anchor_tid"], ops["_anchor_t"] = l_pid, l_tid, l_ts
     is_kernel = kind == "kernel"

@@ -66,6 +66,9 @@ OPS_COLUMNS: dict[str, tuple[str, object]] = {
     "dur_us": ("float64", np.nan),
     "launch_start_us": ("float64", np.nan),  # CPU-side runtime call (cudaLaunchKernel etc.)
     "launch_dur_us": ("float64", np.nan),
+    # runtime/driver call that launched it (cudaLaunchKernel, hipExtModuleLaunchKernel, ...), "" when
+    # unlinked or on the CPU; grid_* are in blocks for every launch API (ingest converts work-items)
+    "launch_api": ("string", ""),
     "dtype": ("string", ""),  # e.g. float32, float16, bfloat16
     "flops": ("float64", 0.0),
     "bytes_read": ("float64", 0.0),
