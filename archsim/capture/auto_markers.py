@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from archsim.capture import markers
+from archsim.capture.patches import Patches
 from archsim.capture.phase_fn import PhaseFn
 from archsim.errors import ArchsimError
 from archsim.trace.schema import ACTOR_PHASES
@@ -75,40 +75,13 @@ class Counts:
     worker_processes: int = 0  # multiprocessing processes the program started
 
 
-class _Patches:
-    """setattr with undo: restores every attribute (or its absence) in reverse order."""
-
-    def __init__(self) -> None:
-        self._undo: list[tuple[Any, str, bool, Any]] = []
-        self._done: set[tuple[int, str]] = set()
-
-    def set(self, owner: Any, name: str, value: Any) -> None:
-        key = (id(owner), name)
-        if key in self._done:
-            return
-        self._done.add(key)
-        had = name in vars(owner)
-        self._undo.append((owner, name, had, vars(owner).get(name)))
-        setattr(owner, name, value)
-
-    def undo(self) -> None:
-        for owner, name, had, old in reversed(self._undo):
-            if had:
-                setattr(owner, name, old)
-            else:
-                with contextlib.suppress(AttributeError):
-                    delattr(owner, name)
-        self._undo.clear()
-        self._done.clear()
-
-
 class AutoMarker:
     """Sequential step/phase state of the marked thread; ``install()`` patches, ``uninstall()`` undoes."""
 
     def __init__(self, on_tick: Callable[[], None], phase_fns: tuple[PhaseFn, ...] = ()) -> None:
         self._on_tick = on_tick
         self._phase_fns = phase_fns
-        self._patches = _Patches()
+        self._patches = Patches()
         self._removers: list[Any] = []
         self._thread = threading.get_ident()
         self._actor: Any = None  # open actor step context
@@ -352,22 +325,7 @@ class AutoMarker:
             raise ArchsimError(f"{what}: {name!r} is not a function")
 
     def _patch_phase_fn(self, spec: PhaseFn) -> None:
-        module = sys.modules.get(spec.module)
-        if module is None:
-            try:
-                module = importlib.import_module(spec.module)
-            except ImportError as exc:
-                raise ArchsimError(
-                    f"--phase-fn {spec}: cannot import {spec.module!r} ({exc})"
-                ) from None
-        owner: Any = module
-        *parents, name = spec.qualname.split(".")
-        for part in parents:
-            owner = getattr(owner, part, None)
-            if owner is None:
-                break
-        if owner is None or not hasattr(owner, name):
-            raise ArchsimError(f"--phase-fn {spec}: {spec.module!r} has no {spec.qualname!r}")
+        owner, name = spec.resolve()
         self._patch_callable(owner, name, spec.phase, f"--phase-fn {spec}")
 
     def _late_patches(self) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import sys
+from typing import Any
 
 from archsim.errors import ArchsimError
 from archsim.trace.schema import PHASES
@@ -34,3 +37,23 @@ class PhaseFn:
 
     def __str__(self) -> str:
         return f"{self.module}:{self.qualname}={self.phase}"
+
+    def resolve(self) -> tuple[Any, str]:
+        """(object that holds the function, its attribute name): imports MODULE unless loaded."""
+        module = sys.modules.get(self.module)
+        if module is None:
+            try:
+                module = importlib.import_module(self.module)
+            except ImportError as exc:
+                raise ArchsimError(
+                    f"--phase-fn {self}: cannot import {self.module!r} ({exc})"
+                ) from None
+        owner: Any = module
+        *parents, name = self.qualname.split(".")
+        for part in parents:
+            owner = getattr(owner, part, None)
+            if owner is None:
+                break
+        if owner is None or not hasattr(owner, name):
+            raise ArchsimError(f"--phase-fn {self}: {self.module!r} has no {self.qualname!r}")
+        return owner, name
