@@ -188,7 +188,7 @@ def generic_chart(table: pd.DataFrame, swept: list[str], out: Path, title: str) 
     x, others = swept[0], swept[1:]
     fig, ax = plt.subplots(figsize=(6.5, 4), layout="constrained")
     groups = table.groupby(others) if others else [((), table)]
-    numeric = table[x].dtype != object
+    numeric = pd.api.types.is_numeric_dtype(table[x])  # words (--inference, --loop) are str
     for key, group in groups:
         key = key if isinstance(key, tuple) else (key,)
         label = ", ".join(f"{k}={v}" for k, v in zip(others, key, strict=True)) or None

@@ -20,6 +20,29 @@ REPLAY_LIMITS = ("both", "learner")
 # (archsim.trace.pacing), resolved by archsim.sim.run.simulate; unpaced and "both" when the trace
 # does not say.
 REPLAY_RATIO_TRACE = "trace"
+# --loop: the single-threaded program as it ran (archsim.sim.sequential) or the actor/learner system;
+# "trace" (what the CLI passes when no distributed-only knob is given) resolves to sequential for a
+# trace of one single-threaded loop (archsim.trace.info.loop_of_steps), else distributed.
+LOOPS = ("sequential", "distributed")
+LOOP_TRACE = "trace"
+# Knobs that only mean something for the distributed system: given on the command line without
+# --loop they select --loop distributed; --loop sequential refuses them.
+DISTRIBUTED_KNOBS = (
+    "actors",
+    "envs_per_actor",
+    "inference",
+    "inference_batch",
+    "inference_timeout_us",
+    "learner_cpu_threads",
+    "cpu_threads",
+    "cpu_sched",
+    "param_lock",
+    "publish_every",
+    "replay_slack_batches",
+    "replay_limit",
+    "smt_model",
+    "engine",
+)
 # Knobs that take one of a few words, and the words.
 CHOICES = {
     "inference": INFERENCE_MODES,
@@ -28,6 +51,7 @@ CHOICES = {
     "param_lock": SWITCHES,
     "replay_limit": (*REPLAY_LIMITS, REPLAY_RATIO_TRACE),
     "engine": ENGINES,
+    "loop": (*LOOPS, LOOP_TRACE),
 }
 # Default largest inference batch: R2D2's batch of 64 (REFERENCE.md "RL workloads"); SEED RL leaves
 # it a knob. A design default, capped at the number of environments so a batch can fill.
@@ -79,6 +103,9 @@ class SimConfig:
     # server's forward pass against the learner's replay sample, optimizer step and priority update.
     # Modelled on CPU-only hardware, where those run on the CPU while holding the lock.
     param_lock: str = "off"
+    # "distributed" here (the defaults above are that system's); the CLI passes "trace" unless a
+    # distributed-only knob is given (archsim.sim.knobs.split_point), resolved by the trace.
+    loop: str = "distributed"
 
     def __post_init__(self) -> None:
         if self.inference_batch is None and isinstance(self.actors, int):
@@ -129,6 +156,8 @@ class SimConfig:
                 )
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ArchsimError(f"--seed: expected a non-negative integer, got {self.seed!r}")
+        if self.loop == "sequential":
+            _check_sequential(self)
         from archsim.sim.limits import check_knob_ranges
 
         check_knob_ranges(self)  # documented ranges (docs/LIMITS.md), before any work
@@ -153,6 +182,23 @@ class SimConfig:
 
     def replace(self, **changes: Any) -> SimConfig:
         return dataclasses.replace(self, **changes)
+
+
+def _check_sequential(config: SimConfig) -> None:
+    """--loop sequential with a distributed-only knob away from its default: one line."""
+    defaults = SimConfig.__dataclass_fields__
+    changed = [
+        "--" + name.replace("_", "-")
+        for name in DISTRIBUTED_KNOBS
+        # inference_batch is filled from actors; replay_limit is resolved from the trace by then
+        if name not in ("inference_batch", "replay_limit")
+        and getattr(config, name) != defaults[name].default
+    ]
+    if changed:
+        raise ArchsimError(
+            f"--loop sequential: {', '.join(changed)} only mean(s) something for the distributed "
+            "actor/learner system; use --loop distributed"
+        )
 
 
 def _check_choice(name: str, value: object, options: tuple[str, ...]) -> None:

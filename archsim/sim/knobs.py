@@ -13,8 +13,11 @@ from typing import Any
 from archsim.errors import ArchsimError
 from archsim.sim.config import (
     CPU_SCHEDULERS,
+    DISTRIBUTED_KNOBS,
     ENGINES,
     INFERENCE_MODES,
+    LOOP_TRACE,
+    LOOPS,
     REPLAY_LIMITS,
     REPLAY_RATIO_TRACE,
     SMT_MODELS,
@@ -107,6 +110,14 @@ KNOBS: tuple[Knob, ...] = (
         "inference and parameter updates exclude each other (CPU-only; default off)",
     ),
     Knob("sms", _int, "integer", "SMs of the GPU (sets gpu.sms)", hw_field="gpu.sms"),
+    Knob(
+        "loop",
+        _choice(LOOPS),
+        "sequential|distributed",
+        "the program as it ran (one thread: env step, act, train every k steps) or the "
+        "actor/learner system (default: sequential for a single-threaded loop's trace unless a "
+        "distributed-only knob such as --actors is given)",
+    ),
 )
 KNOB_BY_NAME = {knob.name: knob for knob in KNOBS}
 
@@ -148,7 +159,17 @@ def knobs_from_args(args: argparse.Namespace, lists: bool) -> dict[str, list[Any
 
 
 def split_point(point: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """(SimConfig fields, hardware --set overrides) of one point."""
+    """(SimConfig fields, hardware --set overrides) of one point. Without --loop, a distributed-only
+    knob (--actors, ...) selects --loop distributed, else the trace decides (LOOP_TRACE)."""
+    given = [name for name in DISTRIBUTED_KNOBS if name in point]
+    if "loop" not in point:
+        point = {**point, "loop": "distributed" if given else LOOP_TRACE}
+    elif point["loop"] == "sequential" and given:
+        flags = ", ".join(KNOB_BY_NAME[name].flag for name in given)
+        raise ArchsimError(
+            f"--loop sequential: {flags} only mean(s) something for the distributed actor/learner "
+            "system; drop it or use --loop distributed"
+        )
     sim: dict[str, Any] = {}
     overrides: list[str] = []
     for name, value in point.items():

@@ -36,6 +36,7 @@ from archsim.sim.metrics import Recorder, power_series, summarize
 from archsim.sim.replay import RateLimitedReplay
 from archsim.sim.shared_cpu import SharedThreads
 from archsim.sim.system import ActorStreams, Machine, ServiceTimes, System
+from archsim.sim.timeline import Timeline
 
 
 @dataclass
@@ -144,7 +145,7 @@ def _run(
         frames_per_env_step=times.frames_per_env_step,
     )
     if timeline:
-        rec.timeline = []
+        rec.timeline = Timeline()
     plain = config.engine == "simpy"
     if shared:
         threads = SharedThreads(
@@ -277,10 +278,22 @@ def simulate(
     if config.learner_batch is None:
         config = config.replace(learner_batch=learner_batch)
     config, notes = resolve_pacing(trace, config)
+    if config.loop != "distributed":  # sequential, or "trace": the trace's own loop if it is one
+        from archsim.sim.sequential import resolve_loop, simulate_sequential
+
+        config = resolve_loop(trace, config)
+        if config.loop == "sequential":
+            result = simulate_sequential(trace, hw, config, learner_batch, timeline, series_bins)
+            result.notes = notes
+            return result
     machine = derive_machine(hw, config)
     times = derive_service_times(trace, hw, config, learner_batch)
     result = simulate_system(times, machine, config, learner_batch, timeline, series_bins)
     result.notes = notes
+    env_steps_per_s = result.metrics["env_steps_per_s"]  # issue 15: beside frames/s, both loops
+    result.metrics["seconds_per_1000_steps"] = (
+        1000.0 / env_steps_per_s if env_steps_per_s > 0 else float("inf")
+    )
     recorded_mean = recorded_inference_batch_mean(trace)
     if recorded_mean is not None:  # next to the simulated inference_batch_mean
         result.metrics["recorded_inference_batch_mean"] = recorded_mean

@@ -30,6 +30,27 @@ def _percentiles(values: pd.Series) -> dict[str, float] | None:
     }
 
 
+def loop_of_steps(steps: pd.DataFrame) -> tuple[bool, str]:
+    """(True, why) when the trace is one single-threaded loop: actor and learner steps on one thread
+    of one process and no separate inference batches (a ``capture dqn`` or ``capture run`` trace);
+    the simulator runs such a trace as that loop by default (``--loop sequential``)."""
+    rows = steps[steps["role"].isin(("actor", "learner"))]
+    if rows.empty or not {"actor", "learner"} <= set(rows["role"]):
+        return False, "it has no actor and learner steps both"
+    known = all(c in rows and bool((rows[c] >= 0).all()) for c in ("pid", "tid"))
+    if not known:
+        return False, "its steps do not say which process and thread ran them"
+    pids = rows["pid"].nunique()
+    if pids > 1:
+        return False, f"its steps come from {pids} processes"
+    if (steps["role"] == "inference").any():
+        return False, "it has inference-server batches (a distributed actor/learner system)"
+    threads = rows["tid"].nunique()
+    if threads > 1:
+        return False, f"its actor and learner steps run on {threads} threads"
+    return True, "actor and learner steps on one thread of one process"
+
+
 def ops_by_phase(ops: pd.DataFrame) -> pd.DataFrame:
     """Per phase: op count, summed measured time, FLOPs and bytes (read + written), in PHASES order."""
     frame = ops.assign(bytes=ops["bytes_read"] + ops["bytes_written"])
@@ -81,6 +102,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
     by_phase = ops_by_phase(ops)
     kinds = ops["kind"].value_counts().to_dict()
     pacing = workload_pacing(meta)
+    single, loop_why = loop_of_steps(trace.steps)
     return {
         "workload": (meta.get("workload") or {}).get("name"),
         "format_version": meta.get("format_version"),
@@ -91,6 +113,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
             "frames_per_env_step": pacing.frames_per_env_step,
             "frames_per_env_step_source": pacing.frames_source,
         },
+        "loop": {"default": "sequential" if single else "distributed", "why": loop_why},
         "source": {
             k: source.get(k)
             for k in (
@@ -169,6 +192,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"frames per env step: {pacing['frames_per_env_step']:g} "
         f"({pacing['frames_per_env_step_source']})"
     )
+    loop = summary["loop"]
+    lines.append(f"simulated by default as: --loop {loop['default']} ({loop['why']})")
     ops = summary["ops"]
     kinds = ", ".join(f"{v} {k}" for k, v in ops["by_kind"].items())
     lines.append(

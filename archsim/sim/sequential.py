@@ -1,0 +1,292 @@
+"""The single-loop program (``--loop sequential``): one thread steps the environment (and draws the
+screen when the trace has a ``display`` phase), acts, and every k-th iteration runs a learner update
+(replay sample, forward, backward, optimizer step, target sync), strictly in turn, waiting for its
+GPU work. This is how single-file DQN programs run (CleanRL's dqn_atari.py, the bundled
+workloads/dqn loop, the original DQN): no queue, no second thread, so throughput is a closed form.
+
+Per loop iteration (one actor step of ``e`` env steps; ``u`` learner updates per iteration, the
+trace's train frequency), in seconds on the target:
+
+- ``act_s = cpu_a / speed + max(launch_a, gpu_a)``: the iteration's CPU work outside GPU phases
+  (env step, preprocess, display, replay insert, the loop's own code), and on a GPU the act forward:
+  the kernel launches on this thread overlap the GPU's time (asynchronous launches) and the thread
+  waits for the result before stepping the environment. Without a GPU the act forward is CPU work.
+- ``learn_s = cpu_l / speed + max(launch_l, gpu_l)``: likewise for one update.
+- ``T = act_s + u x learn_s``; ``env_steps_per_s = e / T``, ``learner_updates_per_s = u / T``.
+
+CPU work is capture-thread seconds (CPU time of the whole step and the loop code between steps,
+``cpu_us + gap_cpu_us``, with the profiler's cost taken out) divided by the target thread's speed
+(``cpu.thread_speed_rel``); GPU time from the kernel model (archsim.sim.gpu_jobs). The training
+frequency is the trace's pacing (``samples_per_insert / learner_batch`` updates per env step: DQN's
+batch / train_every, a ``capture run`` trace's observed samples per transition), else the ratio of
+learner to actor steps in the trace. The result is the steady state after learn-start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from archsim.errors import ArchsimError
+from archsim.perf.cpu import place_threads
+from archsim.sim.config import LOOP_TRACE, SimConfig
+from archsim.sim.metrics import Recorder, summarize
+from archsim.sim.step_work import phases_work_us, step_work_us, typical_us
+from archsim.trace.info import loop_of_steps
+from archsim.trace.schema import PHASE_GROUPS
+
+# Phases whose work moves to the GPU on a GPU target (their CPU part there is the kernel launches).
+ACT_GPU_PHASES = ("act",)
+LEARNER_GPU_PHASES = ("train_forward", "train_backward", "optimizer_step", "target_sync")
+# Timeline slices kept at most (a long window of short iterations would make a huge file).
+MAX_TIMELINE_SLICES = 20_000
+
+
+@dataclass(frozen=True)
+class LoopTimes:
+    """One loop iteration and one learner update on the target, in seconds (see module docstring)."""
+
+    act_cpu_s: float  # CPU work of an iteration outside its GPU work (target seconds)
+    act_launch_s: float  # kernel launches of the act forward (0 without a GPU)
+    act_gpu_s: float  # GPU time of the act forward, its copies included (0 without a GPU)
+    learn_cpu_s: float
+    learn_launch_s: float
+    learn_gpu_s: float
+    updates_per_iteration: float  # u: learner updates per loop iteration
+    env_steps_per_iteration: float  # e: environments stepped per iteration (vector envs)
+    act_sm_fraction: float = 0.0
+    learn_sm_fraction: float = 0.0
+    act_dram_bytes: float = 0.0
+    learn_dram_bytes: float = 0.0
+
+    @property
+    def act_s(self) -> float:
+        return self.act_cpu_s + max(self.act_launch_s, self.act_gpu_s)
+
+    @property
+    def learn_s(self) -> float:
+        return self.learn_cpu_s + max(self.learn_launch_s, self.learn_gpu_s)
+
+    @property
+    def iteration_s(self) -> float:
+        """Mean seconds per loop iteration: the closed form ``act_s + u x learn_s``."""
+        return self.act_s + self.updates_per_iteration * self.learn_s
+
+
+def resolve_loop(trace, config: SimConfig) -> SimConfig:
+    """``config`` with ``loop="trace"`` resolved: sequential for one single-threaded loop's trace,
+    else distributed."""
+    if config.loop != LOOP_TRACE:
+        return config
+    single, _ = loop_of_steps(trace.steps)
+    return config.replace(loop="sequential" if single else "distributed")
+
+
+def check_sequential_trace(trace) -> None:
+    """One line when the trace is not one loop on one thread (``--loop sequential`` refused)."""
+    single, why = loop_of_steps(trace.steps)
+    if not single:
+        raise ArchsimError(f"--loop sequential: the trace is not a single-threaded loop ({why})")
+
+
+def _mean_work_us(rows: pd.DataFrame, gpu_phases: tuple[str, ...]) -> tuple[float, float]:
+    """(mean work of a step and the loop code before it, of which in ``gpu_phases``), in us."""
+    gap = rows["gap_cpu_us"] if "gap_cpu_us" in rows else pd.Series(0.0, index=rows.index)
+    whole = step_work_us(rows) + gap.astype(float).fillna(0.0)
+    cpu_time = "cpu_us" in rows and bool(rows["cpu_us"].notna().any())
+    total = typical_us(whole, cpu_time)
+    in_gpu = typical_us(phases_work_us(rows, gpu_phases), cpu_time)
+    return float(np.nan_to_num(total)), float(np.nan_to_num(in_gpu))
+
+
+def updates_per_env_step(trace, config: SimConfig, learner_batch: int) -> float:
+    """Learner updates per env step: the resolved replay ratio / batch, else the trace's ratio of
+    learner steps to env steps (actor steps x their batch)."""
+    ratio = config.samples_per_insert
+    if ratio is not None:
+        return ratio / learner_batch
+    steps = trace.steps
+    actor = steps[steps["role"] == "actor"]
+    learner = steps[steps["role"] == "learner"]
+    env_steps = float(np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0).sum())
+    return len(learner) / env_steps if env_steps else 0.0
+
+
+def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopTimes:
+    """The iteration and update times of ``trace``'s loop on ``hw`` (trace already without the
+    profiler's cost and cut to whole steps)."""
+    from archsim.perf.kernel import source_hw_for_trace
+    from archsim.sim.gpu_jobs import representative_ops
+    from archsim.sim.inference_work import derive_inference_work
+    from archsim.sim.learner_work import derive_learner_work, sample_us
+
+    steps = trace.steps
+    actor = steps[steps["role"] == "actor"]
+    learner = steps[steps["role"] == "learner"]
+    if actor.empty or learner.empty:
+        raise ArchsimError(
+            "trace: --loop sequential needs actor and learner steps (steps.parquet roles)"
+        )
+    envs = max(1, int(np.median(np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0))))
+    u = updates_per_env_step(trace, config, learner_batch) * envs
+    speed = hw.cpu.thread_speed_rel
+    act_total, act_gpu_part = _mean_work_us(actor, ACT_GPU_PHASES)
+    learn_total, learn_gpu_part = _mean_work_us(learner, LEARNER_GPU_PHASES)
+    trace_batch = max(1.0, float(learner["batch_size"].median()))
+    if hw.gpu is None:
+        # Everything is CPU work; the batch-sized learner phases grow linearly with the batch
+        # (archsim.sim.cpu_only_work's rule).
+        from archsim.sim.cpu_only_work import BATCH_LEARNER_PHASES
+
+        cpu_time = "cpu_us" in learner and bool(learner["cpu_us"].notna().any())
+        grows = float(
+            np.nan_to_num(typical_us(phases_work_us(learner, BATCH_LEARNER_PHASES), cpu_time))
+        )
+        learn_us = learn_total + grows * (learner_batch / trace_batch - 1.0)
+        return LoopTimes(
+            act_cpu_s=act_total * 1e-6 / speed,
+            act_launch_s=0.0,
+            act_gpu_s=0.0,
+            learn_cpu_s=max(learn_us, 0.0) * 1e-6 / speed,
+            learn_launch_s=0.0,
+            learn_gpu_s=0.0,
+            updates_per_iteration=u,
+            env_steps_per_iteration=float(envs),
+        )
+    source = source_hw_for_trace(trace)
+    # The act forward of one iteration: a batch of the loop's environments, run when the policy acts
+    # (an epsilon-greedy loop skips it on random actions: the share of steps with an act phase).
+    acts = float(actor["act_us"].notna().mean()) if "act_us" in actor else 0.0
+    act_config = config.replace(
+        loop="distributed", actors=1, envs_per_actor=envs, inference="central", inference_batch=envs
+    )
+    inference = derive_inference_work(trace, hw, act_config, source)
+    inf_ops, inf_steps, _ = representative_ops(trace, PHASE_GROUPS["inference"], "actor")
+    act_launch_s = len(inf_ops) / inf_steps * hw.gpu.launch_overhead_us * 1e-6
+    learner_work = derive_learner_work(trace, hw, learner_batch, source)
+    # the replay sample (in learn_total, at the trace's batch) grows with the batch
+    learn_us = learn_total - learn_gpu_part + sample_us(learner) * (learner_batch / trace_batch - 1)
+    act_bytes = inference.dram_bytes if inference.dram_bytes is not None else np.zeros(envs + 1)
+    return LoopTimes(
+        act_cpu_s=max(act_total - act_gpu_part, 0.0) * 1e-6 / speed,
+        act_launch_s=acts * act_launch_s,
+        act_gpu_s=acts * float(inference.gpu_s[envs]),
+        learn_cpu_s=max(learn_us, 0.0) * 1e-6 / speed,
+        learn_launch_s=learner_work.launch_cpu_s / speed,
+        learn_gpu_s=learner_work.gpu_s,
+        updates_per_iteration=u,
+        env_steps_per_iteration=float(envs),
+        act_sm_fraction=float(inference.sm_fraction[envs]),
+        learn_sm_fraction=learner_work.sm_fraction,
+        act_dram_bytes=acts * float(act_bytes[envs]),
+        learn_dram_bytes=learner_work.dram_bytes,
+    )
+
+
+def loop_metrics(
+    times: LoopTimes, machine, frames_per_env_step: float, learner_batch: int, sim_seconds: float
+) -> dict[str, float]:
+    """The run's metrics (named as the distributed loop's) from the closed form; energy over
+    ``sim_seconds`` of the steady state."""
+    t = times.iteration_s
+    if not t > 0:
+        raise ArchsimError(
+            "trace: a loop iteration takes no time; its throughput would be infinite"
+        )
+    u, e = times.updates_per_iteration, times.env_steps_per_iteration
+    layout = place_threads(
+        n_reserved=1,
+        n_actors=0,
+        hw_threads=machine.hw_threads,
+        cores=machine.cores,
+        sockets=machine.sockets,
+        cores_per_socket=machine.cores_per_socket,
+        thread_speed_rel=machine.thread_speed_rel,
+        smt_yield=machine.smt_yield,
+    )
+    # One iteration of the mean cycle as the window: the rates are exact, no end effects.
+    rec = Recorder(end=t, hw_threads=machine.hw_threads, frames_per_env_step=frames_per_env_step)
+    rec.env_steps = e  # type: ignore[assignment]  # a mean count per iteration (float)
+    rec.learner_updates = u  # type: ignore[assignment]
+    rec.inference_batches = 1 if times.act_gpu_s > 0 or times.act_cpu_s > 0 else 0
+    rec.inference_obs = e  # type: ignore[assignment]
+    # The thread is busy with CPU work and launches; it waits (idle) for GPU time beyond them.
+    rec.cpu_busy_s[0] = times.act_cpu_s + times.act_launch_s
+    rec.cpu_busy_s[0] += u * (times.learn_cpu_s + times.learn_launch_s)
+    rec.gpu_any_busy_s = times.act_gpu_s + u * times.learn_gpu_s
+    rec.gpu_sm_busy_s = (
+        times.act_gpu_s * times.act_sm_fraction + u * times.learn_gpu_s * times.learn_sm_fraction
+    )
+    rec.gpu_dram_bytes = times.act_dram_bytes + u * times.learn_dram_bytes
+    rec.actor_wait_s = u * times.learn_s  # the environment waits while the loop trains
+    socket_of_thread = layout.socket_of_thread()
+    per_socket = np.bincount(socket_of_thread, minlength=machine.sockets)
+    smt_sibling = np.arange(layout.hw_threads) >= layout.cores
+    metrics = summarize(rec, machine.power, socket_of_thread, per_socket, smt_sibling)
+    metrics["energy_j"] = metrics["avg_power_w"] * sim_seconds
+    metrics["samples_per_insert"] = u * learner_batch / e
+    metrics["seconds_per_1000_steps"] = 1000.0 * t / e
+    metrics["iteration_s"] = t
+    return metrics
+
+
+def timeline_slices(times: LoopTimes, sim_seconds: float) -> list:
+    """(label, track, start s, duration s) slices of the loop over ``sim_seconds``: CPU work on
+    cpu0, GPU work on gpu, an update after every 1/u iterations (accumulated, so the mean holds)."""
+    out: list = []
+    now, owed = 0.0, 0.0
+    while now < sim_seconds and len(out) < MAX_TIMELINE_SLICES:
+        now = _phase(out, now, "iteration", times.act_cpu_s, times.act_launch_s, times.act_gpu_s)
+        owed += times.updates_per_iteration
+        while owed >= 1.0 and now < sim_seconds:
+            owed -= 1.0
+            now = _phase(
+                out, now, "learner_step", times.learn_cpu_s, times.learn_launch_s, times.learn_gpu_s
+            )
+    return out
+
+
+def _phase(out: list, now: float, label: str, cpu_s: float, launch_s: float, gpu_s: float) -> float:
+    if cpu_s > 0:
+        out.append((label, "cpu0", now, cpu_s))
+    now += cpu_s
+    if launch_s > 0:
+        out.append(("kernel_launches", "cpu0", now, launch_s))
+    if gpu_s > 0:
+        out.append((label, "gpu", now, gpu_s))
+    return now + max(launch_s, gpu_s)
+
+
+def simulate_sequential(
+    trace, hw, config: SimConfig, learner_batch: int, timeline: bool, series_bins: int
+):
+    """``archsim.sim.run.simulate`` for ``--loop sequential``: a SimResult of the closed form."""
+    from archsim.sim.machine import derive_machine
+    from archsim.sim.pacing import trace_frames_per_env_step
+    from archsim.sim.profiler_cost import without_profiler_cost
+    from archsim.sim.run import SimResult
+    from archsim.sim.step_work import whole_steps
+
+    check_sequential_trace(trace)
+    machine = derive_machine(hw, config)
+    clean = without_profiler_cost(trace)
+    clean = dataclasses.replace(clean, steps=whole_steps(clean.steps))
+    times = derive_loop_times(clean, hw, config, learner_batch)
+    metrics = loop_metrics(
+        times, machine, trace_frames_per_env_step(trace), learner_batch, config.sim_seconds
+    )
+    series = None
+    if series_bins:  # the steady state draws constant power
+        width = config.sim_seconds / series_bins
+        series = (np.arange(series_bins) * width, np.full(series_bins, metrics["avg_power_w"]))
+    return SimResult(
+        metrics=metrics,
+        config=config,
+        engine="sequential",
+        events=0,
+        timeline=timeline_slices(times, config.sim_seconds) if timeline else None,
+        power_series=series,
+    )
