@@ -120,7 +120,8 @@ def run_actor(
             stats["param_fetches"] += 1
 
         fetch()
-        ready()
+        if not ready():
+            return
         steps = 0
         while not stop.is_set():
             poll()

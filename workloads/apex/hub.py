@@ -1,8 +1,10 @@
 """The serving side of the Ape-X runtime: one selector loop answering whatever the process holds.
 
 The replay server process holds the replay: it takes actors' inserts, answers the learner's sample
-requests and applies its priority updates. The learner process runs the same loop on a thread for the
-actors: parameter requests always, and inserts too when the replay lives in the learner. Server work is
+requests and applies its priority updates. The learner process serves the actors between its training
+steps, on its one thread: parameter requests always, and inserts too when the replay lives there (as
+R2D2's local-inference learner does, workloads/r2d2/seed/local_learner.py; a request that arrives
+during a training step waits for it, and the message log shows that wait). Server work is
 marked with the phase it is (``replay_insert``, ``replay_sample``, ``priority_update``,
 ``param_publish``); every message is logged on both sides (workloads/apex/channel.py).
 """
@@ -111,15 +113,22 @@ class Hub:
         channel.send(wire.SAMPLE, arrays, items=len(arrays and arrays[0]))
         self.stats["samples"] += bool(arrays)
 
+    def serve_once(self, timeout_s: float = POLL_S) -> int:
+        """Accept, read and answer what is waiting (up to ``timeout_s`` for something to arrive);
+        the number of sockets served."""
+        events = self.selector.select(timeout=timeout_s)
+        for key, _ in events:
+            if key.data is None:
+                self._accept()
+            else:
+                self._serve(key.data)
+        return len(events)
+
     def serve(self, stop: Any, poll: Callable[[], None] = lambda: None) -> None:
         """Until ``stop`` is set: accept, read and answer; ``poll`` between rounds."""
         while not stop.is_set():
             poll()
-            for key, _ in self.selector.select(timeout=POLL_S):
-                if key.data is None:
-                    self._accept()
-                else:
-                    self._serve(key.data)
+            self.serve_once()
 
     def close(self) -> None:
         for channel in list(self.channels):

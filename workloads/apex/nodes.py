@@ -21,8 +21,11 @@ from workloads.apex.channel import MessageLog, connect
 from workloads.apex.settings import ApexSettings
 
 FRAME_STACK_SHAPE = (4, 84, 84)  # Nature DQN's input: 4 stacked 84x84 uint8 frames (28,224 B)
-IDLE_S = 0.001
+# While the replay holds less than a batch the learner asks again this often (serving actors in
+# between): a design choice, short against the seconds actors take to fill one batch.
+WARM_S = 0.01
 # What a closed peer looks like from a process still sending or waiting.
+GO_POLL_S = 0.05
 _PEER_GONE = (wire.ConnectionClosed, wire.ProtocolError, ConnectionError, TimeoutError)
 
 
@@ -40,8 +43,10 @@ def node_main(
     namespace: str | None,
     bind_host: str,
     peers: dict[str, tuple[str, int]],
+    go: Any,
 ) -> None:
-    """Process entry point; ``peers`` maps "learner" / "replay" to the (host, port) to connect to."""
+    """Process entry point; ``peers`` maps "learner" / "replay" to the (host, port) to connect to;
+    actors start acting once ``go`` is set (every actor ready)."""
     label = f"{role}-{index}"
     log = MessageLog(label)
     try:
@@ -54,7 +59,7 @@ def node_main(
 
         torch.set_num_threads(settings.torch_threads)
         body = {"replay": _replay, "learner": _learner, "actor": _actor}[role]
-        body(index, settings, raw_dir, status, stop, bind_host, peers, log)
+        body(index, settings, raw_dir, status, stop, bind_host, peers, log, go)
     except BaseException as exc:
         status.put(("error", label, f"{type(exc).__name__}: {exc}"))
         raise SystemExit(1) from None
@@ -62,7 +67,7 @@ def node_main(
         log.write(messages_path(raw_dir, role, index))
 
 
-def _replay(index, settings, raw_dir, status, stop, bind_host, peers, log) -> None:
+def _replay(index, settings, raw_dir, status, stop, bind_host, peers, log, go) -> None:
     from workloads.apex.hub import Hub
     from workloads.apex.prioritized import TransitionReplay
     from workloads.r2d2.seed.learner_process import bind_listener
@@ -124,7 +129,7 @@ class _Sampler:
             self.channel.send(wire.PRIORITY_UPDATE, [indices, priorities], items=len(indices))
 
 
-def _learner(index, settings, raw_dir, status, stop, bind_host, peers, log) -> None:
+def _learner(index, settings, raw_dir, status, stop, bind_host, peers, log, go) -> None:
     from archsim.capture.markers import phase, step
     from workloads.apex.hub import Hub
     from workloads.apex.learner import ApexLearner
@@ -144,70 +149,62 @@ def _learner(index, settings, raw_dir, status, stop, bind_host, peers, log) -> N
         channel.sock.settimeout(settings.reply_timeout_s)
     hub = Hub(listener, log, replay, lock, learner.param_arrays)
     sampler = _Sampler(settings, replay, lock, channel)
-    hub_stop = threading.Event()
-    hub_error: list[BaseException] = []
-
-    def serve() -> None:
-        try:
-            hub.serve(hub_stop)
-        except BaseException as exc:
-            hub_error.append(exc)
-
-    thread = threading.Thread(target=serve, name="apex-hub", daemon=True)
     with ProcessProfiler(raw_dir, "learner", index, settings.record_shapes) as prof:
         status.put(("ready", log.label, listener.getsockname()[1]))
-        thread.start()
         try:
-            try:
-                while not stop.is_set() and not hub_error:  # warm-up: until replay holds a batch
-                    prof.poll()
-                    if sampler.sample() is not None:
-                        break
-                    time.sleep(IDLE_S * 10)
-                while not stop.is_set() and not hub_error:
-                    prof.poll()
-                    with step("learner", batch_size=settings.batch_size):
-                        with phase("replay_sample"):
-                            batch = sampler.sample()
-                        priorities = learner.train(*batch[1:])
-                        with phase("priority_update"):
-                            sampler.update(batch[0], priorities)
-            except _PEER_GONE:
-                if not stop.is_set():  # at the end of a run the replay server may close first
-                    raise
-            if hub_error:
-                raise RuntimeError(f"learner's actor service failed: {hub_error[0]!r}")
+            warm = False  # until the replay holds a batch: serve actors, ask again every WARM_S
+            while not stop.is_set():
+                prof.poll()
+                hub.serve_once(0.0 if warm else WARM_S)
+                if not warm:
+                    warm = sampler.sample() is not None
+                    continue
+                with step("learner", batch_size=settings.batch_size):
+                    with phase("replay_sample"):
+                        batch = sampler.sample()
+                    priorities = learner.train(*batch[1:])
+                    with phase("priority_update"):
+                        sampler.update(batch[0], priorities)
+        except _PEER_GONE:
+            if not stop.is_set():  # at the end of a run the replay server may close first
+                raise
         finally:
-            hub_stop.set()
-            thread.join(timeout=settings.shutdown_timeout_s)
             hub.close()
             if channel is not None:
                 channel.close()
             prof.sidecar["stats"] = dict(hub.stats, updates=learner.updates, lost=hub.lost)
 
 
-def _actor(index, settings, raw_dir, status, stop, bind_host, peers, log) -> None:
+def _actor(index, settings, raw_dir, status, stop, bind_host, peers, log, go) -> None:
     from workloads.apex.actor import run_actor
     from workloads.r2d2.seed.profiling import ProcessProfiler
 
     channels = []
     stats = {"actor_steps": 0, "episodes": 0, "inserts": 0, "param_fetches": 0}
+    # placement learner: one connection to the learner carries inserts and parameter fetches
+    wanted = ("learner", "replay") if settings.replay_placement == "server" else ("learner",)
     # The profiler starts before the actor connects: its first start in a fresh process takes
     # seconds (workloads/r2d2/seed/actor_process.py), which would otherwise be cut from the run.
     try:
         with ProcessProfiler(raw_dir, "actor", index, settings.record_shapes) as prof:
             prof.sidecar["stats"] = stats
-            for peer in ("learner", "replay"):
+            for peer in wanted:
                 host, port = peers[peer]
                 channel = connect(host, port, log, f"{peer}-0", settings.start_timeout_s)
                 channel.sock.settimeout(settings.reply_timeout_s)
                 channels.append(channel)
 
-            def ready() -> None:
+            def ready() -> bool:
+                """Report ready, then wait for every actor to be (the run starts for all at once);
+                False if the run was stopped meanwhile."""
                 status.put(("ready", log.label, 0))
+                while not go.wait(GO_POLL_S):
+                    if stop.is_set():
+                        return False
+                return True
 
             try:
-                run_actor(index, settings, *channels, stop, ready, prof.poll, stats)
+                run_actor(index, settings, channels[0], channels[-1], stop, ready, prof.poll, stats)
             except _PEER_GONE:
                 if not stop.is_set():  # at the end of a run the servers close first
                     raise

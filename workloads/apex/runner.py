@@ -109,7 +109,7 @@ def run_apex(settings: ApexSettings, raw_dir: Path) -> tuple[SeedRunResult, dict
 
 def _run(settings: ApexSettings, raw_dir: Path, labels: list[str], topo: Any) -> SeedRunResult:
     ctx = multiprocessing.get_context("spawn")  # fork is unsafe after torch has started threads
-    stop, status = ctx.Event(), ctx.Queue()
+    stop, go, status = ctx.Event(), ctx.Event(), ctx.Queue()
     peers: dict[str, tuple[str, int]] = {}
     records: list[ProcessRecord] = []
     procs: list[tuple[ProcessRecord, Any]] = []
@@ -131,6 +131,7 @@ def _run(settings: ApexSettings, raw_dir: Path, labels: list[str], topo: Any) ->
                     topo.namespace(label) if topo else None,
                     host,
                     dict(peers),
+                    go,
                 ),
                 name=f"apex-{label}",
             )
@@ -145,6 +146,7 @@ def _run(settings: ApexSettings, raw_dir: Path, labels: list[str], topo: Any) ->
                     peers["replay"] = peers["learner"]  # placement learner: one process serves both
         (raw_dir / PROCESSES_FILE).write_text(json.dumps([r.__dict__ for r in records], indent=1))
         failure = _wait_for_actors(procs, status, settings)
+        go.set()
         started = time.monotonic()
         recording = True
         progress = Progress(settings.seconds, "apex run (profiled half)", "s")
