@@ -11,6 +11,8 @@ from pathlib import Path
 import gymnasium
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.optim import optimizer as torch_optimizer
 
 from archsim.capture.phase_fn import PhaseFn
@@ -384,3 +386,65 @@ def test_worker_processes_are_named_in_one_line(tmp_path, capsys):
         "archsim: note: capture run: workers started 1 worker process(es); only this process is in "
         "the trace (their work shows as waiting in the steps that used them)"
     ]
+
+
+class _ToyEnv(gymnasium.Env):
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (4,), float)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        return [0.0] * 4, {}
+
+    def step(self, action):
+        return [0.5] * 4, 1.0, False, False, {}
+
+
+class _Wrapped(gymnasium.Wrapper):
+    def step(self, action):
+        return self.env.step(action)
+
+
+_TOY_STEPS = (_ToyEnv.__dict__["step"], _Wrapped.__dict__["step"])
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 2)), min_size=1, max_size=25))
+def test_steps_follow_any_loop_order(iterations):
+    """Invariant over random loops (act or not, one env step through a wrapper, 0-2 updates): one
+    actor step per env step, one learner step per optimizer step, each timed once, and the schedule
+    ticks once per step opened after the first optimizer step."""
+    from archsim.capture.auto_markers import auto_markers
+    from archsim.capture.unprofiled import STEP_KEY, timing_unprofiled_steps
+
+    torch.manual_seed(0)
+    env, net = _Wrapped(_ToyEnv()), torch.nn.Sequential(torch.nn.Linear(4, 2))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    ticks: list[int] = []
+    with timing_unprofiled_steps() as times, auto_markers(lambda: ticks.append(1)) as marker:
+        env.reset()
+        for act, updates in iterations:
+            if act:
+                with torch.no_grad():
+                    net(torch.zeros(4))
+            env.step(0)
+            for _ in range(updates):
+                loss = net(torch.zeros(8, 4)).sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    updates = sum(n for _, n in iterations)
+    assert (marker.counts.actor_steps, marker.counts.env_steps) == (len(iterations),) * 2
+    assert marker.counts.learner_steps == updates
+    samples = {key: len(values) for key, values in times.samples.items()}
+    assert samples[("actor", STEP_KEY)] == samples[("actor", "env_step")] == len(iterations)
+    assert samples.get(("actor", "act"), 0) == sum(act for act, _ in iterations)
+    assert samples.get(("learner", STEP_KEY), 0) == updates
+    assert samples.get(("learner", "train_forward"), 0) == updates
+    seen, expected_ticks = False, 0
+    for _, n in iterations:
+        expected_ticks += seen  # the actor step
+        expected_ticks += max(0, n - (0 if seen else 1))  # learner steps after the first update
+        seen = seen or n > 0
+    assert len(ticks) == marker.counts.ticks == expected_ticks
+    assert (_ToyEnv.__dict__["step"], _Wrapped.__dict__["step"]) == _TOY_STEPS
+    assert "__init_subclass__" not in vars(gymnasium.Env)
