@@ -5,8 +5,9 @@
    installed while no profiler records (as in the unrecorded steps of a capture, which also time
    their CPU for archsim.capture.unprofiled).
 2. ``--example``: ``examples/dqn_single_file.py`` run plain and under ``archsim capture run`` (default
-   schedule), each printing its own env steps per wall second and per CPU-second (the loop only:
-   the capture's ingest at the end is not in the program's figure). Rounds alternate.
+   schedule), each printing its own env steps per wall second and per CPU-second, over the whole run
+   and from its learning start on (the loop only: the capture's ingest at the end is not in the
+   program's figures). Rounds alternate.
 
     python benchmarks/capture_run_overhead.py
     python benchmarks/capture_run_overhead.py --example --total-timesteps 3000 --learning-starts 500
@@ -85,12 +86,13 @@ def micro(iterations: int, rounds: int) -> None:
     print(f"  plain {p:.1f}   patched, no profiler recording {q:.1f}   (+{q - p:.1f} us)")
 
 
-def _run(command: list[str]) -> tuple[float, float]:
+def _run(command: list[str]) -> list[tuple[float, float]]:
+    """(env steps/s, env steps per CPU-second) of each throughput line the program printed."""
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True)
-    match = _FIGURES.search(result.stdout)
-    if match is None:
+    figures = [(float(a), float(b)) for a, b in _FIGURES.findall(result.stdout)]
+    if not figures:
         raise SystemExit(f"no throughput line in the output of {' '.join(command)}")
-    return float(match.group(1)), float(match.group(2))
+    return figures
 
 
 def example(args: argparse.Namespace) -> None:
@@ -109,10 +111,15 @@ def example(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             archsim = [sys.executable, "-m", "archsim", "capture", "run", "--out", f"{tmp}/t"]
             captured.append(_run([*archsim, "--", *program]))
-    for name, runs in (("plain", plain), ("captured", captured)):
-        sps = statistics.median(r[0] for r in runs)
-        per_cpu = statistics.median(r[1] for r in runs)
-        print(f"{name:9s} env steps/s {sps:8.1f}   env steps per CPU-second {per_cpu:8.1f}")
+    for line, span in enumerate(("whole run", "from learning start on")):
+        for name, runs in (("plain", plain), ("captured", captured)):
+            if all(len(r) > line for r in runs):
+                sps = statistics.median(r[line][0] for r in runs)
+                per_cpu = statistics.median(r[line][1] for r in runs)
+                print(
+                    f"{span:22s} {name:9s} env steps/s {sps:8.1f}   "
+                    f"env steps per CPU-second {per_cpu:8.1f}   ({len(runs)} runs)"
+                )
 
 
 def main() -> None:

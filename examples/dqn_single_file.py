@@ -9,7 +9,8 @@ target-network sync. Capture it unmodified:
     archsim capture run --out runs/dqn -- examples/dqn_single_file.py --total-timesteps 3000 \\
         --learning-starts 500
 
-It prints its own throughput at the end (env steps per second of wall time and per CPU-second).
+It prints its own throughput at the end (env steps per second of wall time and per CPU-second of the
+process), over the whole run and from the learning start on (the steady state: acting and training).
 """
 
 from __future__ import annotations
@@ -278,6 +279,8 @@ def main() -> None:
         done_before = terminations | truncations
         obs = next_obs
 
+        if global_step == args.learning_starts:  # the steady state (training) starts here
+            train_start, train_start_cpu = time.perf_counter(), time.process_time()
         if global_step > args.learning_starts and global_step % args.train_frequency == 0:
             b_obs, b_actions, b_rewards, b_dones, b_next_obs = rb.sample(args.batch_size)
             with torch.no_grad():
@@ -297,6 +300,13 @@ def main() -> None:
         f"env steps: {steps}  wall: {wall_s:.2f} s  CPU: {cpu_s:.2f} s  "
         f"SPS: {steps / wall_s:.1f}  env steps per CPU-second: {steps / cpu_s:.1f}"
     )
+    if args.learning_starts < args.total_timesteps:
+        trained = (args.total_timesteps - args.learning_starts) * args.num_envs
+        wall_s, cpu_s = time.perf_counter() - train_start, time.process_time() - train_start_cpu
+        print(
+            f"from learning start on: env steps: {trained}  wall: {wall_s:.2f} s  CPU: {cpu_s:.2f} s"
+            f"  SPS: {trained / wall_s:.1f}  env steps per CPU-second: {trained / cpu_s:.1f}"
+        )
     envs.close()
 
 
