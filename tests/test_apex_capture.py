@@ -33,12 +33,19 @@ def small(**changes) -> ApexSettings:
     return ApexSettings(**{**base, **changes})
 
 
-def _dead(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+def _dead(pid: int, wait_s: float = 10.0) -> bool:
+    """Gone or a zombie (an orphan waiting for init to reap it runs no more), within ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state == "Z":
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
 
 
 def check_run(out: Path, placement: str) -> pd.DataFrame:
@@ -165,7 +172,8 @@ def test_namespaces_and_processes_are_cleaned_up_on_interrupt_and_killed_child(t
             run.kill()
     assert run.returncode in (1, 2, 130) and err.strip().count("\n") == 0, err
     assert netns.leftovers(run.pid) == []
-    assert all(_dead(pid) for pid in children)
+    alive = [pid for pid in children if not _dead(pid)]
+    assert alive == [], [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in alive]
 
 
 def test_netns_refused_in_one_line_when_not_root(tmp_path):

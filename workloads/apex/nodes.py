@@ -22,8 +22,8 @@ from workloads.apex.settings import ApexSettings
 
 FRAME_STACK_SHAPE = (4, 84, 84)  # Nature DQN's input: 4 stacked 84x84 uint8 frames (28,224 B)
 # While the replay holds less than a batch the learner asks again this often (serving actors in
-# between): a design choice, short against the seconds actors take to fill one batch.
-WARM_S = 0.01
+# between): a design choice, short against the second or more that actors take to fill one batch.
+WARM_S = 0.1
 # What a closed peer looks like from a process still sending or waiting.
 GO_POLL_S = 0.05
 _PEER_GONE = (wire.ConnectionClosed, wire.ProtocolError, ConnectionError, TimeoutError)
@@ -152,12 +152,14 @@ def _learner(index, settings, raw_dir, status, stop, bind_host, peers, log, go) 
     with ProcessProfiler(raw_dir, "learner", index, settings.record_shapes) as prof:
         status.put(("ready", log.label, listener.getsockname()[1]))
         try:
-            warm = False  # until the replay holds a batch: serve actors, ask again every WARM_S
+            # until the run starts (actors fetch parameters meanwhile) and the replay holds a batch:
+            # serve actors, ask for a batch every WARM_S
+            warm = False
             while not stop.is_set():
                 prof.poll()
                 hub.serve_once(0.0 if warm else WARM_S)
                 if not warm:
-                    warm = sampler.sample() is not None
+                    warm = go.is_set() and sampler.sample() is not None
                     continue
                 with step("learner", batch_size=settings.batch_size):
                     with phase("replay_sample"):
