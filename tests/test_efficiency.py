@@ -156,3 +156,31 @@ def test_calibrate_never_reports_an_efficiency_above_one(name: str) -> None:
     # a clipped class keeps its unclipped ratio in the provenance: nothing hidden
     above = table.drop(index="all").query("model_over_measured > 1").index
     assert set(document["provenance"]["unclipped_efficiency"]) == {str(c) for c in above}
+
+
+def _rocm_gemm(name: str, grid_x: int, flops: float) -> dict:
+    return {"kind": "kernel", "name": name, "op_class": "gemm", "dtype": "bfloat16", "flops": flops,
+            "bytes_read": 1e8, "bytes_written": 5e7, "grid_x": grid_x, "grid_y": 1, "grid_z": 1,
+            "block_x": 256, "block_y": 1, "block_z": 1, "registers_per_thread": 128.0,
+            "shared_memory_bytes": 32768.0}  # fmt: skip
+
+
+def test_rocm_module_kernel_grids_read_as_work_items_only_where_blocks_are_impossible() -> None:
+    mi300x = load_hw("mi300x")
+    big = "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT320x224x64_MI16x16x1_SN"
+    # fixture mi300x_sd35_inference: grid 75,776 x block 256, 9.69e10 FLOPs. As blocks: 75,776 tiles
+    # of 320 x 224 outputs, depth 9.69e10 / (2 x 75,776 x 71,680) = 8.9 < the 64-deep tile step:
+    # impossible, so it is 75,776 / 256 = 296 workgroups, as a trace with grid 296 says directly.
+    as_items = kernel_terms(make_ops([_rocm_gemm(big, 75_776, 9.69e10)]), mi300x.gpu)["comp"][0]
+    as_blocks = kernel_terms(make_ops([_rocm_gemm(big, 296, 9.69e10)]), mi300x.gpu)["comp"][0]
+    assert as_items == pytest.approx(as_blocks, rel=1e-12)
+    # same fixture: MT64x64x128 with grid 256 and 8.6e9 FLOPs is 256 workgroups (depth 4096 as blocks)
+    small = "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT64x64x128_MI16x16x1_SN"
+    grid_256 = kernel_terms(make_ops([_rocm_gemm(small, 256, 8.59e9)]), mi300x.gpu)["comp"][0]
+    one_block = kernel_terms(make_ops([_rocm_gemm(small, 1, 8.59e9)]), mi300x.gpu)["comp"][0]
+    assert grid_256 < one_block / 100
+    # NVIDIA traces record blocks: the same grid stays 75,776 blocks there
+    a100 = load_hw("dgx-a100").gpu
+    nvidia = kernel_terms(make_ops([_rocm_gemm(big, 75_776, 9.69e10)]), a100)["comp"][0]
+    nvidia_296 = kernel_terms(make_ops([_rocm_gemm(big, 296, 9.69e10)]), a100)["comp"][0]
+    assert nvidia != pytest.approx(nvidia_296, rel=1e-3)

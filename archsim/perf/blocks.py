@@ -158,7 +158,11 @@ def split_k_blocks(
 TILE_PATTERN = (
     r"(\d{2,3})x(\d{2,3})"  # cuBLAS/cuDNN names carry the block tile: volta_sgemm_128x64_nn
 )
-TILED_KERNEL_PATTERN = r"gemm|\d+x\d+|dgrad|wgrad|fprop|implicit|winograd|cutlass|xmma|hmma|conv"
+# "(?<!fb)gemm": FBGEMM-GPU's kernels (fbgemm_gpu::permute_indices_weights_kernel, in fixture
+# a100_train_shapes) permute sparse features; they multiply no tiles.
+TILED_KERNEL_PATTERN = (
+    r"(?<!fb)gemm|\d+x\d+|dgrad|wgrad|fprop|implicit|winograd|cutlass|xmma|hmma|conv"
+)
 # Kernels that GEMM/conv ops launch around their GEMM engine and that move data rather than multiply
 # tiles: layout transforms (cudnn::ops::nchwToNhwcKernel), FFT and non-fused Winograd transforms
 # (fft2d_r2c_32x32, fft2d_c2r_32x32, cudnn::winograd_nonfused::winogradForwardData4x4,
@@ -169,9 +173,11 @@ TILED_KERNEL_PATTERN = r"gemm|\d+x\d+|dgrad|wgrad|fprop|implicit|winograd|cutlas
 # fixtures; several also match TILED_KERNEL_PATTERN ("32x32", "4x4", "winograd"). Their inferred work
 # is element-wise (one pass over the grid's elements), as archsim.trace.flops gives such helpers no
 # share of the op's FLOPs when shapes are recorded (MAIN_KERNEL_CLASSES).
+# MIOpen's batched_transpose_32x32_half (fixture mi300x_sd35_inference) is the NCHW <-> NHWC layout
+# transform around its NHWC implicit-GEMM convolutions: "transpose".
 AUXILIARY_KERNEL_PATTERN = (
     r"fft|winograd_nonfused|generatewinogradtiles|nchwtonhwc|nhwctonchw|offsets|reduce|scalepacked"
-    r"|epilogue"
+    r"|epilogue|transpose"
 )
 ASSUMED_TILE_K = 512  # reduction depth per tile: unknown from a trace; absorbed by calibration
 # An engine whose name gives no tile (cuDNN's dgrad_engine<...>, wgrad_alg0_engine<...>): each thread

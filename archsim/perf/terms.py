@@ -197,6 +197,9 @@ def kernel_terms(
         _column(ops, "bytes_written"), nan=0.0
     )
     blocks, threads, registers, shared = launch_shape(ops)
+    gen = generation(gpu, config_name)
+    if gen == "cdna":
+        blocks = np.where(_work_item_grid(ops, blocks, threads), blocks / threads, blocks)
     # Kernels from a real GPU trace without the launching op's shapes carry no FLOPs/bytes: infer the
     # missing one(s) from the launch shape (archsim.perf.blocks.estimate_work_from_launch).
     grid = tuple(_column(ops, f"grid_{axis}", np.nan) for axis in "xyz")
@@ -232,11 +235,46 @@ def kernel_terms(
             terms[k][rows] = v
     # Achieved, not peak: the library's GEMM fraction on tiled engines (1 under perfect SM
     # utilization, which idealizes away what keeps SMs below peak) and the stream fraction of DRAM.
-    math_fraction, dram_fraction = achieved_fractions(tiled, tensor, generation(gpu, config_name))
+    math_fraction, dram_fraction = achieved_fractions(tiled, tensor, gen)
     if "sm_utilization" not in idealize:
         terms["comp"] = terms["comp"] / math_fraction
     terms["bw"] = terms["bw"] / dram_fraction
     return terms
+
+
+# ROCm traces record a kernel's grid as the HIP launch call gave it. hipLaunchKernel (PyTorch's
+# <<<...>>> kernels, names "void at::native::...") and hipModuleLaunchKernel (Triton) take blocks;
+# hipExtModuleLaunchKernel, through which rocBLAS/Tensile (Cijk_...) and MIOpen (igemm_...,
+# SubTensorOp...) may launch their code objects, takes the GLOBAL work size in work-items (HIP API
+# reference, hipExtModuleLaunchKernel: "globalWorkSizeX ... work items"). The fixtures hold both
+# readings for the same libraries: in mi300x_sd35_inference, Cijk_..._MT320x224x64 with grid 75,776
+# x block 256 and 9.69e10 FLOPs is 296 workgroups (as 75,776 tiles of 320 x 224 outputs its depth
+# would be 9, less than one 64-deep tile step), while Cijk_..._MT64x64x128 with grid 256 and 8.6e9
+# FLOPs is 256 workgroups (as one, a 64 x 64 tile 1M deep). So a grid is read as work-items only
+# for names with no C++ scope whose grid is a whole number of blocks, and, when the kernel has
+# FLOPs and a tile in its name (MT64x64x128, bt128x256x32), only if read as blocks its depth would
+# be shallower than one tile step. Without FLOPs (no shapes; mi210_gpu_only's MIOpen igemm kernels)
+# the work-item reading is taken: it is the documented one for module launches.
+_MODULE_KERNEL_NAME = r"^(?!void |triton)[^:<(]*$"
+_TILE_MNK = r"(?:MT|bt)(\d+)x(\d+)x(\d+)"
+
+
+def _work_item_grid(ops: pd.DataFrame, blocks: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """ROCm kernels whose traced grid counts work-items, not blocks (see _MODULE_KERNEL_NAME)."""
+    names = _strings(ops, "name")
+    module = by_unique(
+        names, lambda u: u.str.match(_MODULE_KERNEL_NAME) & (u.str.strip() != "")
+    ).astype(bool)
+    grid_x = np.nan_to_num(_column(ops, "grid_x"), nan=0.0)
+    whole = (grid_x >= threads) & (np.mod(grid_x, np.maximum(threads, 1)) == 0)
+    kernel = (_strings(ops, "kind") == "kernel").to_numpy(dtype=bool)
+    candidate = module & whole & kernel & (threads > 1)
+    tile = names.str.extract(_TILE_MNK).astype(float).to_numpy()  # m, n, k (NaN: no tile)
+    flops = np.nan_to_num(_column(ops, "flops"), nan=0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        depth_as_blocks = flops / (2.0 * blocks * tile[:, 0] * tile[:, 1])
+    shallow = np.nan_to_num(depth_as_blocks, nan=np.inf) < np.nan_to_num(tile[:, 2], nan=0.0)
+    return candidate & ((flops <= 0) | shallow)
 
 
 def _candidate_tiles() -> list[tuple[int, int, int, float, float]]:
