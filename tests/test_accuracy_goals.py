@@ -1,0 +1,69 @@
+"""Issue 12's accuracy goals on the GPU fixtures that record shapes, model only (no measured duration
+used): totals within 20%, per-kernel median |error| within 30%. Where a goal is not met the test is a
+strict xfail carrying the figure measured by benchmarks/accuracy_table.py (docs/ACCURACY.md), so a
+change that meets it, or moves the figure, shows up here."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from archsim.perf.calibrate import measured_ops
+from archsim.perf.kernel import body_seconds
+from tests.conftest import kineto_fixture
+
+TOTAL_GOAL, KERNEL_GOAL = 0.20, 0.30
+
+
+@functools.cache
+def _errors(name: str) -> tuple[float, float]:
+    """(model-only total error, per-kernel median |error|) of a fixture on its own GPU."""
+    from archsim.perf.source import source_hw_for_trace
+    from archsim.trace.ingest import ingest
+
+    trace = ingest(kineto_fixture(name))
+    ops = measured_ops(trace.ops)
+    model = body_seconds(ops, source_hw_for_trace(trace))
+    measured = ops["dur_us"].to_numpy(dtype=float) * 1e-6
+    kernel = (ops["kind"].astype(str) == "kernel").to_numpy()
+    ratio = model[kernel] / measured[kernel]
+    return float(model.sum() / measured.sum() - 1), float(np.median(np.abs(ratio - 1)))
+
+
+def _miss(reason: str):
+    return pytest.mark.xfail(reason=f"goal not met: {reason}", strict=True)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "v100_resnet50_train_2021.json.gz",  # +2.8%
+        "mi300x_normalization_bench.json.gz",  # +4.7%
+        pytest.param("h100_timesformer_inference.json.gz", marks=_miss("total -32.3%")),
+        pytest.param("mi300x_sd35_inference.json.gz", marks=_miss("total -46.2%")),
+        pytest.param("mi250_mlp_train.json.gz", marks=_miss("total -86.5% (kernel floor)")),
+    ],
+)
+def test_model_only_total_within_20_percent(name: str) -> None:
+    total, _ = _errors(name)
+    assert np.isfinite(total)
+    assert abs(total) <= TOTAL_GOAL, f"{name}: model-only total {total:+.1%}"
+
+
+@pytest.mark.parametrize(
+    "name, measured",
+    [
+        ("v100_resnet50_train_2021.json.gz", "36%"),
+        ("mi300x_normalization_bench.json.gz", "70%"),
+        ("h100_timesformer_inference.json.gz", "41%"),
+        ("mi300x_sd35_inference.json.gz", "53%"),
+        ("mi250_mlp_train.json.gz", "82%"),
+    ],
+)
+def test_per_kernel_median_error_within_30_percent(name: str, measured: str, request) -> None:
+    request.applymarker(_miss(f"per-kernel median |error| {measured}"))
+    _, median = _errors(name)
+    assert np.isfinite(median)
+    assert median <= KERNEL_GOAL, f"{name}: per-kernel median |error| {median:.0%}"
