@@ -54,10 +54,10 @@ class Hub:
         sock, _ = self.listener.accept()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         channel = Channel(sock, self.log)
-        kind, arrays, _ = channel.recv()
+        kind, arrays, record = channel.recv()
         if kind != wire.HELLO:
             raise wire.ProtocolError(f"apex: first message {wire.KIND_NAMES[kind]}, expected hello")
-        channel.peer = label_of_hello(arrays)
+        channel.peer = record["src"] = label_of_hello(arrays)  # the sender is known from here on
         self.channels.append(channel)
         self.selector.register(sock, selectors.EVENT_READ, channel)
 
