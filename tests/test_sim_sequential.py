@@ -333,3 +333,15 @@ def test_physics_on_every_preset(preset):
         faster = simulate(trace, load_hw(preset, [override]), config).metrics
         for metric in ("env_steps_per_s", "learner_updates_per_s"):
             assert faster[metric] >= m[metric] * (1 - 1e-9), (override, metric)
+
+
+def test_act_without_policy_ops_stays_cpu_work():
+    """A trace whose act phase holds no ops (nothing to price on the GPU) keeps the act phase's CPU
+    time as captured: with an infinitely fast GPU the loop is the whole actor step plus updates."""
+    trace = _dqn()
+    trace = dataclasses.replace(trace, ops=trace.ops[trace.ops["phase"] != "act"])
+    hw = _hw(FAST_GPU)
+    m = simulate(trace, hw, SimConfig(loop="sequential")).metrics
+    learn = ("train_forward", "train_backward", "optimizer_step", "target_sync")
+    per_step = _cpu_work_s(trace, "actor") + UPDATES_PER_STEP * _cpu_work_s(trace, "learner", learn)
+    assert m["env_steps_per_s"] == pytest.approx(hw.cpu.thread_speed_rel / per_step, rel=1e-3)

@@ -160,28 +160,38 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
     # The act forward of one iteration: a batch of the loop's environments, run when the policy acts
     # (an epsilon-greedy loop skips it on random actions: the share of steps with an act phase).
     acts = float(actor["act_us"].notna().mean()) if "act_us" in actor else 0.0
-    act_config = config.replace(
-        loop="distributed", actors=1, envs_per_actor=envs, inference="central", inference_batch=envs
-    )
-    inference = derive_inference_work(trace, hw, act_config, source)
     inf_ops, inf_steps, _ = representative_ops(trace, PHASE_GROUPS["inference"], "actor")
-    act_launch_s = len(inf_ops) / inf_steps * hw.gpu.launch_overhead_us * 1e-6
+    act_gpu_s = act_sm = act_bytes = act_launch_s = 0.0
+    if inf_ops.empty:  # no policy ops recorded: the act phase stays CPU work, as captured
+        act_gpu_part = 0.0
+    else:
+        act_config = config.replace(
+            loop="distributed",
+            actors=1,
+            envs_per_actor=envs,
+            inference="central",
+            inference_batch=envs,
+        )
+        inference = derive_inference_work(trace, hw, act_config, source)
+        act_gpu_s, act_sm = float(inference.gpu_s[envs]), float(inference.sm_fraction[envs])
+        if inference.dram_bytes is not None:
+            act_bytes = float(inference.dram_bytes[envs])
+        act_launch_s = len(inf_ops) / inf_steps * hw.gpu.launch_overhead_us * 1e-6
     learner_work = derive_learner_work(trace, hw, learner_batch, source)
     # the replay sample (in learn_total, at the trace's batch) grows with the batch
     learn_us = learn_total - learn_gpu_part + sample_us(learner) * (learner_batch / trace_batch - 1)
-    act_bytes = inference.dram_bytes if inference.dram_bytes is not None else np.zeros(envs + 1)
     return LoopTimes(
         act_cpu_s=max(act_total - act_gpu_part, 0.0) * 1e-6 / speed,
         act_launch_s=acts * act_launch_s,
-        act_gpu_s=acts * float(inference.gpu_s[envs]),
+        act_gpu_s=acts * act_gpu_s,
         learn_cpu_s=max(learn_us, 0.0) * 1e-6 / speed,
         learn_launch_s=learner_work.launch_cpu_s / speed,
         learn_gpu_s=learner_work.gpu_s,
         updates_per_iteration=u,
         env_steps_per_iteration=float(envs),
-        act_sm_fraction=float(inference.sm_fraction[envs]),
+        act_sm_fraction=act_sm,
         learn_sm_fraction=learner_work.sm_fraction,
-        act_dram_bytes=acts * float(act_bytes[envs]),
+        act_dram_bytes=acts * act_bytes,
         learn_dram_bytes=learner_work.dram_bytes,
     )
 
