@@ -345,3 +345,12 @@ def test_act_without_policy_ops_stays_cpu_work():
     learn = ("train_forward", "train_backward", "optimizer_step", "target_sync")
     per_step = _cpu_work_s(trace, "actor") + UPDATES_PER_STEP * _cpu_work_s(trace, "learner", learn)
     assert m["env_steps_per_s"] == pytest.approx(hw.cpu.thread_speed_rel / per_step, rel=1e-3)
+
+
+def test_trace_info_says_which_loop_runs():
+    from archsim.trace.info import format_summary, summarize
+
+    dqn, r2d2 = summarize(_dqn()), summarize(load(R2D2))
+    assert dqn["loop"]["default"] == "sequential" and r2d2["loop"]["default"] == "distributed"
+    assert "simulated by default as: --loop sequential" in format_summary(dqn)
+    assert "--loop distributed (its steps come from 3 processes)" in format_summary(r2d2)
