@@ -24,10 +24,11 @@ from archsim.sim.config import SimConfig
 from archsim.sim.limits import (
     KNOB_RANGES,
     MAX_ENVIRONMENTS,
-    MAX_SIMULATED_STEPS,
+    MAX_RUN_CPU_S,
     check_jobs,
     check_simulated_work,
     simulated_steps_bound,
+    step_cpu_us,
     usable_cpus,
 )
 from tests.conftest import PROJECT_ROOT
@@ -126,7 +127,7 @@ def test_a_knob_inside_its_range_is_accepted_and_one_outside_is_refused_by_name(
         (["--set", "cpu.sockets=1.0e+23"], ["key cpu.sockets"]),
         (["--set", "cpu.cores_per_socket=10000000"], ["cpu.cores_per_socket", "1..512", LIMITS]),
         (["--sim-seconds", "1e9"], ["--sim-seconds: 1,000,000,000", "> 0..3,600", LIMITS]),
-        (["--sim-seconds", "3600"], ["--sim-seconds: 3600 s of this system", "or less", LIMITS]),
+        (["--actors", "256", "--sim-seconds", "3600"], ["--sim-seconds: 3600 s of", LIMITS]),
         (["--sms", "100000"], ["key gpu.sms = 100,000", "1..1,024", LIMITS]),
         (["--actors", "16384", "--inference-batch", "4096"], ["--inference-batch: 4,096", LIMITS]),
     ],
@@ -159,10 +160,17 @@ def test_simulated_steps_bound_worked_by_hand():
     # Two envs per actor: each actor step is 500 us, 8,000/s on 4 threads.
     two = config.replace(envs_per_actor=2)
     assert simulated_steps_bound(times, machine(threads=4), two, 32) == pytest.approx(18_000)
-    # Paced at 8 samples per insert with batches of 32: 16,000 inserts/s x 8 / 32 = 4,000/s
-    # would allow more than the GPU's 1,000/s, so the GPU bounds; at 1 sample per insert 500/s.
+    # Paced at 1 sample per insert, batches of 32: the learner at most 16,000 x 1 / 32 = 500/s;
+    # the actors may run ahead of it by the slack once: 4 batches x max(32, 1 x 8) = 128 samples.
     paced = config.replace(replay_ratio=1.0)
-    assert simulated_steps_bound(times, machine(threads=4), paced, 32) == pytest.approx(33_000)
+    assert simulated_steps_bound(times, machine(threads=4), paced, 32) == pytest.approx(33_128)
+    # At 8 per insert the learner's 1,000 steps/s allow 1,000 x 32 / 8 = 4,000 inserts/s, and the
+    # slack 4 x max(32, 8 x 8) = 256 samples = 32 inserts: 2 x (4,000 + 1,000) + 32.
+    eight = config.replace(replay_ratio=8.0)
+    assert simulated_steps_bound(times, machine(threads=4), eight, 32) == pytest.approx(10_032)
+    # Throttling only the learner (--replay-limit learner), the actors run free: 16,000/s.
+    free = eight.replace(replay_limit="learner")
+    assert simulated_steps_bound(times, machine(threads=4), free, 32) == pytest.approx(34_000)
     # Without a GPU the learner's CPU and "GPU" seconds add up on its thread: 1.05 ms a step.
     cpu = service_times(actor_step_s=(250e-6,), learner_gpu_s=1e-3, launch_s=50e-6, on_gpu=False)
     got = simulated_steps_bound(cpu, machine(threads=4), config, 32)
@@ -172,10 +180,11 @@ def test_simulated_steps_bound_worked_by_hand():
 def test_more_simulated_work_than_the_bound_is_refused_with_the_seconds_that_fit():
     times = service_times(actor_step_s=(250e-6,), learner_gpu_s=1e-3)
     config = SimConfig(actors=64, inference_batch=64, sim_seconds=1000.0, replay_ratio=None)
-    # 64 threads: 256,000 actor steps/s + 1,000 learner steps/s = 257,000/s x 1,000 s.
+    # 64 threads: 256,000 actor steps/s + 1,000 learner steps/s = 257,000/s x 1,000 s, each step
+    # costing step_cpu_us(64) of simulator CPU.
     with pytest.raises(ArchsimError) as info:
         check_simulated_work(times, machine(threads=64), config, 32)
-    fits = MAX_SIMULATED_STEPS / 257_000
+    fits = MAX_RUN_CPU_S / (step_cpu_us(64) * 1e-6) / 257_000
     assert f"use --sim-seconds {fits:.3g} or less" in str(info.value)
     check_simulated_work(times, machine(threads=64), config.replace(sim_seconds=fits * 0.999), 32)
 
@@ -209,7 +218,7 @@ def test_the_limits_page_shows_every_range_as_the_code_has_it():
         assert f"| `{flag}` | {limits.text()} | {limits.why} |" in page, flag
     for key, limits in HW_RANGES.items():
         assert f"| `{key}` | {limits.text()} | {limits.why} |" in page, key
-    assert f"{MAX_SIMULATED_STEPS:,} steps" in page
+    assert f"{MAX_RUN_CPU_S:.0f} s of CPU" in page
 
 
 def test_a_sweep_of_more_points_than_the_bound_is_refused_before_anything_is_written(

@@ -13,8 +13,8 @@ simpy, local inference, shared CPU), 0.89 GB at 16,384 actors on 32 x 512 x 8 = 
 threads; 0.41 GB with --inference-batch 2048 (22 s to derive the 2,048 batch sizes on a busy 2-core
 machine). So every run within these ranges stays under 1 GB.
 
-Time: ``check_simulated_work`` bounds the simulated steps (actor steps plus learner steps) a run can
-make, from an upper bound of their rates, to MAX_SIMULATED_STEPS.
+Time: ``check_simulated_work`` bounds the simulator CPU a run can take (an upper bound of its
+simulated actor and learner steps x the measured CPU per step) to MAX_RUN_CPU_S.
 """
 
 from __future__ import annotations
@@ -103,11 +103,15 @@ MAX_SIM_SECONDS = KNOB_RANGES["sim_seconds"].high
 # 256 on its V100 row).
 MAX_ENVIRONMENTS = 2**18
 
-# Simulated steps (actor steps + learner steps) one run may make. Measured CPU time per simulated
-# step (`archsim simulate traces/dqn-pong-cpu --hw dgx1-v100 --actors 256 --sim-seconds 0.5`, busy
-# 2-core machine): 25 us on the fast paths, 36 us with --cpu-sched shared, 51 us with --engine simpy,
-# so 10 million steps are at most ~9 minutes of CPU.
-MAX_SIMULATED_STEPS = 10_000_000
+# Simulator CPU one run may take, estimated before it starts as (an upper bound of its simulated
+# actor and learner steps) x (CPU per step). CPU per step, measured (`archsim simulate
+# traces/dqn-pong-cpu --hw dgx1-v100`, busy 2-core machine): 25 us on the fast paths, 36 us with
+# --cpu-sched shared, 51 us with --engine simpy at 256 actors, --sim-seconds 0.5; it grows with the
+# actors (waiting actors are visited per event): 1,903 us (--cpu-sched shared --inference local) and
+# 2,571 us (--inference local) a step at 16,384 actors, --sim-seconds 1. So 51 us + 0.154 us x actors.
+MAX_RUN_CPU_S = 600.0
+STEP_CPU_US = 51.0
+ACTOR_CPU_US = (2571.0 - STEP_CPU_US) / 16_384
 
 
 def _flag(name: str) -> str:
@@ -136,11 +140,12 @@ def check_knob_ranges(config) -> None:
         )
 
 
-def simulated_steps_bound(times, machine, config, learner_batch: int) -> float:
-    """Upper bound of the actor and learner steps ``config.sim_seconds`` can hold: actors step at
-    most as fast as their env-step CPU work on the fastest thread allows, on at most as many threads
-    as there are; the learner at most once per its step's CPU or GPU time, and (paced) at most its
-    replay ratio x the inserts. Contention and waiting only lower the real count."""
+def _step_rates(times, machine, config, learner_batch: int) -> tuple[float, float, float]:
+    """(actor steps/s, learner steps/s, extra actor steps) that bound a run from above: actors step
+    at most as fast as their env-step CPU work on the fastest thread allows, on at most as many
+    threads as there are, and (paced on both sides) at most as fast as the learner's samples allow
+    inserts, plus the rate limiter's slack once; the learner at most once per its step's CPU or
+    GPU time, and (paced) at most its replay ratio x the inserts. Waiting only lowers the count."""
     threads = min(config.cpu_threads or machine.hw_threads, machine.hw_threads)
     speed = machine.thread_speed_rel
     actor_step_s = config.envs_per_actor * float(np.mean(times.actor_step_cpu_s)) / speed
@@ -151,31 +156,56 @@ def simulated_steps_bound(times, machine, config, learner_batch: int) -> float:
         learner_step_s = max(learner_cpu_s, times.learner_gpu_s)
     else:  # the *_gpu_s figures are CPU seconds of the capture machine
         learner_step_s = learner_cpu_s + times.learner_gpu_s / speed
-    learner_rate = 1.0 / learner_step_s if learner_step_s > 0 else math.inf
+    learner_cap = 1.0 / learner_step_s if learner_step_s > 0 else math.inf
     ratio = getattr(config, "samples_per_insert", None)
     if ratio is None and isinstance(config.replay_ratio, int | float):
         ratio = config.replay_ratio
-    if ratio and math.isfinite(actor_rate):
-        learner_rate = min(learner_rate, ratio * actor_rate * config.envs_per_actor / learner_batch)
-    return config.sim_seconds * (actor_rate + learner_rate)
+    learner_rate, extra = learner_cap, 0.0
+    if ratio:
+        if config.replay_limit != "learner" and math.isfinite(learner_cap):
+            # inserts wait for the learner (as in archsim.sim.run, every limit but "learner"): at
+            # most its samples / ratio, plus the slack once (sized as archsim.sim.run does)
+            request = config.inference_batch if config.inference == "central" else 1
+            slack = config.replay_slack_batches * max(learner_batch, ratio * request)
+            envs = config.envs_per_actor
+            actor_rate = min(actor_rate, learner_cap * learner_batch / ratio / envs)
+            extra = slack / ratio / envs
+        if math.isfinite(actor_rate):
+            samples = ratio * actor_rate * config.envs_per_actor
+            learner_rate = min(learner_cap, samples / learner_batch)
+    return actor_rate, learner_rate, extra
+
+
+def simulated_steps_bound(times, machine, config, learner_batch: int) -> float:
+    """Upper bound of the actor and learner steps ``config.sim_seconds`` can hold (_step_rates)."""
+    actor_rate, learner_rate, extra = _step_rates(times, machine, config, learner_batch)
+    return config.sim_seconds * (actor_rate + learner_rate) + extra
+
+
+def step_cpu_us(actors: int) -> float:
+    """Simulator CPU per simulated step with ``actors`` actors (STEP_CPU_US, ACTOR_CPU_US)."""
+    return STEP_CPU_US + ACTOR_CPU_US * actors
 
 
 def check_simulated_work(times, machine, config, learner_batch: int) -> None:
-    """Refuse a run whose simulated steps could exceed MAX_SIMULATED_STEPS, saying how many
-    simulated seconds fit."""
-    steps = simulated_steps_bound(times, machine, config, learner_batch)
-    if steps <= MAX_SIMULATED_STEPS:
-        return
+    """Refuse a run whose simulated steps could take more than MAX_RUN_CPU_S of simulator CPU,
+    saying how many simulated seconds fit."""
+    actor_rate, learner_rate, extra = _step_rates(times, machine, config, learner_batch)
+    steps = config.sim_seconds * (actor_rate + learner_rate) + extra
     if not math.isfinite(steps):
         raise ArchsimError(
             "trace: its actor steps take no CPU time, so nothing bounds how many steps a simulated "
             "second holds (expected actor env steps with a positive duration)"
         )
-    fits = config.sim_seconds * MAX_SIMULATED_STEPS / steps
+    cost_s = step_cpu_us(config.actors) * 1e-6
+    if steps * cost_s <= MAX_RUN_CPU_S:
+        return
+    fits = (MAX_RUN_CPU_S / cost_s - extra) / (actor_rate + learner_rate)
     raise ArchsimError(
         f"--sim-seconds: {config.sim_seconds:g} s of this system can hold up to {steps:,.0f} "
-        f"simulated actor and learner steps, over the {MAX_SIMULATED_STEPS:,} that keep a run "
-        f"under ~10 minutes (docs/LIMITS.md); use --sim-seconds {fits:.3g} or less"
+        f"simulated steps, ~{steps * cost_s:,.0f} s of CPU at {step_cpu_us(config.actors):.0f} us "
+        f"a step with {config.actors:,} actors, over the {MAX_RUN_CPU_S:.0f} s a run may take "
+        f"(docs/LIMITS.md); use --sim-seconds {fits:{'.3g' if fits < 100 else ',.0f'}} or less"
     )
 
 
@@ -202,7 +232,7 @@ def check_jobs(jobs: int) -> None:
 
 
 # Points of one sweep (the product of its knob lists). Each point is a run of up to
-# MAX_SIMULATED_STEPS; at the default 2 simulated seconds a point takes seconds, so 100,000 points
+# MAX_RUN_CPU_S; at the default 2 simulated seconds a point takes seconds, so 100,000 points
 # are days of CPU: more belongs in several sweeps. The points are built as a list up front.
 MAX_SWEEP_POINTS = 100_000
 
