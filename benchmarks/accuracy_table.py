@@ -1,78 +1,114 @@
-"""Regenerate docs/ACCURACY.md: kernel-model accuracy on the real GPU fixtures.
+"""Regenerate docs/ACCURACY.md: kernel-model accuracy on real GPU traces it was not fitted to.
 
     python benchmarks/accuracy_table.py            # writes docs/ACCURACY.md and prints it
 
-For each fixture: total measured device time (kernels, memcpy, memset) versus the model's prediction
-from the trace's op shapes alone (no measured durations, efficiency 1), and versus the model calibrated
-on the V100 fixture (per-class efficiencies from archsim.perf.calibrate), with per-class errors. Only
-the V100 fixture is used for fitting; every other row is out of sample for the calibration.
+For every GPU fixture: the model's time of every measured kernel, memcpy and memset from the trace's
+shapes and launch geometry alone (``predict --model-only``: no measured durations), on the fixture's
+own GPU (its preset, or a config built from its deviceProperties), against the measured durations;
+per kernel class; calibrated on one fixture and applied to the others; kernels only beside totals
+with copies. The model's achieved fractions (archsim.perf.efficiency) come from published
+microbenchmarks, not from these files; the few figures that were read off a fixture are named in
+the table's *in sample* column. Last: AlexNet captured on a CPU, predicted on several presets, against
+published throughputs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
+
+import numpy as np
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from archsim.atomic import atomic_output_file  # noqa: E402
 from archsim.hw import load_hw  # noqa: E402
-from archsim.perf.calibrate import class_errors, fit_table  # noqa: E402
+from archsim.perf.calibrate import measured_ops  # noqa: E402
+from archsim.perf.kernel import body_seconds, efficiency_class, work_inferred  # noqa: E402
+from archsim.perf.source import source_hw_for_trace  # noqa: E402
 from archsim.trace.ingest import ingest  # noqa: E402
 
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "kineto"
-FIT_FIXTURE = ("v100_cnn_ddp_train.json.gz", "dgx1-v100")
-EVAL_FIXTURES = [
-    ("v100_cnn_ddp_train.json.gz", "dgx1-v100", "the efficiencies (fitted on it)"),
-    ("a100_alexnet_forward.json.gz", "dgx-a100", "its memcpys ({copies} of its measured time): the "
-     "pageable staging rate (4.3 GB/s) and first-chunk size (1 MiB) were measured in it; not the "
-     "efficiencies"),
-    ("a100_event_sync_multistream.json.gz", "dgx-a100", "nothing"),
-    ("rtx2080ti_mlp_train.json.gz", "rtx2080ti", "the preset's 2-us kernel floor was read from it; "
-     "not the efficiencies"),
-    ("mi250_mlp_train.json.gz", None, "no preset: AMD MI250 (CDNA2); the trace has no grid, block "
-     "or register fields and archsim's occupancy model is NVIDIA's, so it is not modelled"),
-]  # fmt: skip
-# Totals of this table at commit 7aeb9b5, before the kernel-model revision of f8d3d78..HEAD (grid-only
-# GEMM engines vs auxiliary kernels, ILP latency hiding, operands read once, tile from threads, pooling
-# class, pageable staging): (shapes-only error, calibrated error, calibrated kernels-only error).
-BEFORE = {
-    "v100_cnn_ddp_train.json.gz": (1.873, 0.0, 0.0),
-    "a100_alexnet_forward.json.gz": (-0.290, -0.269, -0.048),
-    "a100_event_sync_multistream.json.gz": (1.259, -0.325, -0.334),
-    "rtx2080ti_mlp_train.json.gz": (0.307, -0.457, -0.466),
-}
-BEFORE_CPU_ALEXNET = -0.351
-# GEMM depth (K) of the fixtures' main GEMM kernels, worked out by hand from the workloads for the
-# "What limits accuracy" table. Documentation only: the model never sees these numbers.
-# - RTX 2080 Ti MLP: 21 linear layers of 1024 x 1024 at batch 512 (element-wise grids of 1024 blocks
-#   x 512 elements = 512 x 1024; optimizer 320 + 37 chunks of 65,536 = 21 x (16 + 1): 21 weights of
-#   1024 x 1024 and their biases; softmax_warp_forward<..., 10, ...> = 1024 classes; per training step
-#   21 forward, 20 input-gradient and 21 weight-gradient GEMMs), so forward and input-gradient GEMMs are
-#   1024 deep (grid z = 2 K-slices of 512) and weight-gradient GEMMs 512 deep (K = batch).
-# - V100 CNN: its classifier has 1000 classes at batch 32 (softmax grid 8 blocks x 4 rows, 2^10
-#   columns) and 2048 input features (the weight-gradient output, 16 x 128 by 32 x 32 tiles = 2048 x
-#   1024 padding 1000): forward 2048 deep in 5 slices, input gradient 1000 deep in 5, weight gradient
-#   32 deep (K = batch).
-# - A100 AlexNet (torchvision layout, batch 128 from the grids): fc6 9216 deep (its weights, 150,994,944
-#   B = 4096 x 9216 x 4, are copied in this fixture), fc7 4096, fc8 4096 in 6 slices.
-# - A100 event sync: 1024 x 1024 outputs in 5 K-slices; the depth is not recoverable from the trace.
-GEMM_DEPTHS = {
-    ("rtx2080ti_mlp_train.json.gz", "volta_sgemm_128x128_nt", "8,8,1"): "512 (weight gradient)",
-    ("rtx2080ti_mlp_train.json.gz", "volta_sgemm_128x64_nn", "8,8,2"): "1024 in 2 slices",
-    ("rtx2080ti_mlp_train.json.gz", "volta_sgemm_64x64_tn", "16,8,2"): "1024 in 2 slices",
-    ("v100_cnn_ddp_train.json.gz", "volta_sgemm_64x32_sliced1x4_tn", "16,1,5"): "2048 in 5 slices",
-    ("v100_cnn_ddp_train.json.gz", "volta_sgemm_64x32_sliced1x4_nn", "32,1,5"): "1000 in 5 slices",
-    ("v100_cnn_ddp_train.json.gz", "volta_sgemm_128x32_nt", "16,32,1"): "32 (weight gradient)",
-    ("a100_event_sync_multistream.json.gz", "ampere_sgemm_128x64_nn", "8,16,5"): "unknown, 5 slices",
-    ("a100_alexnet_forward.json.gz", "ampere_sgemm_32x32_sliced1x4_tn", "128,4,1"): "9216 (fc6), 4096 (fc7)",
-    ("a100_alexnet_forward.json.gz", "ampere_sgemm_32x32_sliced1x4_tn", "32,4,6"): "4096 in 6 slices (fc8)",
+TARGET_TOTAL, TARGET_KERNEL = 0.20, 0.30
+# fixture -> (description by provenance, what of the model was read off this file)
+FIXTURE_NOTES = {
+    "a100_train_shapes.json.gz": ("HTA trace_diff control, A100, training with Input Dims", "nothing"),
+    "a100_80gb_train_prewindow.json.gz": ("HTA, A100-SXM4-80GB, training, 5 steps, shapes",
+                                          "nothing"),
+    "h100_timesformer_inference.json.gz": ("TraceLens, H100, TimeSformer inference, shapes",
+                                           "nothing"),
+    "mi300x_normalization_bench.json.gz": ("TraceLens, MI300X, normalization microbenchmark",
+                                           "nothing"),
+    "mi300x_sd35_inference.json.gz": ("TraceLens, MI300X, Stable Diffusion 3.5 inference",
+                                      "nothing"),
+    "mi250_mlp_train.json.gz": ("HTA, MI250 GCD, tiny MLP training", "nothing"),
+    "v100_resnet50_train_2021.json.gz": ("Kineto tb_plugin sample, V100-DGXS, ResNet-50 training",
+                                         "nothing"),
+    "nodevice_sampled_train.json.gz": ("HTA, no deviceProperties (sm_80 from kernel names)",
+                                       "nothing"),
+    "v100_cnn_ddp_train.json.gz": ("HTA, V100-SXM2, CNN DDP training, no shapes",
+                                   "the dgx1-v100 1.25-us kernel floor"),
+    "a100_alexnet_forward.json.gz": ("HTA, A100, AlexNet forward, no shapes",
+                                     "the pageable staging rate (4.3 GB/s) and first chunk (1 MiB)"),
+    "a100_event_sync_multistream.json.gz": ("HTA, A100, 3-stream GEMMs, no shapes", "nothing"),
+    "rtx2080ti_mlp_train.json.gz": ("param, RTX 2080 Ti, MLP training, no shapes",
+                                    "the rtx2080ti 2-us kernel floor"),
+    "gp100_user_annotation.json.gz": ("HTA, Quadro GP100 (no preset), small training step",
+                                      "nothing"),
+    "mi210_gpu_only.json.gz": ("TraceLens, MI210, GPU-only trace", "nothing"),
 }  # fmt: skip
-TARGET_ERROR = 0.20
-# AlexNet forward captured on this CPU (bundled trace, batch 32, fp32) resized to the fixture's batch
-# 128 and predicted on dgx-a100, versus the A100 fixture's steady (last) forward pass. Batch 128 is read
-# from the fixture's launch grids (workloads/alexnet/sanity.py).
+REFUSED = {
+    "a100_cupti_range_no_kernels.json.gz": "CUPTI range-profiler mode: no kernel events to compare",
+    "mtia_inference.json.gz": "Meta MTIA: no CUDA/ROCm kernels",
+}
+# Model-only (shapes-only) and V100-calibrated total errors of this page before issue 12 (model at
+# peak, efficiency 1; commit 367c405's docs/ACCURACY.md).
+BEFORE = {
+    "v100_cnn_ddp_train.json.gz": ("+15.6%", "+0.0% (in sample)"),
+    "a100_alexnet_forward.json.gz": ("-7.7%", "-9.1% (kernels only -52.8%)"),
+    "a100_event_sync_multistream.json.gz": ("+125.9%", "-19.0%"),
+    "rtx2080ti_mlp_train.json.gz": ("-26.0%", "-56.5%"),
+}
+
+
+# Findings from the per-kernel rows below (python benchmarks/accuracy_table.py; the per-kernel
+# breakdown by kernel name was read with pandas over the same frames).
+LIMITS = [
+    "## What limits accuracy",
+    "",
+    "- **Totals hide kernels.** The per-kernel median |error| misses the 30% goal on every fixture,",
+    "  including the two whose totals land within 20%: the totals of `v100_resnet50_train_2021`",
+    "  (conv -12%, batch-norm reductions -40%, cuDNN's auxiliary kernels +868%) and",
+    "  `mi300x_normalization_bench` (reductions +14%, small element-wise kernels -22% to -76%) are",
+    "  errors of both signs cancelling. The goal on totals alone would flatter the model.",
+    "- **Work inferred from the grid.** Without `Input Dims` a kernel's FLOPs and bytes come from",
+    "  its launch (`archsim.perf.blocks`): a GEMM's depth is not in its grid (512 per K-slice is",
+    "  assumed), and a reduction's loop extent is not either. The `_grid` classes carry errors of",
+    "  10x either way (`v100_cnn_ddp_train`'s 32-deep weight-gradient GEMMs, `gp100_user_annotation`,",
+    "  `a100_event_sync_multistream`); most of `a100_train_shapes` and `a100_80gb_train_prewindow`",
+    "  kernel time is in such kernels (FBGEMM embedding kernels, NCCL, sorting), so those two",
+    "  fixtures, though they record shapes, are counted as without shapes here.",
+    "- **Communication and irregular kernels.** NCCL kernels wait for peers (their time is not",
+    "  work), embedding-bag and radix-sort kernels are bound by gathers the model prices as",
+    "  streams: predicted far too fast in the A100 training fixtures.",
+    "- **Softmax and normalization read more than once.** PyTorch's `cunn_SoftMaxForward` on the",
+    "  H100 TimeSformer attention scores (68.7 ms measured, 16.5 ms predicted) passes over its input",
+    "  for the max, the sum and the output; the op's bytes count one read and one write.",
+    "- **ROCm grids.** Some rocBLAS/Tensile (`Cijk_...`) and MIOpen launches record the global work",
+    "  size in work-items, not workgroups (hipExtModuleLaunchKernel), others workgroups; read",
+    "  always as blocks, the MI300X SD3.5 trace was +1292% off. `archsim.perf.terms._work_item_grid`",
+    "  reads work-items only where blocks would make a GEMM shallower than one tile step (or, without",
+    "  FLOPs, for every module kernel): -46% now, with flash attention (`attn_fwd`, 209 ms measured,",
+    "  72 ms predicted) the main remaining miss. Without shapes (`mi210_gpu_only`) the reading is a",
+    "  guess and the inferred work is off by 3x.",
+    "- **Kernel floors.** The MI250 fixture's smallest kernels take 5-18 us against the 1.25-us floor",
+    "  its reference preset assumes (taken from the V100): -86% on a trace of 16 tiny kernels.",
+]
+
+
 CPU_TRACE = ROOT / "traces" / "alexnet-b32-fp32"
 CPU_TRACE_BATCH, FIXTURE_BATCH = 32, 128
 A100_ALEXNET = "a100_alexnet_forward.json.gz"
@@ -91,8 +127,6 @@ def last_forward_window_us(path: Path) -> tuple[float, float]:
 
 def cpu_capture_rows():
     """Measured (fixture) and predicted (CPU capture) seconds per op class, or None if absent."""
-    import pandas as pd
-
     from archsim.perf.kernel import predict_op_seconds, scale_ops_to_batch
     from archsim.trace.format import load
 
@@ -120,250 +154,304 @@ def cpu_capture_rows():
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:+.1f}%"
+    return "n/a" if not np.isfinite(x) else f"{100 * x:+.1f}%"
 
 
 def _ms(seconds: float) -> str:
     return f"{1e3 * seconds:.3f}"
 
 
-def gemm_depth_rows(name: str, ops, hw, efficiency) -> list[str]:
-    """Rows of the GEMM-depth table: the fixture's grid-only GEMM engines by kernel and grid."""
-    import pandas as pd
-
-    from archsim.perf.calibrate import measured_ops
-    from archsim.perf.kernel import body_seconds, efficiency_class
-
-    ops = measured_ops(ops)
-    keep = (efficiency_class(ops) == "gemm_grid").to_numpy()
-    ops = ops[keep].reset_index(drop=True)
-    if ops.empty:
-        return []
+def fixture_frame(name: str):
+    """(per-op frame of measured and model seconds, hardware) for one fixture."""
+    trace = ingest(FIXTURES / name)
+    hw = source_hw_for_trace(trace)
+    ops = measured_ops(trace.ops)
+    kind = ops["kind"].astype(str).to_numpy()
     frame = pd.DataFrame(
         {
-            "kernel": ops["name"].astype(str),
-            "grid": [f"{int(x)},{int(y)},{int(z)}" for x, y, z in
-                     zip(ops["grid_x"], ops["grid_y"], ops["grid_z"], strict=True)],
-            "measured": ops["dur_us"].astype(float),
-            "bound": body_seconds(ops, hw) * 1e6,
-            "calibrated": body_seconds(ops, hw, efficiency=efficiency) * 1e6,
+            "cls": efficiency_class(ops).astype(str).to_numpy(),
+            "kernel": kind == "kernel",
+            "shaped": ~work_inferred(ops) & (kind == "kernel"),
+            "measured_s": ops["dur_us"].to_numpy(dtype=float) * 1e-6,
+            "model_s": body_seconds(ops, hw),
         }
-    )  # fmt: skip
+    )
+    return frame, hw
+
+
+def summary(frame: pd.DataFrame, efficiency: dict[str, float] | None = None) -> dict[str, float]:
+    pred = frame.model_s / frame.cls.map(lambda c: (efficiency or {}).get(c, 1.0))
+    k = frame.kernel
+    ratio = pred[k] / frame.measured_s[k]
+    return {
+        "measured": frame.measured_s.sum(),
+        "model": pred.sum(),
+        "error": pred.sum() / frame.measured_s.sum() - 1,
+        "k_measured": frame.measured_s[k].sum(),
+        "k_model": pred[k].sum(),
+        "k_error": pred[k].sum() / frame.measured_s[k].sum() - 1 if k.any() else np.nan,
+        "median_abs": float(np.median(np.abs(ratio - 1))) if k.any() else np.nan,
+        "shaped_share": frame.measured_s[frame.shaped].sum()
+        / max(frame.measured_s[k].sum(), 1e-30),
+    }
+
+
+def fit(frame: pd.DataFrame) -> tuple[dict[str, float], dict[str, float]]:
+    """(clipped efficiency, unclipped model/measured) per class, as archsim.perf.calibrate fits."""
+    g = frame.groupby("cls")[["model_s", "measured_s"]].sum()
+    raw = (g.model_s / g.measured_s).to_dict()
+    return {c: min(1.0, r) for c, r in raw.items()}, raw
+
+
+def class_rows(frame: pd.DataFrame) -> list[str]:
     rows = []
-    for (kernel, grid), g in frame.groupby(["kernel", "grid"], sort=False):
-        depth = GEMM_DEPTHS.get((name, kernel, grid), "not worked out")
+    for cls, g in frame.groupby("cls"):
+        ratio = g.model_s / g.measured_s
         rows.append(
-            f"| {name} | {kernel} | {grid} | {len(g)} | {depth} | {g.measured.mean():.1f} | "
-            f"{g.bound.mean():.1f} | {g.bound.sum() / g.measured.sum():.2f} | "
-            f"{g.calibrated.mean():.1f} |"
+            f"| {cls} | {len(g)} | {_ms(g.measured_s.sum())} | {_ms(g.model_s.sum())} | "
+            f"{_pct(g.model_s.sum() / g.measured_s.sum() - 1)} | "
+            f"{100 * float(np.median(np.abs(ratio - 1))):.0f}% |"
         )
     return rows
 
 
-def main() -> int:
-    fit_ops = ingest(FIXTURES / FIT_FIXTURE[0]).ops
-    fit_hw = load_hw(FIT_FIXTURE[1])
-    fit = fit_table(fit_ops, fit_hw)
-    efficiency = {str(c): float(e) for c, e in fit["efficiency"].items() if c != "all"}
+# --- AlexNet captured on a CPU, predicted on presets, against published throughputs -----------------
+# NVIDIA, "GPU-Based Deep Learning Inference: A Performance and Power Analysis" (whitepaper, Nov 2015),
+# Table 3: AlexNet with Caffe + cuDNN 4 on Jetson TX1 (GPU at 998 MHz): FP32 47 images/s at batch 1
+# and 155 at batch 128; FP16 67 at batch 1 and 258 at batch 128.
+PUBLISHED = {
+    ("jetson-tx1", "alexnet-b1-fp32", 1): 47.0,
+    ("jetson-tx1", "alexnet-b32-fp32", 128): 155.0,
+    ("jetson-tx1", "alexnet-b32-fp16", 128): 258.0,
+    ("jetson-tx1", "alexnet-b32-fp16", 1): 67.0,
+}
+TX1_AUDIT = [
+    "**Jetson TX1 (Maxwell GM20B) audit.** The `jetson-tx1` preset's figures are the data sheet's",
+    "(2 SMs, 998 MHz, 25.6 GB/s LPDDR4 shared with the CPU, 256 KB L2, no tensor cores). What the",
+    "model now does with them: FP16 runs at twice the FP32 rate only in half2-vectorized kernels",
+    "(cuBLAS HGEMM, cuDNN FP16 convolutions, element-wise loops: `archsim.perf.terms.HALF2_CLASSES`);",
+    "reductions, softmax and normalization accumulate in FP32 and gain only from halved bytes.",
+    "DRAM is priced at 0.70 of 25.6 GB/s (the P100 stream fraction: no GM20B measurement was",
+    "found), with no contention from the CPU, which shares the memory. Its DRAM latency (500 ns),",
+    "L2 bandwidth and kernel floor are assumptions carried from the V100.",
+    "",
+    "Against the whitepaper the model is 1.3x (batch 1, FP32) to 2.1x (batch 128, FP16) too fast.",
+    "The last column shows why: Caffe with cuDNN 4 reached 0.43 of the FP32 peak at batch 128",
+    "(0.36 of the FP16 peak; 0.13 and 0.09 at batch 1, where AlexNet's fully connected layers are",
+    "matrix-vector products bound by LPDDR4), while the model assumes the Volta-era cuBLAS fraction (0.85) for GEMM",
+    "and convolution engines on Maxwell. That 2015 libraries reach 0.36-0.43 of peak on this part",
+    "is the published evidence; it was not fitted into the model (it would make this comparison",
+    "in sample), and no independent GM20B SGEMM/cuDNN measurement was found to replace the",
+    "assumption. The FP16 gain the whitepaper shows (155 -> 258 images/s, 1.66x, at batch 128) is",
+    "below the model's 2.0x: in the model nearly all of AlexNet's time is half2 GEMM/convolution",
+    "math, which FP16 halves; in Caffe's run a part of it was not.",
+]
+ALEXNET_PRESETS = ("jetson-tx1", "dgx1-p100", "t4", "dgx1-v100", "dgx-a100")
 
+
+def alexnet_rows() -> list[str]:
+    from archsim.analysis.predict import predict_inference
+    from archsim.perf.batch import scale_ops_to_batch
+    from archsim.trace.format import load
+
+    rows = []
+    for trace_name, batches in (("alexnet-b1-fp32", (1,)), ("alexnet-b32-fp32", (32, 128)),
+                                ("alexnet-b32-fp16", (1, 32, 128))):  # fmt: skip
+        path = ROOT / "traces" / trace_name
+        if not path.is_dir():
+            continue
+        trace = load(path)
+        captured = int(trace.meta["workload"]["settings"]["batch_size"])
+        last = trace.ops[trace.ops.step_id == trace.ops.step_id.max()]
+        flops_per_image = float(last.flops.fillna(0).sum()) / captured
+        for batch in batches:
+            resized = trace
+            if batch != captured:
+                resized = dataclasses.replace(
+                    trace, ops=scale_ops_to_batch(trace.ops, captured, batch)
+                )
+            for preset in ALEXNET_PRESETS:
+                result = predict_inference(resized, load_hw(preset), source=None)
+                rate = batch / result["gpu_seconds"]
+                published = PUBLISHED.get((preset, trace_name, batch))
+                ratio = f"{rate / published:.2f}" if published else ""
+                # the fraction of the GPU's peak the published rate implies (FLOPs per image from
+                # the capture's ops): what the 2015 libraries achieved, evidence the model did not use
+                gpu = load_hw(preset).gpu
+                peak = gpu.fp16_peak_flops if "fp16" in trace_name else gpu.fp32_peak_flops
+                implied = f"{published * flops_per_image / peak:.2f}" if published else ""
+                rows.append(
+                    f"| {trace_name} | {batch} | {preset} | {1e3 * result['gpu_seconds']:.3f} | "
+                    f"{rate:.0f} | {published or ''} | {ratio} | {implied} |"
+                )
+    return rows
+
+
+def main() -> int:
+    names = [n for n in FIXTURE_NOTES if (FIXTURES / n).exists()]
+    frames, hws = {}, {}
+    for name in names:
+        frames[name], hws[name] = fixture_frame(name)
     lines = [
         "# Kernel-model accuracy on real GPU traces",
         "",
-        # no run date: the page changes only when its content does
         "Generated by `python benchmarks/accuracy_table.py`; do not edit by hand.",
         "",
-        "Device time = sum of measured kernel, memcpy and memset durations (serial sum, launch gaps",
-        "excluded). *Shapes only*: `archsim.perf.kernel.body_seconds` from the ops table alone (no",
-        "measured durations, every efficiency 1). *Calibrated*: the same with per-class efficiencies",
-        f"fitted on `{FIT_FIXTURE[0]}` (`archsim calibrate ... --hw {FIT_FIXTURE[1]}`).",
-        "Error = predicted / measured - 1. Goal: within 20% on totals.",
+        "*Model only*: every measured kernel, memcpy and memset of a fixture priced by",
+        "`archsim.perf.kernel.body_seconds` from the trace's shapes (FLOPs and bytes from `Input Dims`)",
+        "or, without shapes, its launch grid, on the fixture's own GPU (`predict --model-only`: no",
+        "measured duration is used), against the measured durations (serial sum, launch gaps excluded).",
+        "Error = predicted / measured - 1. The model predicts achieved time: DRAM at the achievable",
+        "fraction measured by stream benchmarks per architecture, GEMM/conv engines at the fraction",
+        "cuBLAS reaches (`archsim.perf.efficiency`, each figure with its published source); none of",
+        "those figures was read off these files. *In sample* names what was. Goals: totals within 20%",
+        "on every fixture with shapes, per-kernel median |error| within 30%, no efficiency above 1.",
         "",
-        "None of the NVIDIA fixtures records the launching ops' `Input Dims`, so their kernels have no",
-        "FLOPs or bytes: the model infers work from grid, block and kernel name",
-        "(`archsim.perf.blocks.estimate_work_from_launch`): element-wise kernels from their grid's",
-        "elements, GEMM engines from their tiles with an assumed depth of 512 per K-slice",
-        "(`ASSUMED_TILE_K`), because the depth of a GEMM is not in its launch. The calibrated rows show",
-        "how per-class efficiencies fitted on one GPU and workload transfer to another; *in sample* says",
-        "which figures were read off the fixture itself, so that its row does not test them.",
+        "Fixtures (real torch.profiler traces from public repositories: facebookresearch/",
+        "HolisticTraceAnalysis (HTA), AMD-AGI/TraceLens, pytorch/kineto, facebookresearch/param);",
+        "not compared: " + "; ".join(f"`{n}` ({why})" for n, why in REFUSED.items()) + ".",
         "",
-        "## Totals",
+        "## Model only, on each fixture's own GPU",
         "",
-        "| fixture | preset | ops | measured ms | shapes only ms | error | calibrated ms | error | "
-        "within 20% | kernels only: measured ms | calibrated ms | error | in sample |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| fixture | provenance | GPU config | ops | kernel time with shapes | measured ms | model ms | "
+        "error | kernels only: measured ms | model ms | error | per-kernel median abs error | "
+        "goals met | in sample |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    details, history, depth_rows = [], [], []
-    for name, preset, note in EVAL_FIXTURES:
-        if preset is None:
-            lines.append(f"| {name} | no preset | | | | | | | | | | | {note} |")
-            continue
-        ops = ingest(FIXTURES / name).ops
-        hw = load_hw(preset)
-        raw = class_errors(ops, hw, None)
-        cal = class_errors(ops, hw, efficiency)
-        total_raw, total_cal = raw.loc["total"], cal.loc["total"]
-        kernels = [
-            c for c in cal.index if c not in ("total", "memset") and not c.startswith("memcpy")
-        ]
-        k_meas = cal.loc[kernels, "measured_s"].sum()
-        k_cal = cal.loc[kernels, "predicted_s"].sum()
-        copies = [c for c in cal.index if c.startswith("memcpy")]
-        copy_share = cal.loc[copies, "measured_s"].sum() / total_cal.measured_s
-        in_sample = note.format(copies=f"{copy_share:.0%}")
-        ok = "yes" if abs(total_cal.error) <= TARGET_ERROR else "no"
-        if ok == "yes" and abs(k_cal / k_meas - 1) > TARGET_ERROR:
-            ok = "yes, kernels only no"
+    sums = {}
+    for name in names:
+        s = sums[name] = summary(frames[name])
+        shaped = s["shaped_share"] >= 0.5
+        if shaped:
+            ok = abs(s["error"]) <= TARGET_TOTAL and s["median_abs"] <= TARGET_KERNEL
+            goals = "yes" if ok else "no"
+        else:
+            goals = "n/a (no shapes)"
+        hw = hws[name]
         lines.append(
-            f"| {name} | {preset} | {int(total_raw.ops)} | {_ms(total_raw.measured_s)} | "
-            f"{_ms(total_raw.predicted_s)} | {_pct(total_raw.error)} | {_ms(total_cal.predicted_s)} | "
-            f"{_pct(total_cal.error)} | {ok} | {_ms(k_meas)} | {_ms(k_cal)} | "
-            f"{_pct(k_cal / k_meas - 1)} | {in_sample} |"
+            f"| {name} | {FIXTURE_NOTES[name][0]} | {hw.name} ({hw.gpu.name}) | {len(frames[name])} | "
+            f"{s['shaped_share']:.0%} | {_ms(s['measured'])} | {_ms(s['model'])} | "
+            f"{_pct(s['error'])} | {_ms(s['k_measured'])} | {_ms(s['k_model'])} | "
+            f"{_pct(s['k_error'])} | {100 * s['median_abs']:.0f}% | {goals} | "
+            f"{FIXTURE_NOTES[name][1]} |"
         )
-        if name in BEFORE:
-            b_raw, b_cal, b_kernels = BEFORE[name]
-            history.append(
-                f"| {name} | {_pct(b_raw)} | {_pct(total_raw.error)} | {_pct(b_cal)} | "
-                f"{_pct(total_cal.error)} | {_pct(b_kernels)} | {_pct(k_cal / k_meas - 1)} |"
-            )
-        depth_rows += gemm_depth_rows(name, ops, hw, efficiency)
-        details += [
-            "",
-            f"### {name} on {preset}",
-            "",
-            f"Kernels only (no memcpy/memset): measured {_ms(k_meas)} ms, calibrated {_ms(k_cal)} ms "
-            f"({_pct(k_cal / k_meas - 1)}).",
-            "",
-            "| class | ops | measured ms | shapes only ms | error | calibrated ms | error |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for cls in cal.index:
-            r, c = raw.loc[cls], cal.loc[cls]
-            details.append(
-                f"| {cls} | {int(r.ops)} | {_ms(r.measured_s)} | {_ms(r.predicted_s)} | "
-                f"{_pct(r.error)} | {_ms(c.predicted_s)} | {_pct(c.error)} |"
-            )
-    cpu = cpu_capture_rows()
+    shaped_names = [n for n in names if sums[n]["shaped_share"] >= 0.5]
+    met = [n for n in shaped_names if abs(sums[n]["error"]) <= TARGET_TOTAL]
+    med = [n for n in shaped_names if sums[n]["median_abs"] <= TARGET_KERNEL]
     lines += [
         "",
-        "### Before and after the kernel-model revision",
-        "",
-        "Errors at commit 7aeb9b5 (before) and now. The earlier A100 AlexNet kernels-only -4.8% was",
-        "errors cancelling: its reductions were predicted +655% (batch-norm efficiency applied to",
-        "pooling kernels) against conv -75% and GEMM -96%.",
-        "",
-        "| fixture | shapes only before | now | calibrated before | now | "
-        "calibrated kernels only before | now |",
-        "|---|---|---|---|---|---|---|",
-        *history,
-    ]
-    if cpu is not None:
-        lines.append(
-            f"| AlexNet captured on a CPU, predicted for dgx-a100 | {_pct(BEFORE_CPU_ALEXNET)} | "
-            f"{_pct(cpu.loc['total', 'error'])} | | | | |"
-        )
-    gemm_fit = fit.loc["gemm_grid"] if "gemm_grid" in fit.index else None
-    lines += [
-        "",
-        "## What limits accuracy",
-        "",
-        "**GEMM depth.** A GEMM's launch shows its output tiles and K-slices, not its depth K, and the",
-        "fixtures' GEMMs run from 32 to 9216 deep. The model assumes 512 per K-slice; the table below",
-        "gives the depth worked out by hand from each workload (documentation only; the model never",
-        "sees it), the model's bound with 512-deep slices, and the V100-calibrated prediction:",
-        "",
-        "| fixture | kernel | grid | launches | depth (by hand) | measured us | bound us | "
-        "bound / measured | calibrated us |",
-        "|---|---|---|---|---|---|---|---|---|",
-        *depth_rows,
-        "",
-        "Where the depth happens to be 512 per slice (the RTX 2080 Ti MLP), the sgemm engines run at",
-        "0.65-0.84 of the model's bound (at the preset's reference boost clock), a plausible cuBLAS",
-        "SGEMM efficiency. The V100 `gemm_grid` class, though, is 15 launches (0.34 ms of 472 ms) whose",
-        "time-weighted fit is dominated by a weight-gradient GEMM only 32 deep (K = batch), priced for",
-        "512: efficiency "
-        + (
-            f"{gemm_fit.efficiency:.2f} (median per op {gemm_fit.median_efficiency:.2f})"
-            if gemm_fit is not None
-            else "n/a"
-        )
+        f"Of {len(shaped_names)} fixtures with shapes, {len(met)} meet the 20% total goal and "
+        f"{len(med)} the 30% per-kernel median goal. Before issue 12 (model at peak), model-only "
+        "totals of the four fixtures then compared were: "
+        + "; ".join(f"`{n}` {b[0]}" for n, b in BEFORE.items())
+        + "; now: "
+        + "; ".join(f"`{n}` {_pct(sums[n]['error'])}" for n in BEFORE if n in sums)
         + ".",
-        "Applied to the RTX's GEMMs, which are as deep as assumed, it predicts them 3.4-4.4x too fast;",
-        "applied to AlexNet's fc6 and fc7, 18x and 8x deeper, the error runs the other way. The A100",
-        "event-sync GEMMs land within 20% because their bound / measured (2.27) is near the V100 fit's:",
-        "if they are 1024^3 products, their slices are 205 deep, shallow like the V100's. The same holds",
-        "for convolutions (AlexNet's TF32 implicit GEMMs are C x R x S = 1728-3456 deep and run at",
-        "0.23-0.34 of the 512-deep bound). No single efficiency fixes a depth that varies 30-fold",
-        "between workloads; a trace with recorded shapes (`record_shapes=True`) does, and then the",
-        "kernels get real FLOPs and bytes and leave the `_grid` classes.",
-        "",
-        "**Loop extents of reductions.** cuDNN's batch-norm kernels (one block per channel) and",
-        "PyTorch's `reduce_kernel` loop over an extent their grid does not show, so their inferred work",
-        "is the V100 workload's (`reduction_grid` efficiency "
-        + (
-            f"{fit.loc['reduction_grid', 'efficiency']:.2f}"
-            if "reduction_grid" in fit.index
-            else "n/a"
-        )
-        + ").",
-        "It lands near the RTX's bias-gradient reductions only by chance. Pooling kernels, one thread",
-        "per element, are a class of their own (`reduction_pool_grid`).",
-        "",
-        "**Host copies.** Pageable copies run at the host's staging memcpy rate beyond the first",
-        "staged MiB (`archsim.perf.kernel.host_link_seconds`). The only fixture with host copies",
-        "(a100_alexnet_forward, 84% of its device time) is where the rate and chunk were measured, so",
-        "its total checks the model's shape, not a prediction; its kernels-only column is the",
-        "out-of-sample part. The fixture's host is not a DGX: its sub-MiB copies move at ~11 GB/s, about",
-        "a PCIe 3.0 x16 pinned rate, not the dgx-a100 preset's 25.2 GB/s.",
-        "",
-        "**Tiny kernels.** Floors are per GPU and coarse: the RTX fixture's memsets take 1 us but get",
-        "the 2-us kernel floor read from its kernels (memset +100% shapes only); its `nll_loss` kernels",
-        "are one block of 32 threads looping over the batch (7-12 us, predicted at the floor); the A100",
-        "AlexNet fixture's shortest kernels take 4-5 us against the assumed 1.25-us floor. Together",
-        "about 1% of any fixture's time.",
     ]
+    lines += ["", *LIMITS]
+    # calibrate on one, predict the others
+    fits = {n: fit(frames[n]) for n in names}
+    lines += [
+        "",
+        "## Calibrated on one fixture, predicting the others",
+        "",
+        "Per-class efficiencies fitted on the row's fixture (`archsim calibrate`: time-weighted, "
+        "clipped to 1), applied to the column's fixture (model-only totals). Classes are split by "
+        "whether the work came from shapes or was inferred from the grid (`_grid`), so a fit on a "
+        "fixture without shapes moves only fixtures without shapes. Diagonal: in sample.",
+        "",
+        "| fitted on \\ predicted | " + " | ".join(n.split(".")[0] for n in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for fitted in names:
+        eff = fits[fitted][0]
+        cells = [_pct(summary(frames[n], eff)["error"]) for n in names]
+        lines.append(f"| {fitted.split('.')[0]} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "## No efficiency above 1",
+        "",
+        "Largest fitted model / measured per fixture before clipping, and how many classes it "
+        "clipped. Above 1 the model's inferred WORK is too large (a grid-only GEMM priced 512 deep "
+        "per K-slice; a reduction whose loop extent the grid does not show), not its rates.",
+        "",
+        "| fixture | classes | max model / measured | class | clipped classes | max efficiency |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        eff, raw = fits[name]
+        top = max(raw, key=raw.get)
+        lines.append(
+            f"| {name} | {len(raw)} | {raw[top]:.2f} | {top} | "
+            f"{sum(r > 1 for r in raw.values())} | {max(eff.values()):.2f} |"
+        )
+    lines += ["", "## Per-class errors, model only", ""]
+    for name in names:
+        s = sums[name]
+        lines += [
+            f"### {name} on {hws[name].name}",
+            "",
+            f"Kernels only: measured {_ms(s['k_measured'])} ms, model {_ms(s['k_model'])} ms "
+            f"({_pct(s['k_error'])}); with copies {_pct(s['error'])}.",
+            "",
+            "| class | ops | measured ms | model ms | error | median abs error per op |",
+            "|---|---|---|---|---|---|",
+            *class_rows(frames[name]),
+            "",
+        ]
+    cpu = cpu_capture_rows()
     if cpu is not None:
         total = cpu.loc["total"]
         lines += [
+            "## Across devices: AlexNet captured on a CPU, predicted for the A100 fixture",
             "",
-            "## From op shapes, captured on a CPU",
-            "",
-            "The NVIDIA fixtures have no shapes; archsim's own CPU captures do. AlexNet forward captured on",
-            f"this CPU (`{CPU_TRACE.relative_to(ROOT)}`, one steady step, resized {CPU_TRACE_BATCH} -> "
-            f"{FIXTURE_BATCH} with `scale_ops_to_batch`) predicted on `dgx-a100` from FLOPs and bytes",
-            f"alone (no calibration), versus the kernels of the last forward pass in `{A100_ALEXNET}`",
-            "(batch 128, fp32 with TF32 convolutions):",
+            "The only pair of fixtures and captures that share a workload: the bundled CPU capture",
+            f"`{CPU_TRACE.relative_to(ROOT)}` (one steady step, resized {CPU_TRACE_BATCH} -> "
+            f"{FIXTURE_BATCH}) predicted on `dgx-a100` from FLOPs and bytes alone, against the kernels",
+            f"of the last forward pass of `{A100_ALEXNET}` (batch 128, fp32, TF32 convolutions). No",
+            "two GPU fixtures run the same workload, so no GPU-to-GPU pair can be checked.",
             "",
             "| class | measured ms | predicted ms | error |",
             "|---|---|---|---|",
-        ]
-        for cls, row in cpu.iterrows():
-            err = _pct(row.error) if row.measured_s > 0 else "n/a"
-            lines.append(f"| {cls} | {_ms(row.measured_s)} | {_ms(row.predicted_s)} | {err} |")
-        ok = "within" if abs(total.error) <= TARGET_ERROR else "outside"
-        lines += ["", f"Total {_pct(total.error)}: {ok} the 20% goal. Part of the gap is the workloads: "
-                  "the fixture's AlexNet adds each conv bias in a separate element-wise kernel and runs "
-                  "dropout (about 0.5 ms of its element-wise time), which the captured torch AlexNet "
-                  "(bias fused into the conv, eval mode) does not. The rest is efficiency: the model is "
-                  "a bound (efficiency 1) and cuBLAS/cuDNN reach a fraction of it (the 32x32 sgemm of the "
-                  "classifier runs at ~60% of FP32 peak, the TF32 convolutions at 62-71% of TF32 peak, "
-                  "PyTorch's adaptive average pool on AlexNet's 6x6 maps at ~5% of DRAM bandwidth). "
-                  "Calibrating that needs a GPU trace with recorded shapes (`record_shapes=True`), which "
-                  "none of the fixtures has."]  # fmt: skip
-    lines += ["", "## Fitted efficiencies (V100 fixture)", "",
-              "| class | ops | measured ms | model bound ms | efficiency (time-weighted) | median per op |",
-              "|---|---|---|---|---|---|"]  # fmt: skip
-    for cls, row in fit.iterrows():
-        lines.append(
-            f"| {cls} | {int(row.ops)} | {_ms(row.measured_s)} | {_ms(row.bound_s)} | "
-            f"{row.efficiency:.4f} | {row.median_efficiency:.4f} |"
-        )
-    lines += ["", "An efficiency above 1 means the model's bound is pessimistic for that class. "
-              "Classes the V100 trace lacks keep efficiency 1; `all` is shown for reference only. "
-              "The `_grid` suffix marks kernels whose work was inferred from the launch grid; those "
-              "efficiencies never apply to ops with real FLOPs and bytes. `_aux` marks the kernels a "
-              "GEMM/conv op launches around its GEMM engine (FFT, Winograd and layout transforms, "
-              "split-K reductions, epilogues), `_pool` pooling kernels.", "",
-              "## Per-class errors", *details, ""]  # fmt: skip
+            *[f"| {c} | {_ms(r.measured_s)} | {_ms(r.predicted_s)} | "
+              f"{_pct(r.error) if r.measured_s > 0 else 'n/a'} |" for c, r in cpu.iterrows()],
+            "",
+            f"Total {_pct(total.error)} (before issue 12, at peak: -35.1%). Part of the gap is the",
+            "workloads: the fixture's AlexNet adds each conv bias in a separate element-wise kernel",
+            "and runs dropout, which the captured torchvision AlexNet in eval mode does not.",
+            "",
+        ]  # fmt: skip
+    from archsim.perf.efficiency import ACHIEVED
+
+    lines += [
+        "## Achieved fractions the model uses",
+        "",
+        "From `archsim.perf.efficiency` (the comments there cite each figure); none was fitted to",
+        "a fixture. Element-wise, reduction and normalization kernels: DRAM fraction, math 1.",
+        "",
+        "| generation | DRAM | GEMM/conv, vector pipes | GEMM/conv, matrix units | source |",
+        "|---|---|---|---|---|",
+        *[f"| {g} | {a.dram:.2f} | {a.gemm:.2f} | {a.gemm_tensor:.2f} | {a.source} |"
+          for g, a in ACHIEVED.items()],
+        "",
+    ]  # fmt: skip
+    lines += [
+        "## AlexNet captured on a CPU, predicted on several GPUs",
+        "",
+        "The bundled CPU captures of torchvision AlexNet inference (`traces/alexnet-b1-fp32`,",
+        "`alexnet-b32-fp32`, `alexnet-b32-fp16`), resized to other batches with `scale_ops_to_batch`,",
+        "predicted from FLOPs and bytes alone (GPU time per batch, no launch overhead). Published:",
+        "NVIDIA, *GPU-Based Deep Learning Inference: A Performance and Power Analysis* (whitepaper,",
+        "Nov 2015), AlexNet on Jetson TX1 with Caffe and cuDNN 4. Ratio = predicted / published.",
+        "",
+        "| trace | batch | preset | GPU ms per batch | predicted images/s | published images/s | ratio "
+        "| published x FLOPs / peak |",
+        "|---|---|---|---|---|---|---|---|",
+        *alexnet_rows(),
+        "",
+        *TX1_AUDIT,
+        "",
+    ]
     text = "\n".join(lines)
     out = ROOT / "docs" / "ACCURACY.md"
     with atomic_output_file(out) as handle:
