@@ -59,7 +59,7 @@ def test_simulate_writes_metrics_and_a_perfetto_timeline(trace_dir, tmp_path, ca
     events = json.loads((out / "timeline.json").read_text())["traceEvents"]
     slices = [e for e in events if e["ph"] == "X"]
     names = {e["name"] for e in slices}
-    assert "env_step" in names and "learner_step" in names
+    assert "env_step" in names and "train_step" in names
     assert any(n.startswith("inference_batch") for n in names)
     assert all(e["dur"] >= 0 and 0 <= e["ts"] <= 0.05e6 for e in slices)
     assert any(e["ph"] == "C" for e in events)  # power counter track

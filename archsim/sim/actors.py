@@ -17,7 +17,7 @@ from bisect import insort
 
 import numpy as np
 
-from archsim.sim.inference import FleetBatcher, PlainBatcher, arrival_time
+from archsim.sim.inference import FleetBatcher, PlainBatcher, arrival_time, in_actor_order
 from archsim.sim.system import System
 
 
@@ -26,9 +26,13 @@ def plain_central_actor(system: System, actor: int, batcher: PlainBatcher):
     thread = int(system.actor_threads[actor])
     envs = system.config.envs_per_actor
     up_s = system.times.request_up_s
+    track, timeline = f"actor {actor}", rec.timeline
     while True:
-        yield from system.threads.execute(thread, streams.next(actor), "env_step")
+        args = None if timeline is None else {"step": timeline.next_step(actor)}
+        yield from system.threads.execute(thread, streams.next(actor), "env_step", track, args)
         sent = env.now
+        if timeline is not None:
+            timeline.sent[actor] = sent
         if sent < rec.end:
             rec.env_steps += envs
         yield batcher.arrival(actor, up_s)
@@ -40,8 +44,13 @@ def plain_local_actor(system: System, actor: int):
     env, rec, streams = system.env, system.rec, system.streams
     thread = int(system.actor_threads[actor])
     envs = system.config.envs_per_actor
+    track, timeline = f"actor {actor}", rec.timeline
     while True:
-        yield from system.threads.execute(thread, streams.next(actor), "env_step")
+        args = None if timeline is None else {"step": timeline.next_step(actor)}
+        yield from system.threads.execute(thread, streams.next(actor), "env_step", track, args)
+        # actors whose steps end at one instant go on (to the replay limiter) in actor-id order on
+        # every path, whatever order the CPU executor finished them in
+        yield in_actor_order(env, actor, system.config.actors)
         done = env.now
         if done < rec.end:
             rec.env_steps += envs
@@ -80,7 +89,13 @@ class ActorFleet:
                 rec.actor_wait_s += min(now, end) - min(self.sent_at[actor], end)
             thread = int(system.actor_threads[actor])
             work = system.streams.next(actor)
-            finish = system.threads.finish_time(thread, work, now, "env_step")
+            timeline = rec.timeline
+            args = None if timeline is None else {"step": timeline.next_step(actor)}
+            finish = system.threads.finish_time(
+                thread, work, now, "env_step", f"actor {actor}", args
+            )
+            if timeline is not None:
+                timeline.sent[actor] = finish
             self.sent_at[actor] = finish
             if finish < end:
                 rec.env_steps += system.config.envs_per_actor

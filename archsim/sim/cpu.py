@@ -13,8 +13,7 @@ import simpy
 
 from archsim.perf.cpu import ThreadLayout
 from archsim.sim.metrics import Recorder
-
-TIMELINE_LIMIT = 200_000  # events kept for the Perfetto timeline (keeps the JSON openable)
+from archsim.sim.timeline import TIMELINE_LIMIT
 
 
 class SimpyThreads:
@@ -27,7 +26,9 @@ class SimpyThreads:
         self.queue = rec.queue("cpu_run")
         self.threads = [simpy.Resource(env, capacity=1) for _ in range(layout.hw_threads)]
 
-    def execute(self, thread: int, work_s: float, label: str = ""):
+    def execute(
+        self, thread: int, work_s: float, label: str = "", track: str = "", args: dict | None = None
+    ):
         env = self.env
         arrive = env.now
         duration = work_s / self.speed[thread]
@@ -37,7 +38,7 @@ class SimpyThreads:
             start = env.now
             self.queue.leave(start, arrive)
             self.rec.cpu_busy(thread, start, start + duration)
-            record(self.rec, label, f"cpu{thread}", start, duration)
+            record_burst(self.rec, label, track, thread, arrive, start, duration, args)
             yield env.timeout(duration)
 
     def flush(self) -> None:
@@ -59,7 +60,15 @@ class LindleyThreads:
         # Per-slice bookkeeping (time series, timeline) needs the general path below.
         self.detailed = bool(rec.series_bins) or rec.timeline is not None
 
-    def finish_time(self, thread: int, work_s: float, arrive: float, label: str = "") -> float:
+    def finish_time(
+        self,
+        thread: int,
+        work_s: float,
+        arrive: float,
+        label: str = "",
+        track: str = "",
+        args: dict | None = None,
+    ) -> float:
         """Run ``work_s`` arriving at ``arrive`` (>= every earlier arrival) on ``thread``."""
         free = self.free_at[thread]
         start = arrive if arrive > free else free
@@ -68,7 +77,7 @@ class LindleyThreads:
         self.queue.add_wait(arrive, start)
         if self.detailed:
             self.rec.cpu_busy(thread, start, finish)
-            record(self.rec, label, f"cpu{thread}", start, finish - start)
+            record_burst(self.rec, label, track, thread, arrive, start, finish - start, args)
         else:
             end = self.rec.end
             self.busy_s[thread] += (finish if finish < end else end) - (
@@ -76,9 +85,11 @@ class LindleyThreads:
             )
         return finish
 
-    def execute(self, thread: int, work_s: float, label: str = ""):
+    def execute(
+        self, thread: int, work_s: float, label: str = "", track: str = "", args: dict | None = None
+    ):
         env = self.env
-        finish = self.finish_time(thread, work_s, env.now, label)
+        finish = self.finish_time(thread, work_s, env.now, label, track, args)
         yield env.timeout(finish - env.now)
 
     def flush(self) -> None:
@@ -88,8 +99,31 @@ class LindleyThreads:
         self.busy_s = [0.0] * len(self.busy_s)
 
 
-def record(rec: Recorder, label: str, track: str, start: float, duration: float) -> None:
+def record(
+    rec: Recorder, label: str, track: str, start: float, duration: float, args: dict | None = None
+) -> None:
     """Keep one slice for the timeline when one is being recorded."""
     timeline = rec.timeline
     if timeline is not None and start < rec.end and len(timeline) < TIMELINE_LIMIT:
-        timeline.append((label, track, start, duration))
+        timeline.append((label, track, start, duration, args))
+
+
+def record_burst(
+    rec: Recorder,
+    label: str,
+    track: str,
+    thread: int,
+    arrive: float,
+    start: float,
+    duration: float,
+    args: dict | None,
+) -> None:
+    """A pinned burst's slice: on ``track`` (else its thread's role track), with the hardware thread
+    it ran on and how long it queued for it."""
+    timeline = rec.timeline
+    if timeline is None or start >= rec.end:
+        return
+    if not track:
+        track = timeline.track_of(thread) if hasattr(timeline, "track_of") else f"cpu{thread}"
+    extra = {"hw_thread": thread, "queue_wait_us": (start - arrive) * 1e6}
+    record(rec, label, track, start, duration, {**(args or {}), **extra})

@@ -29,22 +29,28 @@ class SharedGpu:
         self.rec = rec
         self.waiting: list[deque] = [deque(), deque()]
         # running job per stream: [work left s, sm fraction, done event, label, start, DRAM bytes
-        # per second of work]
+        # per second of work, timeline args]
         self.running: list[list | None] = [None, None]
         self.queues = [rec.queue(f"gpu_{name}") for name in STREAMS]
         self.last_t = 0.0
         self.version = 0
 
     def submit(
-        self, stream: int, work_s: float, sm_fraction: float, label: str, dram_bytes: float = 0.0
+        self,
+        stream: int,
+        work_s: float,
+        sm_fraction: float,
+        label: str,
+        dram_bytes: float = 0.0,
+        args: dict | None = None,
     ) -> simpy.Event:
         """Queue a job of ``work_s`` GPU seconds (when alone) on ``stream`` that moves ``dram_bytes``
-        to and from DRAM; returns its done event."""
+        to and from DRAM; returns its done event. ``args`` go on its timeline slice."""
         done = self.env.event()
         self._advance()
         bytes_per_work_s = dram_bytes / work_s if work_s > 0 else 0.0
         self.waiting[stream].append(
-            (work_s, sm_fraction, done, label, self.env.now, bytes_per_work_s)
+            (work_s, sm_fraction, done, label, self.env.now, bytes_per_work_s, args)
         )
         self.queues[stream].enter(self.env.now)
         if self.running[stream] is None:
@@ -72,16 +78,21 @@ class SharedGpu:
                     moved += dt * rate * job[5]
             if occupied > 0:
                 self.rec.gpu_busy(self.last_t, now, min(1.0, occupied))
+            timeline = self.rec.timeline
+            if timeline is not None and self.last_t < self.rec.end:
+                timeline.counter("gpu_sm_util", self.last_t, min(1.0, occupied))
             if moved > 0:
                 self.rec.gpu_dram(self.last_t, now, moved)
         self.last_t = now
 
     def _start_next(self, stream: int) -> None:
         if self.waiting[stream]:
-            work, frac, done, label, arrived, bytes_rate = self.waiting[stream].popleft()
+            work, frac, done, label, arrived, bytes_rate, args = self.waiting[stream].popleft()
             now = self.env.now
             self.queues[stream].leave(now, arrived)
-            self.running[stream] = [work, frac, done, label, now, bytes_rate]
+            if self.rec.timeline is not None:
+                args = {**(args or {}), "queue_wait_us": (now - arrived) * 1e6, "sm_fraction": frac}
+            self.running[stream] = [work, frac, done, label, now, bytes_rate, args]
         else:
             self.running[stream] = None
 
@@ -104,7 +115,7 @@ class SharedGpu:
         for stream in (INFERENCE, LEARNER):
             job = self.running[stream]
             if job is not None and job[0] <= DONE_EPS_S:
-                record(self.rec, job[3], f"gpu_{STREAMS[stream]}", job[4], now - job[4])
+                record(self.rec, job[3], f"gpu_{STREAMS[stream]}", job[4], now - job[4], job[6])
                 job[2].succeed()
                 self._start_next(stream)
         self._schedule()

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import simpy
 from simpy.events import Event
 
+from archsim.sim.cpu import record
 from archsim.sim.gil import run_burst
 from archsim.sim.gpu import INFERENCE
 from archsim.sim.system import System, locked
@@ -55,6 +56,16 @@ def delay_to(now_s: float, at_s: float) -> float:
     return delay
 
 
+def in_actor_order(env: simpy.Environment, actor: int, actors: int, delay_s: float = 0.0) -> Event:
+    """A timeout of ``delay_s`` that fires after every ordinary event of its instant and after the
+    same-instant timeouts of lower actor ids: a priority in (NORMAL, LATE) that grows with the id."""
+    event = Event(env)
+    event._ok = True
+    event._value = None
+    env.schedule(event, NORMAL + (actor + 1) / (actors + 1), delay_s)
+    return event
+
+
 class LateTimeout(Event):
     """A timeout that fires after all URGENT and NORMAL events of its instant."""
 
@@ -77,6 +88,12 @@ def serve_batch(
     env, times, rec = system.env, system.times, system.rec
     server = system.server_threads[index % len(system.server_threads)]
     n_obs = len(members) * system.config.envs_per_actor
+    closed = env.now
+    timeline = rec.timeline
+    if timeline is not None:
+        n_servers = len(system.server_threads)
+        server_track = "inference server" + (f" {index % n_servers}" if n_servers > 1 else "")
+        timeline.name_thread(server, server_track)
     if env.now < rec.end:
         rec.inference_batches += 1
         rec.inference_obs += n_obs
@@ -86,8 +103,9 @@ def serve_batch(
         times.server_cpu_s_per_batch, times.server_cpu_s_per_obs, n_obs, len(members)
     )
     yield from run_burst(system, server, cpu_s, python, "inference_server")
+    served = env.now
     yield from system.replay.insert(n_obs)
-    label = f"inference_batch b={n_obs}"
+    label = "inference_batch"
     if times.on_gpu:
         yield system.gpu.submit(
             INFERENCE,
@@ -97,6 +115,7 @@ def serve_batch(
             dram_bytes=0.0
             if times.inference_dram_bytes is None
             else float(times.inference_dram_bytes[n_obs]),
+            args={"batch": index, "batch_size": n_obs, "requests": len(members)},
         )
     elif system.params_lock is not None:
         # the batch's forward pass holds the params lock; the request handling around it does not
@@ -109,10 +128,36 @@ def serve_batch(
         cpu_s = float(times.inference_gpu_s[n_obs])
         yield from run_burst(system, server, cpu_s, times.python.inference, label)
     # The recorded server sends the replies once it has the actions: it is free again only then.
+    answered = env.now
     server_free()
     if times.response_down_s > 0:
         yield env.timeout(times.response_down_s)
+    if timeline is not None:  # before deliver: the fleet sends the members' next requests there
+        batch_track = "gpu_inference" if times.on_gpu else timeline.track_of(server)
+        trip = (closed, served, answered, batch_track, timeline.track_of(server))
+        _record_requests(system, members, index, n_obs, trip)
     deliver(members)
+
+
+def _record_requests(system: System, members: list[int], index: int, n_obs: int, trip: tuple):
+    """Timeline of one batch's requests: each actor's wait for its actions, the flows from its
+    request to the server burst that batched it and from the batch back to the actor, and the
+    inference queue's depth (each request queued from its arrival to the batch's close)."""
+    closed, served, answered, batch_track, server_track = trip
+    rec, timeline = system.rec, system.rec.timeline
+    delivered = system.env.now
+    up_s = system.times.request_up_s
+    for actor in members:
+        sent = timeline.sent.get(actor, closed)
+        arrived = arrival_time(sent, up_s)
+        args = {"batch": index, "batch_size": n_obs, "queue_wait_us": (closed - arrived) * 1e6}
+        track = f"actor {actor}"
+        record(rec, "await_actions", track, sent, delivered - sent, args)
+        timeline.flow("request", (track, sent, "after"), (server_track, served, "before"))
+        timeline.flow("reply", (batch_track, answered, "before"), (track, delivered, "before"))
+        if arrived < rec.end:
+            timeline.delta("inference_queue_depth", arrived, +1)
+            timeline.delta("inference_queue_depth", closed, -1)
 
 
 class PlainBatcher:
@@ -141,12 +186,8 @@ class PlainBatcher:
         arrival grid): after every ordinary event
         of that instant and after the arrivals of lower actor ids (ties broken by actor id)."""
         env = self.system.env
-        event = Event(env)
-        event._ok = True
-        event._value = None
-        rank = NORMAL + (actor + 1) / (self.system.config.actors + 1)  # in (NORMAL, LATE)
-        env.schedule(event, rank, delay_to(env.now, arrival_time(env.now, delay_s)))
-        return event
+        at = arrival_time(env.now, delay_s)
+        return in_actor_order(env, actor, self.system.config.actors, delay_to(env.now, at))
 
     def request(self, actor: int) -> Event:
         """Called by an actor when its request arrives; returns the event of its actions."""

@@ -20,6 +20,8 @@ def learner_process(system: System):
     lock = system.params_lock
     python = times.python
     updates = 0
+    if rec.timeline is not None:
+        rec.timeline.name_thread(thread, "learner")
     while True:
         yield from replay.sample(batch)
         yield from locked(
@@ -33,20 +35,21 @@ def learner_process(system: System):
                 LEARNER,
                 times.learner_gpu_s,
                 times.learner_sm_fraction,
-                "learner_step",
+                "train_step",
                 dram_bytes=times.learner_dram_bytes,
+                args={"update": updates, "batch_size": batch},
             )
             yield from threads.execute(thread, times.learner_launch_cpu_s, "kernel_launches")
             yield done
         elif lock is not None:
             free_s = times.learner_gpu_s - times.learner_locked_cpu_s
-            yield from run_burst(system, thread, free_s, python.train, "learner_step")
+            yield from run_burst(system, thread, free_s, python.train, "train_step")
             yield from locked(
                 lock,
                 run_burst(system, thread, times.learner_locked_cpu_s, python.update, "update"),
             )
         else:
-            yield from run_burst(system, thread, times.learner_gpu_s, python.train, "learner_step")
+            yield from run_burst(system, thread, times.learner_gpu_s, python.train, "train_step")
         updates += 1
         if env.now < rec.end:
             rec.learner_updates += 1

@@ -9,6 +9,7 @@ of their items (including the part waited so far by items still queued at the en
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from archsim.perf.power import (
     gpu_power_w,
     sm_share_of_card,
 )
+
+if TYPE_CHECKING:
+    from archsim.sim.timeline import Timeline
 
 
 class QueueStat:
@@ -101,7 +105,8 @@ class Recorder:
     cpu_bins: np.ndarray = field(init=False)
     gpu_bins: np.ndarray = field(init=False)
     dram_bins: np.ndarray = field(init=False)
-    timeline: list | None = None
+    # slices, flows and counters for Perfetto (archsim.sim.timeline), when a timeline is asked for
+    timeline: Timeline | None = None
 
     def __post_init__(self) -> None:
         self.cpu_busy_s = np.zeros(self.hw_threads)
@@ -300,4 +305,7 @@ def power_series(
         socket_of_thread,
         smt_sibling,
     )
-    return np.arange(n) * width, cpu_w + gpu_w
+    starts = np.arange(n) * width
+    if rec.timeline is not None:  # the timeline shows CPU and GPU power as separate counters
+        rec.timeline.power = (starts, cpu_w, gpu_w)
+    return starts, cpu_w + gpu_w

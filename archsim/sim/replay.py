@@ -31,6 +31,7 @@ class RateLimitedReplay:
         self.inserted = 0
         self.sampled = 0
         self.changed = env.event()
+        self.rec = rec
         self.insert_queue = rec.queue("replay_insert")
         self.sample_queue = rec.queue("replay_sample")
 
@@ -61,6 +62,15 @@ class RateLimitedReplay:
         while not allowed(n):
             yield self.changed
         queue.leave(self.env.now, arrived)
+        timeline = self.rec.timeline
+        if timeline is not None and arrived < self.rec.end:  # counters for Perfetto
+            name = (
+                "replay_insert_queue_depth"
+                if queue is self.insert_queue
+                else "replay_sample_queue_depth"
+            )
+            timeline.delta(name, arrived, +1)
+            timeline.delta(name, self.env.now, -1)
 
     def _notify(self) -> None:
         if self.changed.callbacks:

@@ -36,6 +36,7 @@ from archsim.sim.metrics import Recorder, power_series, summarize
 from archsim.sim.replay import RateLimitedReplay
 from archsim.sim.shared_cpu import SharedThreads
 from archsim.sim.system import ActorStreams, Machine, ServiceTimes, System
+from archsim.sim.timeline import Timeline
 
 
 @dataclass
@@ -144,7 +145,7 @@ def _run(
         frames_per_env_step=times.frames_per_env_step,
     )
     if timeline:
-        rec.timeline = []
+        rec.timeline = Timeline()
     plain = config.engine == "simpy"
     if shared:
         threads = SharedThreads(

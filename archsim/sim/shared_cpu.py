@@ -108,16 +108,18 @@ class SharedThreads:
                     self.rec.cpu_busy(slot, start_c, now_c)
         self.t = now
 
-    def execute(self, thread: int, work_s: float, label: str = ""):
+    def execute(
+        self, thread: int, work_s: float, label: str = "", track: str = "", args: dict | None = None
+    ):
         fifo = self.fifo.get(thread)
         if fifo is None:
-            yield from self._burst(thread, work_s, label)
+            yield from self._burst(thread, work_s, label, track, args)
             return
         with fifo.request() as turn:
             yield turn
-            yield from self._burst(thread, work_s, label)
+            yield from self._burst(thread, work_s, label, track, args)
 
-    def _burst(self, thread: int, work_s: float, label: str):
+    def _burst(self, thread: int, work_s: float, label: str, track: str, args: dict | None):
         env = self.env
         arrive = env.now
         self._advance(arrive)
@@ -132,8 +134,11 @@ class SharedThreads:
         finish = env.now
         ideal = work_s / self.full_speed  # alone on a core
         self.queue.add_wait(arrive, arrive + max(0.0, (finish - arrive) - ideal))
-        if self.timeline:
-            record(self.rec, label, f"thread{thread}", arrive, finish - arrive)
+        if self.timeline:  # the time beyond running alone on a core: its share of the waiting
+            timeline = self.rec.timeline
+            track = track or timeline.thread_names.get(thread, f"thread{thread}")
+            extra = {"software_thread": thread, "slowdown_us": (finish - arrive - ideal) * 1e6}
+            record(self.rec, label, track, arrive, finish - arrive, {**(args or {}), **extra})
 
     def _reschedule(self) -> None:
         """Arm one timer for the earliest finishing burst at the current rate."""
