@@ -74,6 +74,11 @@ def check_run(out: Path, placement: str) -> pd.DataFrame:
     applied = inserts[inserts.server_us.notna()]
     assert len(applied) >= len(inserts) - 2  # the stop may cut the last in flight
     assert (applied.latency_us >= applied.server_us).all()
+    # CPU time of the work never exceeds its wall time (the CPU window is stamped a few us wider)
+    served = table[table.server_us.notna()]
+    assert (served.server_cpu_us >= 0).all() and (
+        served.server_cpu_us <= served.server_us + 100
+    ).all()
     # parameters fetched by every actor: 6.7 MB of Nature DQN, a measured round trip
     params = table[table.kind == "params"]
     assert set(params.dst) == {"actor-0", "actor-1"} and (params.bytes > 6_700_000).all()
@@ -203,3 +208,19 @@ def test_netns_refused_in_one_line_when_not_root(tmp_path):
         "archsim: error: --netns: creating network namespaces needs root (run without --netns)"
     )
     assert not out.exists()
+
+
+def test_example_trace_has_messages_from_every_actor_and_stays_small():
+    from tests.conftest import PROJECT_ROOT
+
+    example = PROJECT_ROOT / "traces" / "apex-dqn-cpu"
+    trace = load(example)
+    assert trace.meta["workload"]["name"] == "apex"
+    table = pd.read_csv(example / MESSAGES_FILE)
+    assert set(table[table.kind == "insert"].src) == {"actor-0", "actor-1"}
+    assert (table[table.kind == "sample"]["items"] > 0).any()
+    assert (table.kind == "priority_update").any()
+    # the per-kind summary in meta is that of the file
+    summary = trace.meta["capture"]["messages"]
+    assert summary["insert"]["count"] == int((table.kind == "insert").sum())
+    assert all(p.stat().st_size < 1_000_000 for p in example.iterdir())

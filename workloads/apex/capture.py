@@ -9,7 +9,9 @@ processes of this machine, network namespaces included):
   (``role-index``), seq (the sender's message counter), bytes (header + payload), items (transitions);
 - serialize_us, send_us: the sender building the bytes and handing them to the kernel (sendall);
 - recv_us: the receiver's read call to the last byte (for a reply, the requester waits in it);
-  decode_us: bytes to arrays; server_us: the receiver's work on it (insert, sample, update, publish);
+  decode_us: bytes to arrays; server_us: the receiver's work on it (insert, sample, update, publish;
+  a reply's serialize and send included), server_cpu_us: the thread CPU time of that work (on a
+  loaded machine server_us also holds the time spent waiting for a core);
 - latency_us: sender's serialize start to the receiver done with it (one way, work included);
 - round_trip_us (replies): the requester's request start to the reply decoded;
 - sent_unix_ns, profiled (sent while the sender's profiler was recording: the first half).
@@ -44,6 +46,7 @@ MESSAGE_COLUMNS = (
     "recv_us",
     "decode_us",
     "server_us",
+    "server_cpu_us",
     "latency_us",
     "round_trip_us",
     "sent_unix_ns",
@@ -84,6 +87,9 @@ def message_table(logs: dict[str, list[dict]], stopped_ns: dict[str, int]) -> pd
                     "recv_us": _us(got.get("recv_end_ns"), got.get("recv_start_ns")),
                     "decode_us": _us(got.get("decode_end_ns"), got.get("recv_end_ns")),
                     "server_us": _us(got.get("work_end_ns"), got.get("decode_end_ns")),
+                    "server_cpu_us": _us(
+                        got.get("work_cpu_ns"), 0 if "work_cpu_ns" in got else None
+                    ),
                     "latency_us": _us(done, sent["serialize_start_ns"]),
                     "round_trip_us": _us(got.get("decode_end_ns"), got.get("request_start_ns")),
                     "sent_unix_ns": sent["serialize_start_ns"],
@@ -117,7 +123,14 @@ def message_summary(table: pd.DataFrame) -> dict[str, dict]:
             "empty": empty,
             "bytes_mean": round(float(rows["bytes"].mean()), 1),
         }
-        for column in ("latency_us", "round_trip_us", "server_us", "serialize_us", "send_us"):
+        for column in (
+            "latency_us",
+            "round_trip_us",
+            "server_us",
+            "server_cpu_us",
+            "serialize_us",
+            "send_us",
+        ):
             values = rows[column].dropna()
             if len(values):
                 figures[f"{column[:-3]}_mean_us"] = round(float(values.mean()), 1)

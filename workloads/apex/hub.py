@@ -73,6 +73,9 @@ class Hub:
         except (wire.ConnectionClosed, ConnectionError):
             self._drop(channel)
             return
+        # thread CPU beside wall time: on a loaded machine the wall time of the work includes
+        # waiting for a core (after a blocking sendall, say)
+        cpu_ns = time.thread_time_ns()
         if kind == wire.INSERT:
             with phase("replay_insert"):
                 self._insert(arrays)
@@ -94,6 +97,7 @@ class Hub:
                 f"apex: {channel.peer} sent {wire.KIND_NAMES[kind]}, which this process does not serve"
             )
         record["work_end_ns"] = time.time_ns()
+        record["work_cpu_ns"] = time.thread_time_ns() - cpu_ns
 
     def _insert(self, arrays: list[np.ndarray]) -> None:
         obs, actions, returns, discounts, next_obs, priorities = arrays
