@@ -47,7 +47,9 @@ class SimResult:
     config: SimConfig
     engine: str  # the path that ran: "simpy", "fast" or "closed_form"
     events: int  # simpy events processed
-    timeline: list | None = None  # (label, track, start s, duration s) slices
+    # archsim.sim.timeline.Timeline: (label, track, start s, duration s, args) slices, flows,
+    # counters; the sequential loop gives a plain list of (label, track, start s, duration s)
+    timeline: list | None = None
     power_series: tuple[np.ndarray, np.ndarray] | None = None  # (bin start s, power W)
     notes: tuple[str, ...] = ()  # one-line notes for the user (e.g. an unpaced default learner)
 
