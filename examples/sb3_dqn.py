@@ -15,7 +15,21 @@ import time
 import torch
 from dqn_single_file import make_env
 from stable_baselines3 import DQN
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import DummyVecEnv
+
+
+class TrainingStart(BaseCallback):
+    """Notes the wall and CPU clocks when the env step count reaches ``at`` (training starts)."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at, self.wall_s, self.cpu_s = at, 0.0, 0.0
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps == self.at:
+            self.wall_s, self.cpu_s = time.perf_counter(), time.process_time()
+        return True
 
 
 def main() -> None:
@@ -50,13 +64,21 @@ def main() -> None:
         device="auto",
     )
     start, start_cpu = time.perf_counter(), time.process_time()
-    model.learn(total_timesteps=args.total_timesteps)
+    training = TrainingStart(args.learning_starts)
+    model.learn(total_timesteps=args.total_timesteps, callback=training)
     wall_s, cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
     steps = args.total_timesteps
     print(
         f"env steps: {steps}  wall: {wall_s:.2f} s  CPU: {cpu_s:.2f} s  "
         f"SPS: {steps / wall_s:.1f}  env steps per CPU-second: {steps / cpu_s:.1f}"
     )
+    if 0 < args.learning_starts < steps:
+        trained = steps - args.learning_starts
+        wall_s, cpu_s = time.perf_counter() - training.wall_s, time.process_time() - training.cpu_s
+        print(
+            f"from learning start on: env steps: {trained}  wall: {wall_s:.2f} s  CPU: {cpu_s:.2f} s"
+            f"  SPS: {trained / wall_s:.1f}  env steps per CPU-second: {trained / cpu_s:.1f}"
+        )
 
 
 if __name__ == "__main__":
