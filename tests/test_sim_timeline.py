@@ -36,7 +36,7 @@ REQUIRED = {  # Chrome trace-event format: keys each phase needs
 }
 
 
-def run_timeline(tmp_path, engine="fast", sched="pinned", actors=6, **cfg):
+def run_timeline(tmp_path, engine="fast", sched="pinned", actors=6, on_gpu=True, **cfg):
     times = service_times(
         actor_step_s=(231e-6, 262e-6, 305e-6),
         up_s=11e-6,
@@ -48,6 +48,7 @@ def run_timeline(tmp_path, engine="fast", sched="pinned", actors=6, **cfg):
         learner_frac=0.5,
         learner_cpu_s=60e-6,
         launch_s=40e-6,
+        on_gpu=on_gpu,
     )
     config = SimConfig(
         actors=actors, inference_batch=4, sim_seconds=0.02, engine=engine, cpu_sched=sched, **cfg
@@ -288,3 +289,28 @@ def test_a_plain_slice_list_still_writes():
     events = check_format(chrome_trace([("iteration", "cpu0", 0.0, 1e-3)], ([0.0], [150.0])))
     assert [e["name"] for e in events if e["ph"] == "X"] == ["iteration"]
     assert [e["name"] for e in events if e["ph"] == "C"] == ["power_w"]
+
+
+def test_without_a_gpu_the_reply_leaves_the_server_thread(tmp_path):
+    trace, _ = run_timeline(tmp_path, on_gpu=False)
+    events = check_format(trace)
+    names = tracks(events)
+    replies = [e for e in events if e["ph"] == "s" and e["name"] == "reply"]
+    assert replies
+    for start in replies:
+        assert names[(start["pid"], start["tid"])] == "inference server"
+        assert enclosing(events, start)[0]["name"] == "inference_batch"
+    assert not any(
+        e["ph"] == "C" and e["name"] == "gpu_sm_util" and e["args"]["value"] > 0 for e in events
+    )
+
+
+def test_local_actors_show_the_rate_limiter_hold(tmp_path):
+    # local inference under a replay ratio the learner cannot keep up with: actors wait to insert
+    trace, _ = run_timeline(tmp_path, inference="local", replay_ratio=4.0, replay_slack_batches=1.0)
+    events = check_format(trace)
+    names = tracks(events)
+    held = [e for e in events if e["ph"] == "X" and e["name"] == "await_replay"]
+    assert held and all(names[(e["pid"], e["tid"])].startswith("actor ") for e in held)
+    depth = [e["args"]["value"] for e in events if e["name"] == "replay_insert_queue_depth"]
+    assert depth and max(depth) >= 1 and min(depth) >= 0

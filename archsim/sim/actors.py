@@ -17,6 +17,7 @@ from bisect import insort
 
 import numpy as np
 
+from archsim.sim.cpu import record
 from archsim.sim.inference import FleetBatcher, PlainBatcher, arrival_time, in_actor_order
 from archsim.sim.system import System
 
@@ -56,6 +57,8 @@ def plain_local_actor(system: System, actor: int):
             rec.env_steps += envs
         yield from system.replay.insert(envs)
         rec.actor_wait_s += min(env.now, rec.end) - min(done, rec.end)
+        if timeline is not None and env.now > done:  # held by the replay rate limiter
+            record(rec, "await_replay", track, done, env.now - done, args)
 
 
 class ActorFleet:
