@@ -1,74 +1,153 @@
-"""Ingest speed and peak memory on the real Kineto fixtures.
+"""Ingest speed and peak memory against stdlib ``json.load`` (issue 13 item 6).
 
-Prints, per fixture: compressed and JSON sizes, best-of-N wall time of ``ingest()``, throughput
-(MB of JSON per second) and the peak resident memory added by ingesting (measured in a fresh
-process per fixture: ru_maxrss after ingest minus the resident size before it), as a multiple of
-both the .json.gz and the JSON size. Goals (issue 2): the ~1 MB fixtures in under 2 s each, memory
-under 20x the JSON size.
+Default: a real fixture tiled to about ``--mb`` MB of JSON (its events repeated with timestamps,
+correlation and external ids shifted so that no copy is a duplicate), written to a temporary
+directory (deleted afterwards). Each measurement runs in a fresh interpreter that reports its own
+wall time and peak resident memory (``resource.getrusage(RUSAGE_SELF).ru_maxrss``):
 
-    python benchmarks/ingest_speed.py [--repeat 3] [FILE ...]
+* ``json.load``: stdlib parse of the whole file (the reference);
+* ``archsim ingest``: ``ingest()`` plus ``save()`` (tables and the raw copy), as the CLI does.
+
+It prints both side by side and the ratios. Goals: ingest time <= 1.5x json.load, peak memory <
+2x the JSON size. ``--fixtures`` instead prints one line per real fixture (ingest only).
+
+    python benchmarks/ingest_speed.py [--mb 300] [--fixture a100_train_shapes.json.gz]
+    python benchmarks/ingest_speed.py --fixtures [FILE ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-import multiprocessing as mp
-import resource
+import json
+import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "kineto"
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "kineto"
 
-
-def _measure(path: str, repeat: int, queue: mp.Queue) -> None:
-    import psutil
-
+_CHILD = r"""
+import json, resource, sys, time, tempfile
+from pathlib import Path
+mode, path = sys.argv[1], sys.argv[2]
+start = time.perf_counter()
+if mode == "json":
+    with open(path, "rb") as handle:
+        doc = json.load(handle)
+    n = len(doc["traceEvents"])
+else:
+    from archsim.trace import save
     from archsim.trace.ingest import ingest
+    trace = ingest(path)
+    with tempfile.TemporaryDirectory() as out:
+        save(trace, Path(out) / "t")
+    n = len(trace.ops)
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+print(json.dumps({"s": seconds, "peak": peak, "n": n}))
+"""
 
-    rss_before = psutil.Process().memory_info().rss
-    best = float("inf")
-    n_ops = 0
-    for _ in range(repeat):
-        start = time.perf_counter()
-        trace = ingest(path)
-        best = min(best, time.perf_counter() - start)
-        n_ops = len(trace.ops)
-        del trace
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kilobytes on Linux
-    queue.put((best, n_ops, max(peak_kb * 1024 - rss_before, 0)))
+
+def _child(mode: str, path: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, mode, str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def tile(source: Path, target: Path, mb: float) -> int:
+    """Write ``source``'s events repeated to about ``mb`` MB of JSON; returns the JSON size."""
+    raw = source.read_bytes()
+    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    events = doc["traceEvents"]
+    times = [e["ts"] + e.get("dur", 0) for e in events if isinstance(e.get("ts"), int | float)]
+    span = max(times) - min(times) + 1000.0
+    ids = [
+        v
+        for e in events
+        for v in (
+            (e.get("args") or {}).get("correlation"),
+            (e.get("args") or {}).get("External id"),
+        )
+        if isinstance(v, int)
+    ]
+    id_step = max(ids, default=0) + 1
+    copies = max(1, round(mb * 1e6 / len(json.dumps(events))))
+    with open(target, "w") as handle:
+        head = {k: v for k, v in doc.items() if k != "traceEvents"}
+        handle.write(json.dumps(head)[:-1] + (", " if head else "") + '"traceEvents": [')
+        for k in range(copies):
+            for i, event in enumerate(events):
+                copy = dict(event)
+                if isinstance(copy.get("ts"), int | float):
+                    copy["ts"] = copy["ts"] + k * span
+                args = copy.get("args")
+                if isinstance(args, dict):
+                    args = dict(args)
+                    for key in ("correlation", "External id"):
+                        if isinstance(args.get(key), int) and args[key] > 0:
+                            args[key] += k * id_step
+                    copy["args"] = args
+                handle.write(("" if k == 0 and i == 0 else ",\n") + json.dumps(copy))
+        handle.write("]}")
+    return target.stat().st_size
+
+
+def compare(fixture: Path, mb: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{fixture.name.split('.json')[0]}_x{mb:g}MB.json"
+        size = tile(fixture, path, mb)
+        ref = _child("json", path)
+        ours = _child("ingest", path)
+    mb_ = 1e6
+    print(f"trace: {fixture.name} tiled to {size / mb_:.1f} MB of JSON")
+    print(f"{'':<18}{'time s':>10}{'peak RSS MB':>14}{'peak / JSON':>13}")
+    for label, r in (("json.load", ref), ("archsim ingest", ours)):
+        print(f"{label:<18}{r['s']:>10.2f}{r['peak'] / mb_:>14.1f}{r['peak'] / size:>13.2f}")
+    print(
+        f"ratio ingest / json.load: time {ours['s'] / ref['s']:.2f}x (goal <= 1.5x), "
+        f"peak RSS {ours['peak'] / ref['peak']:.2f}x; ingest peak {ours['peak'] / size:.2f}x "
+        f"the JSON size (goal < 2x); {ours['n']:,} ops"
+    )
+
+
+def per_fixture(files: list[Path]) -> None:
+    print(f"{'trace':<38}{'gz MB':>7}{'JSON MB':>9}{'ops':>8}{'s':>8}{'peak MB':>9}{'x JSON':>8}")
+    for path in files:
+        raw = path.read_bytes()
+        json_bytes = len(gzip.decompress(raw)) if raw[:2] == b"\x1f\x8b" else len(raw)
+        r = _child("ingest", path)
+        print(
+            f"{path.name:<38}{len(raw) / 1e6:>7.2f}{json_bytes / 1e6:>9.2f}{r['n']:>8}"
+            f"{r['s']:>8.2f}{r['peak'] / 1e6:>9.1f}{r['peak'] / json_bytes:>8.2f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="*", type=Path, help="traces (default: the fixtures)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs per file (best is kept)")
+    parser.add_argument("files", nargs="*", type=Path, help="traces for --fixtures")
+    parser.add_argument("--mb", type=float, default=300.0, help="tiled JSON size (MB)")
+    parser.add_argument("--fixture", default="a100_train_shapes.json.gz", help="fixture to tile")
+    parser.add_argument("--fixtures", action="store_true", help="one line per real fixture")
     args = parser.parse_args(argv)
-    files = args.files or sorted(FIXTURES.glob("*.json*"))
-    if not files:
-        print(f"no traces given and {FIXTURES} has none", file=sys.stderr)
+    if args.fixtures:
+        files = args.files or sorted(FIXTURES.glob("*.json*"))
+        if not files:
+            print(f"no traces given and {FIXTURES} has none", file=sys.stderr)
+            return 2
+        per_fixture(files)
+        return 0
+    fixture = FIXTURES / args.fixture
+    if not fixture.is_file():
+        print(f"fixture {fixture} is absent", file=sys.stderr)
         return 2
-    ctx = mp.get_context("spawn")  # a fresh interpreter per file so peak memory is its own
-    header = (
-        f"{'trace':<38}{'gz MB':>7}{'JSON MB':>9}{'ops':>7}{'best s':>8}{'JSON MB/s':>11}"
-        f"{'peak MB':>9}{'x gz':>7}{'x JSON':>8}"
-    )
-    print(header)
-    for path in files:
-        raw = path.read_bytes()
-        json_bytes = len(gzip.decompress(raw)) if raw[:2] == b"\x1f\x8b" else len(raw)
-        queue: mp.Queue = ctx.Queue()
-        child = ctx.Process(target=_measure, args=(str(path), args.repeat, queue))
-        child.start()
-        best, n_ops, peak = queue.get()
-        child.join()
-        mb = 1e6
-        print(
-            f"{path.name:<38}{len(raw) / mb:>7.2f}{json_bytes / mb:>9.2f}{n_ops:>7}{best:>8.2f}"
-            f"{json_bytes / mb / best:>11.1f}{peak / mb:>9.1f}{peak / len(raw):>7.1f}"
-            f"{peak / json_bytes:>8.2f}"
-        )
+    compare(fixture, args.mb)
     return 0
 
 

@@ -66,14 +66,16 @@ def save(trace: Trace, out: Path, force: bool = False) -> Path:
 
 
 def _copy_gzipped(source: Path, target: Path) -> None:
-    """Copy the raw trace, gzip-compressing it when it is plain JSON (the file name says .gz)."""
+    """Copy the raw trace: gzip input byte for byte, plain JSON gzip-compressed at level 1 (the
+    default level 9 took about a third of the ingest time of a 313 MB trace, issue 13; level 1 is
+    several times faster for a larger file)."""
     with open(source, "rb") as handle:
         is_gzip = handle.read(2) == b"\x1f\x8b"
     if is_gzip:
         shutil.copyfile(source, target)
         return
-    with open(source, "rb") as src, gzip.open(target, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    with open(source, "rb") as src, gzip.open(target, "wb", compresslevel=1) as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
 
 
 # Columns every trace has had since format version 1 (later columns are filled when absent): a table

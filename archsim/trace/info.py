@@ -210,6 +210,8 @@ def format_summary(summary: dict[str, Any]) -> str:
     repairs = describe_repairs(ing)  # what ingest dropped or repaired, counted
     if repairs:
         lines.append(repairs)
+    for rule in ing.get("inferred_steps") or ():  # no archsim markers: steps from torch's records
+        lines.append(f"inferred {rule}")
     lines.append("")
     lines.append(f"{'phase':<18}{'ops':>8}{'time':>14}{'FLOPs':>14}{'bytes':>12}")
     for phase, row in summary["ops_by_phase"].items():

@@ -28,6 +28,7 @@ from archsim.errors import ArchsimError, where
 from archsim.trace import flops as flops_mod
 from archsim.trace.format import Trace
 from archsim.trace.gpu_costs import gpu_costs
+from archsim.trace.infer_steps import infer_steps
 from archsim.trace.kineto import (
     CUPTI_RANGE_CATEGORY,
     FOREIGN_DEVICE_PREFIXES,
@@ -48,7 +49,13 @@ from archsim.trace.link import (
     thread_key,
 )
 from archsim.trace.schema import FORMAT_VERSION, OPS_COLUMNS, conform
-from archsim.trace.steps import assign_phases, assign_profiler_steps, build_steps, enclosing_step
+from archsim.trace.steps import (
+    assign_phases,
+    assign_profiler_steps,
+    build_steps,
+    enclosing_step,
+    has_step_markers,
+)
 
 # Kernels whose correlation matches no runtime call. Real traces can cut a few launches at the edges
 # of the profiling window, so a small share is tolerated and counted in meta; beyond it the trace is
@@ -86,7 +93,10 @@ def ingest(path: Path | str, meta: dict[str, Any] | None = None) -> Trace:
             where(path, "every GPU event was queued before the profiling window: nothing to ingest")
         )
     ops = _gpu_ops(kt, gpu, runtime, cpu, counts) if len(gpu) else _cpu_ops(cpu, counts)
-    steps, phase_intervals, unknown_markers = build_steps(path, annotations)
+    inferred, counts["inferred_steps"] = None, []
+    if not has_step_markers(annotations):
+        *inferred, counts["inferred_steps"] = infer_steps(annotations, cpu)
+    steps, phase_intervals, unknown_markers = build_steps(path, annotations, inferred)
     pid, tid, t = ops["_anchor_pid"].to_numpy(), ops["_anchor_tid"].to_numpy(), ops["_anchor_t"]
     t = t.to_numpy(dtype=np.float64)
     valid = ~np.isnan(t)

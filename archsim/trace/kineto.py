@@ -10,10 +10,9 @@ occupancy args, ``baseTimeNanoseconds``) look the same as a 2024 CUDA trace.
 from __future__ import annotations
 
 import ast
-import gzip
 import json
 import math
-import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -23,8 +22,11 @@ import numpy as np
 import pandas as pd
 
 from archsim.errors import ArchsimError, where
+from archsim.trace.infer_steps import ENV_STEP_FUNCTION
 from archsim.trace.kineto_checks import (
     INPUT_DIMS_KEYS,
+    INT64_LIMIT,
+    MAX_EVENT_DUR_US,
     as_int,
     check_args,
     check_times,
@@ -33,6 +35,7 @@ from archsim.trace.kineto_checks import (
     first_key,
     id_field,
 )
+from archsim.trace.stream import iter_trace
 
 # Kineto category (lower-cased) -> normalised category. Legacy names from PyTorch 1.8-1.10 traces.
 # Other categories (gpu_user_annotation mirrors, python_function, cuda_sync, ac2g flows) are skipped.
@@ -88,44 +91,6 @@ class KinetoTrace:
     other_device_events: dict[str, int] = field(default_factory=dict)
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """Load a Kineto JSON or JSON.gz file (gzip detected by its magic bytes, not the suffix)."""
-    path = Path(path)
-    if path.is_dir():
-        raise ArchsimError(
-            where(path, "is a directory (expected a Kineto .json or .json.gz trace file)")
-        )
-    if not path.is_file():
-        raise ArchsimError(where(path, "no such trace file"))
-    try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-    except (EOFError, OSError, zlib.error) as exc:
-        raise ArchsimError(
-            where(path, f"truncated or corrupt gzip ({exc.__class__.__name__}: {exc})")
-        ) from None
-    try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        detail = str(exc).split(":")[0] if isinstance(exc, UnicodeDecodeError) else exc.msg
-        raise ArchsimError(where(path, f"not JSON ({detail})")) from None
-    except RecursionError:
-        raise ArchsimError(where(path, "JSON nested too deeply to be a Kineto trace")) from None
-    except ValueError as exc:  # integers of more than sys.get_int_max_str_digits() digits
-        raise ArchsimError(where(path, f"unreadable JSON number ({str(exc)[:80]})")) from None
-    if not isinstance(doc, dict):
-        raise ArchsimError(
-            where(path, "not a Kineto trace (expected a JSON object with 'traceEvents')")
-        )
-    if not isinstance(doc.get("traceEvents"), list):
-        raise ArchsimError(where(path, "not a Kineto trace (no 'traceEvents' list)"))
-    if _has_huge_float_ts(doc["traceEvents"]):
-        # Parse again keeping each number's text, so that rebasing is exact (see _rebased).
-        doc = json.loads(raw, parse_float=ExactFloat)
-    return doc
-
-
 class ExactFloat(float):
     """A JSON number as float that remembers its text (only used for traces with timestamps
     beyond 2**52 us, where float64 has lost the fraction)."""
@@ -138,15 +103,6 @@ class ExactFloat(float):
         return value
 
 
-def _has_huge_float_ts(events: list[Any]) -> bool:
-    for event in events:
-        if isinstance(event, dict):
-            ts = event.get("ts")
-            if isinstance(ts, float) and math.isfinite(ts) and abs(ts) >= TS_EXACT_LIMIT_US:
-                return True
-    return False
-
-
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return np.nan
@@ -156,12 +112,50 @@ def _number(value: Any) -> float:
         return np.nan
 
 
+# args keys anything downstream reads (ingest, link, gpu_costs, flops, infer_steps); the rest of each
+# event's args is dropped as it streams, so memory holds what is used, not the whole JSON.
+ARGS_KEPT = frozenset(
+    (
+        "device",
+        "stream",
+        "grid",
+        "block",
+        "registers per thread",
+        "shared memory",
+        "blocks per SM",
+        "warps per SM",
+        "bytes",
+        "size",
+        "Sequence number",
+        "Fwd thread id",
+        "Concrete Inputs",
+        *INPUT_DIMS_KEYS,
+        *_INPUT_TYPE_KEYS,
+        *_OCCUPANCY_KEYS,
+    )
+)
+_EMPTY: dict[str, Any] = {}  # shared by every event without kept args (never mutated)
+_NUMBER = (int, float)
+_EXACT_DECODER = json.JSONDecoder(parse_float=lambda text: ExactFloat(text))
+
+
 def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
+    """Flatten an already parsed trace document (see flatten_events)."""
+    events = doc.get("traceEvents")
+    if not isinstance(events, list):
+        raise ArchsimError(where(path, "not a Kineto trace (no 'traceEvents' list)"))
+    top = {k: v for k, v in doc.items() if k != "traceEvents"}
+    return flatten_events(Path(path), ((i, e, "") for i, e in enumerate(events)), top)
+
+
+def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict) -> KinetoTrace:
     """Turn ``traceEvents`` into a table of the complete events ingest needs, validating each.
 
-    Repairs, each counted on the result: exact duplicate events are removed (a trace concatenated
-    with itself would otherwise double every time); timestamps beyond 2**52 us are rebased onto the
-    earliest one before conversion to float; names with lone surrogates get U+FFFD.
+    ``events`` yields (index, event, event JSON text or ""), e.g. from archsim.trace.stream; ``top``
+    holds the other top-level keys once ``events`` is exhausted. Repairs, each counted on the
+    result: exact duplicate events are removed (a trace concatenated with itself would otherwise
+    double every time); timestamps beyond 2**52 us are rebased onto the earliest one before
+    conversion to float; names with lone surrogates get U+FFFD.
     """
     path = Path(path)
     cols: dict[str, list[Any]] = {
@@ -180,28 +174,50 @@ def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
         )
     }
     other_device: dict[str, int] = {}
+    names: dict[str, str] = {}  # one string object per distinct name (kernel names repeat)
     names_repaired = 0
-    for index, event in enumerate(doc["traceEvents"]):
+    n_events = 0
+    for index, event, text in events:
+        n_events = index + 1
         if not isinstance(event, dict):
             raise ArchsimError(where(path, f"traceEvents[{index}] is not a JSON object"))
         if event.get("ph") != "X":
             continue
         raw_cat = str(event.get("cat", "")).lower()
         cat = CATEGORY_ALIASES.get(raw_cat)
+        if raw_cat == "python_function" and ENV_STEP_FUNCTION.search(str(event.get("name"))):
+            cat = (
+                "user_annotation"  # gymnasium Env.step (with_stack traces): an inferred actor step
+            )
         if cat is None:
             if raw_cat.startswith(FOREIGN_DEVICE_PREFIXES) or raw_cat == CUPTI_RANGE_CATEGORY:
                 other_device[raw_cat] = other_device.get(raw_cat, 0) + 1
             continue
-        ts, dur = check_times(path, event, index)
+        ts, dur = event.get("ts"), event.get("dur")
+        if not (  # the common case checked inline; check_times says what is wrong otherwise
+            type(ts) in _NUMBER
+            and type(dur) in _NUMBER
+            and -INT64_LIMIT < ts < INT64_LIMIT
+            and 0 <= dur <= MAX_EVENT_DUR_US
+        ):
+            ts, dur = check_times(path, event, index)
+        dur = float(dur)
+        if text:  # a float timestamp past 2**52: keep its digits exact for rebasing
+            ts = _EXACT_DECODER.decode(text).get("ts", ts)
         args = event.get("args")
         if not isinstance(args, dict):
             args = {}
         check_args(path, cat, event, index, args)
         name = event.get("name")
-        name = str(name) if name is not None else ""
-        cleaned = clean_text(name)
-        names_repaired += cleaned is not name
-        name = cleaned
+        if name in names:
+            name = names[name]
+        else:
+            text_name = str(name) if name is not None else ""
+            cleaned = clean_text(text_name)
+            names_repaired += cleaned is not text_name
+            if isinstance(name, str):
+                names[name] = cleaned
+            name = cleaned
         # Legacy traces file record_function ranges (ProfilerStep#N, user scopes) under "Operator";
         # they are annotations, not ops.
         if cat == "cpu_op" and name.startswith(_ANNOTATION_PREFIXES):
@@ -209,41 +225,47 @@ def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
         cols["index"].append(index)
         cols["cat"].append(cat)
         cols["name"].append(name)
-        cols["pid"].append(id_field(path, event, index, "pid", event.get("pid")))
-        cols["tid"].append(id_field(path, event, index, "tid", event.get("tid")))
+        pid, tid, corr = event.get("pid"), event.get("tid"), args.get("correlation")
+        if not (type(pid) is int and -INT64_LIMIT <= pid < INT64_LIMIT):
+            pid = id_field(path, event, index, "pid", pid)
+        if not (type(tid) is int and -INT64_LIMIT <= tid < INT64_LIMIT):
+            tid = id_field(path, event, index, "tid", tid)
+        if not (type(corr) is int and -INT64_LIMIT <= corr < INT64_LIMIT):
+            corr = id_field(path, event, index, "correlation", corr)
+        cols["pid"].append(pid)
+        cols["tid"].append(tid)
         cols["ts"].append(ts)
         cols["dur"].append(dur)
-        cols["correlation"].append(
-            id_field(path, event, index, "correlation", args.get("correlation"))
-        )
+        cols["correlation"].append(corr)
         cols["external_id"].append(as_int(first_key(args, _EXTERNAL_ID_KEYS)))
-        cols["args"].append(args)
-    ts_values, rebase = _rebased(cols["ts"])
-    events = pd.DataFrame(
+        cols["args"].append({k: args[k] for k in ARGS_KEPT.intersection(args)} if args else _EMPTY)
+        del event, args
+    ts_values, rebase = _rebased(cols.pop("ts"))
+    events_table = pd.DataFrame(
         {
-            "index": np.asarray(cols["index"], dtype=np.int64),
-            "cat": pd.Categorical(cols["cat"], categories=list(dict.fromkeys(KEPT_CATEGORIES))),
-            "name": pd.Series(cols["name"], dtype=object),
-            "pid": np.asarray(cols["pid"], dtype=np.int64),
-            "tid": np.asarray(cols["tid"], dtype=np.int64),
+            "index": np.asarray(cols.pop("index"), dtype=np.int64),
+            "cat": pd.Categorical(cols.pop("cat"), categories=list(dict.fromkeys(KEPT_CATEGORIES))),
+            "name": pd.Series(cols.pop("name"), dtype=object),
+            "pid": np.asarray(cols.pop("pid"), dtype=np.int64),
+            "tid": np.asarray(cols.pop("tid"), dtype=np.int64),
             "ts": ts_values,
-            "dur": np.asarray(cols["dur"], dtype=np.float64),
-            "correlation": np.asarray(cols["correlation"], dtype=np.int64),
-            "external_id": np.asarray(cols["external_id"], dtype=np.int64),
-            "args": pd.Series(cols["args"], dtype=object),
+            "dur": np.asarray(cols.pop("dur"), dtype=np.float64),
+            "correlation": np.asarray(cols.pop("correlation"), dtype=np.int64),
+            "external_id": np.asarray(cols.pop("external_id"), dtype=np.int64),
+            "args": pd.Series(cols.pop("args"), dtype=object),
         }
     )
+    # exact duplicates: same identity and the same kept args
     key = ["cat", "name", "pid", "tid", "ts", "dur", "correlation", "external_id"]
-    duplicated = events.duplicated(subset=key, keep="first").to_numpy()
+    duplicated = events_table.duplicated(subset=key, keep="first").to_numpy()
     if duplicated.any():
-        events = events[~duplicated].reset_index(drop=True)
-    events["end"] = events["ts"] + events["dur"]
-    top = {k: v for k, v in doc.items() if k != "traceEvents"}
+        events_table = events_table[~duplicated].reset_index(drop=True)
+    events_table["end"] = events_table["ts"] + events_table["dur"]
     return KinetoTrace(
         path=path,
-        events=events,
+        events=events_table,
         top=top,
-        n_events=len(doc["traceEvents"]),
+        n_events=n_events,
         duplicates_removed=int(duplicated.sum()),
         ts_rebased_by_us=rebase,
         names_repaired=int(names_repaired),
@@ -266,8 +288,9 @@ def _rebased(ts: list[int | float]) -> tuple[np.ndarray, int]:
 
 
 def read_kineto(path: Path) -> KinetoTrace:
-    """Read, validate and flatten a Kineto trace file."""
-    return flatten(Path(path), read_json(Path(path)))
+    """Read, validate and flatten a Kineto trace file, streaming its events (archsim.trace.stream)."""
+    top: dict[str, Any] = {}
+    return flatten_events(Path(path), iter_trace(Path(path), top), top)
 
 
 def gpu_event_fields(gpu: pd.DataFrame) -> pd.DataFrame:

@@ -16,6 +16,7 @@ INT64_LIMIT = 2**63  # pid/tid/correlation/shape values are stored as int64
 # longer event (e.g. dur=1e18) is a corrupt field, not a measurement.
 MAX_EVENT_DUR_US = 7 * 86_400 * 1e6
 INPUT_DIMS_KEYS = ("Input Dims", "Input dims")
+_INT_ONLY = {int}
 _INT_IN_TEXT = re.compile(r"-?\d{1,19}")
 
 
@@ -127,9 +128,9 @@ def _bad_dims(dims: Any) -> bool:
     counts (no memory holds that many; its FLOPs would overflow float64)."""
     if not isinstance(dims, list):
         return False
-    if dims and all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
-        return any(d < 0 for d in dims) or math.prod(dims) >= INT64_LIMIT
-    return any(_bad_dims(d) for d in dims)
+    if dims and set(map(type, dims)) == _INT_ONLY:  # a shape (types checked in C)
+        return min(dims) < 0 or math.prod(dims) >= INT64_LIMIT
+    return any(_bad_dims(d) for d in dims if type(d) is list)
 
 
 def check_args(path: Path, cat: str, event: dict[str, Any], index: int, args: dict) -> None:

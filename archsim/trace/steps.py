@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.errors import ArchsimError, where
+from archsim.trace.infer_steps import residual_env_step
 from archsim.trace.link import innermost_containing, latest_containing, thread_key
 from archsim.trace.schema import PHASES, STEP_ROLES, STEPS_COLUMNS, UNKNOWN_PHASE, conform
 
@@ -66,11 +67,22 @@ def _parse_attrs(path: Path, name: str, text: str | None) -> dict[str, int]:
     return attrs
 
 
-def build_steps(path: Path, annotations: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+def has_step_markers(annotations: pd.DataFrame) -> bool:
+    """True when the trace holds ``archsim::<role>_step`` markers (else steps may be inferred)."""
+    return bool(annotations["name"].astype(str).str.match(_STEP_MARKER).any())
+
+
+def build_steps(
+    path: Path,
+    annotations: pd.DataFrame,
+    inferred: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     """(steps table, phase intervals, number of unrecognised archsim:: markers).
 
     ``annotations`` are host-side user_annotation events (columns name, pid, tid, ts, dur, end).
     Phase intervals carry pid, tid, ts, end, phase and the step_id they fall in (-1 if none).
+    ``inferred``: (step rows, phase intervals) of archsim.trace.infer_steps, used when the trace
+    has no step markers.
     """
     names = annotations["name"].astype(str)
     marked = annotations[names.str.startswith(MARKER_PREFIX)]
@@ -118,6 +130,10 @@ def build_steps(path: Path, annotations: pd.DataFrame) -> tuple[pd.DataFrame, pd
             phase_rows.append({"phase": phase, "pid": pid, "tid": tid, "ts": ts, "end": end})
         else:
             unknown += 1
+    used_inferred = not step_rows and inferred is not None and len(inferred[0]) > 0
+    if used_inferred:
+        step_rows = inferred[0].to_dict("records")
+        phase_rows += inferred[1].to_dict("records")
     steps = pd.DataFrame(
         step_rows,
         columns=["role", "actor", "batch_size", "pid", "tid", "start_us", "dur_us", "end"],
@@ -144,7 +160,10 @@ def build_steps(path: Path, annotations: pd.DataFrame) -> tuple[pd.DataFrame, pd
             )
             for phase in cpu_sums.columns:
                 table[f"{phase}_cpu_us"] = table["step_id"].map(cpu_sums[phase])
-    return conform(table, STEPS_COLUMNS), phases, unknown
+    table = conform(table, STEPS_COLUMNS)
+    if used_inferred:
+        table = residual_env_step(table)
+    return table, phases, unknown
 
 
 def _cpu_us(path: Path, name: str, match: re.Match) -> float:
