@@ -265,11 +265,13 @@ def test_timeline_alternates_on_one_thread():
 EXAMPLE = ROOT / "examples" / "dqn_single_file.py"
 LEARNING_STARTS = 100
 # Two program lengths with the same learn-start: their difference is steps of the steady state only
-# (epsilon has decayed by then: exploration over the first 10% of the steps, 30 and 70 < 100).
-SHORT_STEPS, LONG_STEPS = 300, 700
+# (epsilon has decayed by then: exploration over the first 10% of the steps, 30 and 90 < 100).
+SHORT_STEPS, LONG_STEPS = 300, 900
 # The short version's bound: a few hundred steps and 4 recorded windows (the full-length figure in
-# docs/VALIDATION.md was within 3%); CPU time on both sides, so other jobs on the box do not count.
-SHOW_BOUND = 0.20
+# docs/VALIDATION.md was within 3%). CPU time on both sides, so other jobs' time does not count, but
+# their cache and memory traffic slows this program's own CPU time: on the shared 2-core box, runs of
+# 300 and 700 steps once read 83.3 env steps per CPU-second against 96.8 predicted (+16%).
+SHOW_BOUND = 0.25
 
 
 def _program_cpu_s(steps: int) -> float:
