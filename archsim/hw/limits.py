@@ -81,6 +81,18 @@ HW_RANGES: dict[str, Range] = {
     "network.latency_us": Range(0, 1e6, "network latencies are microseconds"),
     "network.kernel_tcp_us_per_msg": Range(0, 1e6, "per-message costs are microseconds"),
     "network.kernel_bypass_us_per_msg": Range(0, 1e6, "per-message costs are microseconds"),
+    "network.rdma_us_per_msg": Range(0, 1e6, "per-message costs are microseconds"),
+    "network.kernel_tcp_us_per_segment": Range(0, 1e6, "per-segment costs are microseconds"),
+    # A byte costs well under a nanosecond of copying (memcpy runs at GB/s); a microsecond is none.
+    "network.kernel_tcp_ns_per_byte": Range(0, 1000, "per-byte costs are nanoseconds"),
+    # Jumbo frames stop at ~9,216 B; IPv4 datagrams at 65,535 B.
+    "network.mtu_bytes": Range(68, 65535, "the largest IPv4 datagram"),
+    "network.switch_hops": Range(0, 64, "datacenter paths cross a handful of switches"),
+    "network.switch_latency_ns": Range(0, 1e6, "switches forward in nanoseconds to microseconds"),
+    "network.link_length_m": Range(0, 1e7, "10,000 km of cable"),
+    "network.in_network_service_us": Range(0, 1e6, "in-network service is microseconds"),
+    # A switch holds tens of MB of SRAM; 1e9 transitions of 28 KB observations would be 28 TB.
+    "network.in_network_capacity_transitions": Range(1, 1e9, "28 TB of ALE transitions"),
     # 12 channels of DDR5-6400 per socket = 614 GB/s; x 32 sockets = 19.7 TB/s.
     "memory.host_dram_bw_gbs": Range(0.001, 100_000, "5x 32 sockets of 12-channel DDR5-6400"),
 }

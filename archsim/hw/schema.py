@@ -102,11 +102,40 @@ class HostLinkConfig(_Strict):
 
 
 class NetworkConfig(_Strict):
+    """Node-to-node network (archsim/perf/network.py, docs/NETWORK.md). ``nic_bw_gbs`` is the line
+    rate (40GbE = 5 GB/s); ``*_us_per_msg`` are both ends' stack costs of one message together;
+    ``latency_us`` is the older lumped NIC + switch figure used by ``message_seconds``."""
+
     nic_bw_gbs: float = Field(gt=0)
     latency_us: float = Field(ge=0)
-    stack: Literal["kernel_tcp", "kernel_bypass"]
+    stack: Literal["kernel_tcp", "kernel_bypass", "rdma"]
     kernel_tcp_us_per_msg: float = Field(ge=0)
     kernel_bypass_us_per_msg: float = Field(ge=0)
+    # measured: benchmarks/network_stack.py on the development machine (loopback, line fit over
+    # 64 B .. 1 MiB, both ends' thread CPU): 0.11 ns per byte of copy and checksum work.
+    kernel_tcp_ns_per_byte: float = Field(default=0.11, ge=0)
+    # measured: benchmarks/network_stack.py on the development machine: veth (MTU 1500) per-byte
+    # slope 0.38 ns/B minus loopback's 0.11 ns/B (64 KiB MTU), times 1,460 B a segment = 0.4 us.
+    kernel_tcp_us_per_segment: float = Field(default=0.4, ge=0)
+    # RDMA RC send, perftest ib_send_lat: ~0.8 us one way at 32 B (NIC and both hosts' work).
+    rdma_us_per_msg: float = Field(default=0.8, ge=0)
+    # IEEE 802.3 standard payload 1,500 B; at least IPv4's minimum 68 B (RFC 791), which also
+    # leaves room for the 40 B of IPv4 + TCP headers.
+    mtu_bytes: int = Field(default=1500, ge=68)
+    # Hops between two nodes: one top-of-rack switch (assumed: a one-rack cluster). Port-to-port
+    # latency: a programmable switch forwards in ~0.3-1 us
+    # (docs/REFERENCE.md "Network"); 0.5 us assumed inside that range.
+    switch_hops: int = Field(default=1, ge=0)
+    switch_latency_ns: float = Field(default=500.0, ge=0)
+    switch_mode: Literal["cut_through", "store_and_forward"] = "store_and_forward"
+    # Cable per link: 3 m, a rack's direct-attach cable (assumed); signals travel at ~2e8 m/s
+    # (velocity factor ~0.67 in fibre and twinax), 5 ns/m.
+    link_length_m: float = Field(default=3.0, ge=0)
+    # In-network replay server (switch or smart NIC, issue 14 item 3): service time of one request,
+    # assumed at the upper end of a programmable switch pass (~0.3-1 us, docs/REFERENCE.md
+    # "Network"); capacity in transitions, unset = unbounded until a published figure is found.
+    in_network_service_us: float = Field(default=1.0, ge=0)
+    in_network_capacity_transitions: int | None = Field(default=None, ge=1)
 
 
 class MemoryConfig(_Strict):

@@ -1,30 +1,139 @@
-"""Host link and network message times (DESIGN.md "Host link and network"): pure functions.
+"""Host link and network message times (DESIGN.md "Host link and network", docs/NETWORK.md): pure
+functions.
 
-A message costs latency + bytes / bandwidth, plus the per-message software stack cost (kernel TCP
-versus kernel bypass, REFERENCE.md "Network") on the network; a host-to-device copy over PCIe/NVLink
-costs latency + bytes / bandwidth.
+``message_breakdown`` is the network model of issue 14: a message of B bytes costs the sender's and
+the receiver's stack work (kernel TCP, kernel bypass with a polling core, RDMA), is cut into frames at
+the MTU, serialized at the NIC's line rate with Ethernet's framing overhead, forwarded by each switch
+(cut-through or store-and-forward) and propagated down each cable. The parts are returned apart so
+that charts can stack them. ``message_seconds`` is the older lumped form (latency + stack + bytes /
+bandwidth) that the simulator still calls; a host-to-device copy over PCIe/NVLink costs latency +
+bytes / bandwidth.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 # ALE observation: 84x84 uint8 grayscale, 4-frame stack = 28,224 B (REFERENCE.md "RL workloads").
 OBS_BYTES = 84 * 84 * 4
 # An action and its bookkeeping sent back to an actor: one int64 action index (8 B).
 ACTION_BYTES = 8
 
+# Per-frame bytes Ethernet adds on the wire (IEEE 802.3): preamble + start delimiter 8, MAC header
+# 14, FCS 4, inter-frame gap 12 = 38; a 1,500 B MTU frame takes 1,538 B of line time.
+ETHERNET_OVERHEAD_BYTES = 38
+# IEEE 802.3 minimum frame: 64 B from header to FCS, i.e. at least 46 B of payload (padded).
+ETHERNET_MIN_PAYLOAD_BYTES = 46
+# Protocol headers inside each frame's MTU: IPv4 20 + TCP 20 (RFC 791, 793) for kernel TCP; IPv4 20 +
+# UDP 8 for kernel bypass (eRPC runs over UDP, Kalia et al., NSDI 2019); RoCEv2 RC send: IPv4 20 +
+# UDP 8 + InfiniBand base transport header 12 + ICRC 4 (InfiniBand Architecture Spec., Annex A17).
+HEADER_BYTES = {"kernel_tcp": 40, "kernel_bypass": 28, "rdma": 44}
+# Signal speed in fibre and twinax: ~2e8 m/s (velocity factor ~0.67), 5 ns per metre.
+SIGNAL_SPEED_M_PER_S = 2.0e8
+
+
+@dataclass(frozen=True)
+class MessageTime:
+    """One message's one-way time by component, seconds; ``frames`` on the wire."""
+
+    stack_send_s: float
+    stack_recv_s: float
+    wire_s: float
+    switch_s: float
+    propagation_s: float
+    frames: int
+
+    @property
+    def total_s(self) -> float:
+        return (
+            self.stack_send_s + self.stack_recv_s + self.wire_s + self.switch_s + self.propagation_s
+        )
+
+
+def payload_per_frame_bytes(network) -> int:
+    """Message bytes one frame carries: the MTU less the stack's IP/transport headers."""
+    return network.mtu_bytes - HEADER_BYTES[network.stack]
+
+
+def frame_count(n_bytes: float, network) -> int:
+    """Frames (TCP segments, UDP datagrams, RDMA packets) a message of ``n_bytes`` needs; at least 1."""
+    return max(1, math.ceil(n_bytes / payload_per_frame_bytes(network)))
+
+
+def _frame_wire_bytes(payload_bytes: float, network) -> float:
+    ip_packet = max(payload_bytes + HEADER_BYTES[network.stack], ETHERNET_MIN_PAYLOAD_BYTES)
+    return ip_packet + ETHERNET_OVERHEAD_BYTES
+
+
+def wire_bytes(n_bytes: float, network) -> float:
+    """Line bytes of a message: every frame's payload, headers, padding and Ethernet overhead."""
+    frames = frame_count(n_bytes, network)
+    per_frame = payload_per_frame_bytes(network)
+    last = max(n_bytes, 0) - (frames - 1) * per_frame
+    return (frames - 1) * _frame_wire_bytes(per_frame, network) + _frame_wire_bytes(last, network)
+
+
+def stack_cpu_seconds(n_bytes: float, network) -> float:
+    """Both ends' stack work for one message of ``n_bytes`` with the configured stack.
+
+    Kernel TCP: a fixed cost, a cost per segment beyond the first and a per-byte copy cost (all
+    measured here by benchmarks/network_stack.py). Kernel bypass and RDMA: a per-message cost; the
+    payload is DMAed from registered memory without a copy (zero-copy, so no per-byte term).
+    """
+    if network.stack == "kernel_tcp":
+        segments = frame_count(n_bytes, network)
+        us = network.kernel_tcp_us_per_msg + (segments - 1) * network.kernel_tcp_us_per_segment
+        return us * 1e-6 + max(n_bytes, 0) * network.kernel_tcp_ns_per_byte * 1e-9
+    if network.stack == "kernel_bypass":
+        return network.kernel_bypass_us_per_msg * 1e-6
+    return network.rdma_us_per_msg * 1e-6
+
+
+def polling_cores_per_node(network) -> int:
+    """Cores a node gives up whatever the load: a DPDK port is served by a core polling at 100%
+    (Kalia et al., NSDI 2019); kernel TCP and RDMA are interrupt- or completion-driven."""
+    return 1 if network.stack == "kernel_bypass" else 0
+
+
+def message_breakdown(n_bytes: float, network) -> MessageTime:
+    """One-way time of a message of ``n_bytes`` between two nodes over ``network`` (a NetworkConfig).
+
+    Frames leave back to back at the line rate; a store-and-forward switch holds each frame until it
+    has all of it, so the message ends one full-frame time later per hop (cut-through adds only the
+    switch's port-to-port latency). The stack work is split evenly between the ends.
+    """
+    rate_bytes_per_s = network.nic_bw_gbs * 1e9
+    first_payload = min(max(n_bytes, 0), payload_per_frame_bytes(network))
+    per_hop_s = network.switch_latency_ns * 1e-9
+    if network.switch_mode == "store_and_forward":
+        # The egress port sends frame k once it has all of it and has sent frame k-1; at equal port
+        # rates the last byte leaves one largest-frame time (the first frame's) after it arrived.
+        per_hop_s += _frame_wire_bytes(first_payload, network) / rate_bytes_per_s
+    stack_s = stack_cpu_seconds(n_bytes, network)
+    return MessageTime(
+        stack_send_s=stack_s / 2,
+        stack_recv_s=stack_s / 2,
+        wire_s=wire_bytes(n_bytes, network) / rate_bytes_per_s,
+        switch_s=network.switch_hops * per_hop_s,
+        propagation_s=(network.switch_hops + 1) * network.link_length_m / SIGNAL_SPEED_M_PER_S,
+        frames=frame_count(n_bytes, network),
+    )
+
 
 def stack_seconds_per_message(network) -> float:
     """Per-message software stack cost of ``network`` (a NetworkConfig) for its configured stack."""
-    us = (
-        network.kernel_bypass_us_per_msg
-        if network.stack == "kernel_bypass"
-        else network.kernel_tcp_us_per_msg
-    )
+    us = {
+        "kernel_tcp": network.kernel_tcp_us_per_msg,
+        "kernel_bypass": network.kernel_bypass_us_per_msg,
+        "rdma": network.rdma_us_per_msg,
+    }[network.stack]
     return us * 1e-6
 
 
 def message_seconds(n_bytes: float, network) -> float:
-    """One-way time of one message of ``n_bytes`` over ``network`` (latency + stack + serialization)."""
+    """One-way time of one message of ``n_bytes`` over ``network`` (latency + stack + serialization):
+    the lumped form the simulator calls until it moves to ``message_breakdown`` (issue 14 item 3)."""
     return (
         network.latency_us * 1e-6
         + stack_seconds_per_message(network)

@@ -1,0 +1,220 @@
+"""Kernel TCP stack cost on this machine (issue 14 item 2): round trip and per-message CPU.
+
+A client and an echo server (two processes) exchange messages of 64 B .. 1 MiB over TCP (TCP_NODELAY),
+first over loopback and then, when run as root, over a veth pair between two network namespaces this
+script creates and always removes (addresses 10.213.7.1/2 exist only inside them). Each round trip
+carries one message each way; the CPU time of the client's and the server's thread (``time.thread_time``)
+over the loop, divided by the two messages, is the per-message stack CPU of both ends together; half
+the round trip is the one-way latency. A least-squares line ``cost = fixed + per_byte * bytes`` over the
+sizes gives the per-message fixed cost and the per-byte cost, printed beside the published figures
+(kernel TCP ~5-20 us a message end to end; eRPC over DPDK ~1-3 us, Kalia et al. NSDI 2019; RDMA RC
+``ib_send_lat`` ~0.8 us at 32 B). Loops are bounded (at most --iters round trips and 64 MiB a size).
+
+Run: ``python benchmarks/network_stack.py [--iters 400] [--no-veth]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+SIZES_B = [64, 256, 1024, 4096, 16384, 65536, 262144, 1048576]
+NS_A, NS_B = "archsim-nsbench-a", "archsim-nsbench-b"
+VETH_A, VETH_B = "asbench-va", "asbench-vb"
+ADDR_A, ADDR_B = "10.213.7.1", "10.213.7.2"
+PORT = 47613
+
+
+def _recv_exact(sock: socket.socket, n: int, buf: bytearray) -> None:
+    view = memoryview(buf)[:n]
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionError("peer closed")
+        got += k
+
+
+def serve(host: str, port: int) -> None:
+    """Echo server: per size, a 4-byte size + 4-byte count header, then count echoes; replies its CPU."""
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind((host, port))
+    lsock.listen(1)
+    print("ready", flush=True)
+    conn, _ = lsock.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray(max(SIZES_B))
+    hdr = bytearray(8)
+    while True:
+        try:
+            _recv_exact(conn, 8, hdr)
+        except ConnectionError:
+            break
+        size, count = int.from_bytes(hdr[:4], "little"), int.from_bytes(hdr[4:], "little")
+        if size == 0:
+            break
+        t0 = time.thread_time()
+        view = memoryview(buf)[:size]
+        for _ in range(count):
+            _recv_exact(conn, size, buf)
+            conn.sendall(view)
+        cpu_s = time.thread_time() - t0
+        conn.sendall(json.dumps({"cpu_s": cpu_s}).encode().ljust(64))
+    conn.close()
+    lsock.close()
+
+
+def client(host: str, port: int, iters: int) -> list[dict]:
+    """Round trips per size against ``serve``: one-way latency and both ends' CPU per message."""
+    for _ in range(100):
+        try:
+            sock = socket.create_connection((host, port), timeout=30)
+            break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        raise SystemExit(f"network_stack: cannot connect to {host}:{port}")
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray(max(SIZES_B))
+    rows = []
+    for size in SIZES_B:
+        count = max(20, min(iters, (64 << 20) // size))
+        payload = memoryview(bytes(size))
+        sock.sendall(size.to_bytes(4, "little") + count.to_bytes(4, "little"))
+        c0, w0 = time.thread_time(), time.perf_counter()
+        for _ in range(count):
+            sock.sendall(payload)
+            _recv_exact(sock, size, buf)
+        wall_s, cpu_s = time.perf_counter() - w0, time.thread_time() - c0
+        reply = bytearray(64)
+        _recv_exact(sock, 64, reply)
+        server_cpu_s = json.loads(bytes(reply).decode().strip())["cpu_s"]
+        rows.append(
+            {
+                "bytes": size,
+                "round_trips": count,
+                "one_way_us": wall_s / count / 2 * 1e6,
+                "cpu_us_per_msg_both_ends": (cpu_s + server_cpu_s) / (2 * count) * 1e6,
+            }
+        )
+    sock.sendall((0).to_bytes(8, "little"))
+    sock.close()
+    return rows
+
+
+def fit(rows: list[dict], key: str) -> tuple[float, float]:
+    """Least-squares line key = fixed_us + per_byte_ns * bytes / 1000; returns (fixed_us, per_byte_ns)."""
+    x = np.array([r["bytes"] for r in rows], dtype=float)
+    y = np.array([r[key] for r in rows])
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(intercept), float(slope * 1e3)
+
+
+def run_pair(
+    server_prefix: list[str], client_prefix: list[str], host: str, iters: int
+) -> list[dict]:
+    me = [sys.executable, __file__]
+    srv = subprocess.Popen(
+        server_prefix + me + ["--serve", host], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert srv.stdout is not None and srv.stdout.readline().strip() == "ready"
+        out = subprocess.run(
+            client_prefix + me + ["--client", host, "--iters", str(iters)],
+            capture_output=True, text=True, check=True, timeout=300,
+        )  # fmt: skip
+        return json.loads(out.stdout)
+    finally:
+        try:
+            srv.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            srv.wait()
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def veth_rows(iters: int) -> list[dict]:
+    """The same measurement between two namespaces joined by a veth pair, removed on every exit path."""
+    try:
+        _ip("netns", "add", NS_A)
+        _ip("netns", "add", NS_B)
+        _ip(
+            "link",
+            "add",
+            VETH_A,
+            "netns",
+            NS_A,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            VETH_B,
+            "netns",
+            NS_B,
+        )
+        for ns, dev, addr in ((NS_A, VETH_A, ADDR_A), (NS_B, VETH_B, ADDR_B)):
+            _ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+            _ip("-n", ns, "link", "set", dev, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+        return run_pair(["ip", "netns", "exec", NS_B], ["ip", "netns", "exec", NS_A], ADDR_B, iters)
+    finally:
+        for ns in (NS_A, NS_B):  # deleting a namespace deletes its end of the veth pair
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def report(name: str, rows: list[dict]) -> None:
+    print(f"\n{name}: bytes  round_trips  one_way_us  cpu_us_per_msg(both ends)")
+    for r in rows:
+        print(
+            f"  {r['bytes']:>9} {r['round_trips']:>6} {r['one_way_us']:>11.1f}"
+            f" {r['cpu_us_per_msg_both_ends']:>11.1f}"
+        )
+    lat = fit(rows, "one_way_us")
+    cpu = fit(rows, "cpu_us_per_msg_both_ends")
+    print(f"  fit one-way latency : {lat[0]:.2f} us + {lat[1]:.4f} ns/B")
+    print(f"  fit CPU both ends   : {cpu[0]:.2f} us + {cpu[1]:.4f} ns/B per message")
+    print("  published: kernel TCP ~5-20 us/message end to end; eRPC/DPDK ~1-3 us (Kalia et al.,")
+    print("  NSDI 2019); RDMA RC ib_send_lat ~0.8 us one way at 32 B, ~1.6 us at 1 KB (perftest)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--serve", metavar="HOST")
+    ap.add_argument("--client", metavar="HOST")
+    ap.add_argument("--iters", type=int, default=400, help="round trips per size at most")
+    ap.add_argument("--no-veth", action="store_true", help="loopback only")
+    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = ap.parse_args()
+    if args.serve:
+        serve(args.serve, PORT)
+        return
+    if args.client:
+        print(json.dumps(client(args.client, PORT, args.iters)))
+        return
+    results = {"loopback": run_pair([], [], "127.0.0.1", args.iters)}
+    if not args.no_veth:
+        import os
+
+        if os.geteuid() == 0:
+            results["veth"] = veth_rows(args.iters)
+        else:
+            print("veth: skipped (needs root to create network namespaces)")
+    for name, rows in results.items():
+        report(name, rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Network model (issue 14 item 2): hand-worked messages on 40GbE, invariants, schema refusals."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archsim.errors import ArchsimError
+from archsim.hw import NetworkConfig, load_hw
+from archsim.perf.network import (
+    OBS_BYTES,
+    frame_count,
+    message_breakdown,
+    message_seconds,
+    polling_cores_per_node,
+    stack_seconds_per_message,
+    wire_bytes,
+)
+
+
+def net40(stack: str = "kernel_tcp", **kw) -> NetworkConfig:
+    """40GbE (5 GB/s line rate), every field explicit so that the hand-worked values below hold."""
+    fields = dict(
+        nic_bw_gbs=5.0,
+        latency_us=1.0,
+        stack=stack,
+        kernel_tcp_us_per_msg=7.0,
+        kernel_bypass_us_per_msg=2.0,
+        rdma_us_per_msg=0.8,
+        kernel_tcp_ns_per_byte=0.11,
+        kernel_tcp_us_per_segment=0.4,
+        mtu_bytes=1500,
+        switch_hops=1,
+        switch_latency_ns=500.0,
+        switch_mode="store_and_forward",
+        link_length_m=3.0,
+    )
+    fields.update(kw)
+    return NetworkConfig(**fields)
+
+
+def _us(x: float) -> float:
+    return x * 1e6
+
+
+def test_observation_kernel_tcp_by_hand():
+    # 28,224 B / 1,460 B a segment (1,500 - 40) = 19.3 -> 20 frames, the last carrying 484 B.
+    # Wire: 19 x 1,538 + (484 + 40 + 38) = 29,784 B / 5e9 B/s = 5.9568 us.
+    # Switch: 0.5 us + one full frame (1,538 B = 0.3076 us). Propagation: 2 links x 3 m x 5 ns.
+    # Stack: 7 + 19 x 0.4 = 14.6 us + 28,224 B x 0.11 ns = 3.10464 us -> 17.70464 us, half each end.
+    m = message_breakdown(OBS_BYTES, net40("kernel_tcp"))
+    assert OBS_BYTES == 28_224 and m.frames == 20
+    assert wire_bytes(OBS_BYTES, net40()) == 29_784
+    assert _us(m.wire_s) == pytest.approx(5.9568)
+    assert _us(m.switch_s) == pytest.approx(0.8076)
+    assert _us(m.propagation_s) == pytest.approx(0.03)
+    assert _us(m.stack_send_s) == pytest.approx(17.70464 / 2)
+    assert _us(m.stack_recv_s) == pytest.approx(17.70464 / 2)
+    assert _us(m.total_s) == pytest.approx(24.49904)
+
+
+def test_observation_kernel_bypass_by_hand():
+    # UDP: 1,472 B a frame -> 20 frames, last 256 B; wire 19 x 1,538 + (256 + 28 + 38) = 29,544 B
+    # = 5.9088 us; switch 0.5 + 1,538 B / 5e9 = 0.8076 us; stack 2 us; total 8.7464 us.
+    m = message_breakdown(OBS_BYTES, net40("kernel_bypass"))
+    assert m.frames == 20
+    assert _us(m.wire_s) == pytest.approx(5.9088)
+    assert _us(m.switch_s) == pytest.approx(0.8076)
+    assert _us(m.stack_send_s + m.stack_recv_s) == pytest.approx(2.0)
+    assert _us(m.total_s) == pytest.approx(8.7464)
+    assert polling_cores_per_node(net40("kernel_bypass")) == 1
+
+
+def test_observation_rdma_by_hand():
+    # RoCEv2: 1,456 B a packet -> 20 packets, last 560 B; wire 19 x 1,538 + (560 + 44 + 38) = 29,864
+    # B = 5.9728 us; switch 0.5 + 1,538 B / 5e9 = 0.8076 us; stack 0.8 us; total 7.6104 us.
+    m = message_breakdown(OBS_BYTES, net40("rdma"))
+    assert m.frames == 20
+    assert _us(m.wire_s) == pytest.approx(5.9728)
+    assert _us(m.total_s) == pytest.approx(7.6104)
+    assert polling_cores_per_node(net40("rdma")) == 0
+    assert polling_cores_per_node(net40("kernel_tcp")) == 0
+
+
+def test_small_message_is_padded_frame_by_hand():
+    # 64 B + 40 B headers = 104 B IP packet (over the 46 B minimum) + 38 = 142 B = 28.4 ns.
+    # Total: stack 7 + 64 x 0.11 ns = 7.00704 us; wire 0.0284; switch 0.5284; propagation 0.03.
+    m = message_breakdown(64, net40())
+    assert m.frames == 1
+    assert _us(m.wire_s) == pytest.approx(0.0284)
+    assert _us(m.total_s) == pytest.approx(7.59384)
+    # A 1 B message pads to the 46 B minimum payload: 46 + 38 = 84 B on the wire.
+    assert wire_bytes(1, net40()) == 84
+
+
+def test_one_mebibyte_by_hand():
+    # 1,048,576 / 1,460 = 718.2 -> 719 frames, last 296 B; wire 718 x 1,538 + 374 = 1,104,658 B =
+    # 220.9316 us; switch 0.8076; stack 7 + 718 x 0.4 + 1,048,576 x 0.11e-3 = 409.54336 us.
+    m = message_breakdown(1 << 20, net40())
+    assert m.frames == 719
+    assert _us(m.wire_s) == pytest.approx(220.9316)
+    assert _us(m.total_s) == pytest.approx(409.54336 + 220.9316 + 0.8076 + 0.03)
+
+
+def test_cut_through_adds_only_the_port_latency():
+    m = message_breakdown(OBS_BYTES, net40(switch_mode="cut_through", switch_hops=3))
+    assert _us(m.switch_s) == pytest.approx(1.5)
+    assert _us(m.propagation_s) == pytest.approx(0.06)  # 4 links x 3 m
+
+
+def test_full_frames_take_1538_bytes_at_the_line_rate():
+    # docs/REFERENCE.md "Network": a 1,538 B frame every 307 ns on 40GbE.
+    assert wire_bytes(1460, net40()) == 1538
+    assert _us(message_breakdown(1460, net40()).wire_s) == pytest.approx(0.3076)
+
+
+def test_legacy_functions_keep_their_meaning():
+    net = net40("rdma")
+    assert stack_seconds_per_message(net) == pytest.approx(0.8e-6)
+    assert message_seconds(1000, net) == pytest.approx(1e-6 + 0.8e-6 + 1000 / 5e9)
+
+
+sizes = st.floats(min_value=0, max_value=4 << 20, allow_nan=False)
+stacks = st.sampled_from(["kernel_tcp", "kernel_bypass", "rdma"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=sizes, stack=stacks, bw=st.floats(0.01, 100), more=st.floats(1.0, 10.0),
+       hops=st.integers(0, 5), mode=st.sampled_from(["cut_through", "store_and_forward"]))  # fmt: skip
+def test_more_bandwidth_and_fewer_hops_never_slower(n, stack, bw, more, hops, mode):
+    base = net40(stack, nic_bw_gbs=bw, switch_hops=hops, switch_mode=mode)
+    t = message_breakdown(n, base).total_s
+    assert message_breakdown(n, net40(stack, nic_bw_gbs=bw * more, switch_hops=hops,
+                                      switch_mode=mode)).total_s <= t * (1 + 1e-12)  # fmt: skip
+    if hops:
+        fewer = net40(stack, nic_bw_gbs=bw, switch_hops=hops - 1, switch_mode=mode)
+        assert message_breakdown(n, fewer).total_s < t
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=sizes, stack=stacks, cut=st.floats(0.0, 1.0))
+def test_lower_stack_cost_never_slower_and_parts_sum(n, stack, cut):
+    full = net40(stack)
+    cheaper = net40(
+        stack,
+        kernel_tcp_us_per_msg=7.0 * cut,
+        kernel_bypass_us_per_msg=2.0 * cut,
+        rdma_us_per_msg=0.8 * cut,
+        kernel_tcp_ns_per_byte=0.11 * cut,
+        kernel_tcp_us_per_segment=0.4 * cut,
+    )
+    m = message_breakdown(n, full)
+    assert message_breakdown(n, cheaper).total_s <= m.total_s * (1 + 1e-12)
+    parts = (m.stack_send_s, m.stack_recv_s, m.wire_s, m.switch_s, m.propagation_s)
+    assert all(p >= 0 for p in parts)
+    assert sum(parts) == pytest.approx(m.total_s)
+    # Physics: the line cannot carry the payload faster than its rate.
+    assert m.wire_s * 5e9 >= n
+    assert m.frames == frame_count(n, full)
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(0, 1 << 20), extra=st.integers(1, 1 << 16), stack=stacks)
+def test_bigger_message_never_faster(n, extra, stack):
+    assert (
+        message_breakdown(n + extra, net40(stack)).total_s
+        >= message_breakdown(n, net40(stack)).total_s
+    )
+
+
+def test_set_stack_rdma_accepted():
+    hw = load_hw("dgx1-v100", ["network.stack=rdma", "network.mtu_bytes=9000"])
+    assert hw.network.stack == "rdma" and hw.network.mtu_bytes == 9000
+
+
+@pytest.mark.parametrize(
+    ("override", "names"),
+    [
+        ("network.stack=quic", "network.stack"),
+        ("network.mtu_bytes=40", "network.mtu_bytes"),
+        ("network.switch_mode=teleport", "network.switch_mode"),
+        ("network.switch_hops=-1", "network.switch_hops"),
+    ],
+)
+def test_bad_network_settings_refused_in_one_line(override, names):
+    with pytest.raises(ArchsimError) as info:
+        load_hw("dgx1-v100", [override])
+    message = str(info.value)
+    assert "\n" not in message and names in message
