@@ -183,8 +183,8 @@ class PlainBatcher:
 
     def arrival(self, actor: int, delay_s: float) -> Event:
         """The moment ``actor``'s request, sent now, reaches the batcher (``delay_s`` later, on the
-        arrival grid): after every ordinary event
-        of that instant and after the arrivals of lower actor ids (ties broken by actor id)."""
+        arrival grid): after every ordinary event of that instant and after the same-instant
+        arrivals of lower actor ids."""
         env = self.system.env
         at = arrival_time(env.now, delay_s)
         return in_actor_order(env, actor, self.system.config.actors, delay_to(env.now, at))
