@@ -12,7 +12,8 @@ import pandas as pd
 FORMAT_VERSION = 1
 
 # Canonical phase names. `archsim.phase(name)` markers use these; ingest maps them onto ops and steps.
-ACTOR_PHASES = ("env_step", "preprocess", "act", "inference_wait", "replay_insert")
+# display: drawing the game screen (DQN --display-every), in the acting thread as the original DQN did.
+ACTOR_PHASES = ("env_step", "display", "preprocess", "act", "inference_wait", "replay_insert")
 LEARNER_PHASES = (
     "replay_sample",
     "train_forward",
