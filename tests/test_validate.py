@@ -463,3 +463,34 @@ def test_pool_bad_input_is_one_line(tmp_path):
         assert message in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "out").exists()
+
+
+def test_summary_is_strict_json_with_null_for_missing_figures(tmp_path):
+    # CSVs from before the load columns: the pooled summary's load figures cannot be computed and
+    # are null (strict JSON), while the frames/s MAE is still there: |1.1 - 1| / 1 = 10% per row.
+    from archsim.validate.report import write_csv
+
+    dirs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        write_csv(
+            [_row("b", "baseline", 1.0, 1.1), _row("v", "variant", 2.0, 2.2)],
+            tmp_path / name / "validation.csv",
+        )
+        dirs.append(str(tmp_path / name))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "archsim", "validate", "--out", str(out), "--pool", *dirs],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"non-strict JSON constant {constant}")
+
+    summary = json.loads((out / "summary.json").read_text(), parse_constant=refuse)
+    assert summary["frames_mae"] == pytest.approx(0.1)
+    assert summary["mean_other_busy_cpus"] is None
+    assert summary["frames_per_cpu_s_mae"] is None

@@ -56,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     import json
+    import math
 
     from archsim.atomic import atomic_output_dir, check_output_dir
     from archsim.errors import ArchsimError
@@ -84,7 +85,12 @@ def handle(args: argparse.Namespace) -> int:
         table = markdown_table(rows)
         (tmp / "validation.md").write_text(table)
         scatter_chart(rows, tmp / "validation_scatter")
-        (tmp / "summary.json").write_text(json.dumps(summary(rows), indent=1) + "\n")
+        # strict JSON: a figure that could not be computed (no load readings, say) is null
+        strict = {
+            k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in summary(rows).items()
+        }
+        (tmp / "summary.json").write_text(json.dumps(strict, indent=1, allow_nan=False) + "\n")
     print(table, end="")
     print(f"wrote {args.out}/validation.csv, validation.md, validation_scatter.png/.svg")
     return 0
