@@ -10,8 +10,6 @@ what-ifs; the lower bounds keep divisions finite. docs/LIMITS.md has the table.
 
 from __future__ import annotations
 
-import math
-
 from archsim.errors import ArchsimError
 from archsim.sim.limits import Range, format_number
 
@@ -107,7 +105,7 @@ def check_hw_ranges(hw, source: str) -> None:
         value = (data.get(section) or {}).get(field)
         if value is None or isinstance(value, bool):
             continue
-        number = float(value) if abs(value) < 1e308 else math.inf
+        number = value  # ints compare exactly (a float of 2**64 - 1 rounds up)
         if not limits.holds(number):
             raise ArchsimError(
                 f"{source}: key {key} = {format_number(value)} is outside the supported range "
