@@ -10,13 +10,16 @@ sizes gives the per-message fixed cost and the per-byte cost, printed beside the
 (kernel TCP ~5-20 us a message end to end; eRPC over DPDK ~1-3 us, Kalia et al. NSDI 2019; RDMA RC
 ``ib_send_lat`` ~0.8 us at 32 B). Loops are bounded (at most --iters round trips and 64 MiB a size).
 
-Run: ``python benchmarks/network_stack.py [--iters 400] [--no-veth]``
+Run: ``python benchmarks/network_stack.py [--iters 400] [--no-veth]``. With ``--apex-table TRACE_DIR``
+it measures nothing and prints docs/NETWORK.md's table instead: each message kind of an Ape-X capture's
+``messages.csv`` on 40GbE under each stack (``archsim.perf.network.message_breakdown``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import socket
 import subprocess
 import sys
@@ -110,10 +113,12 @@ def client(host: str, port: int, iters: int) -> list[dict]:
 
 
 def fit(rows: list[dict], key: str) -> tuple[float, float]:
-    """Least-squares line key = fixed_us + per_byte_ns * bytes / 1000; returns (fixed_us, per_byte_ns)."""
+    """Least-squares line key = fixed_us + per_byte_ns * bytes / 1000; returns (fixed_us, per_byte_ns).
+
+    Residuals are relative (weights 1/y), so the 64 B point counts as much as the 1 MiB one."""
     x = np.array([r["bytes"] for r in rows], dtype=float)
     y = np.array([r[key] for r in rows])
-    slope, intercept = np.polyfit(x, y, 1)
+    slope, intercept = np.polyfit(x, y, 1, w=1 / y)
     return float(intercept), float(slope * 1e3)
 
 
@@ -187,6 +192,47 @@ def report(name: str, rows: list[dict]) -> None:
     print("  NSDI 2019); RDMA RC ib_send_lat ~0.8 us one way at 32 B, ~1.6 us at 1 KB (perftest)")
 
 
+# The 40GbE network of docs/NETWORK.md's table: dgx1-v100's network section at 40GbE's 5 GB/s line rate
+# with this machine's measured kernel TCP fixed cost (the loopback fit: 7.15-7.25 us, both ends).
+APEX_TABLE_SET = ["network.nic_bw_gbs=5", "network.kernel_tcp_us_per_msg=7.2"]
+
+
+def apex_table(trace_dir: str) -> None:
+    """Markdown rows: one message of each kind (its median size) under each stack, and the savings."""
+    import csv
+    from pathlib import Path
+
+    from archsim.hw import load_hw
+    from archsim.perf.network import OBS_BYTES, message_breakdown, stack_cpu_seconds
+
+    sizes: dict[str, list[int]] = {}
+    with open(Path(trace_dir) / "messages.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            sizes.setdefault(row["kind"], []).append(int(row["bytes"]))
+    kinds = [("observation (one ALE frame stack)", OBS_BYTES)] + [
+        (kind, int(np.median(b))) for kind, b in sizes.items() if kind != "hello"
+    ]
+    nets = {
+        stack: load_hw("dgx1-v100", [*APEX_TABLE_SET, f"network.stack={stack}"]).network
+        for stack in ("kernel_tcp", "kernel_bypass", "rdma")
+    }
+    print("| message | bytes | frames | wire us | switch+prop us | kernel TCP CPU us | "
+          "kernel TCP stack shown us | kernel TCP us | kernel bypass us | RDMA us | bypass saves | "
+          "RDMA saves |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for kind, n in kinds:
+        t = {stack: message_breakdown(n, net) for stack, net in nets.items()}
+        tcp = t["kernel_tcp"]
+        tcp_us, byp_us, rdma_us = (t[s].total_s * 1e6 for s in nets)
+        print(
+            f"| {kind} | {n:,} | {tcp.frames:,} | {tcp.wire_s * 1e6:,.2f} |"
+            f" {(tcp.switch_s + tcp.propagation_s) * 1e6:.2f} |"
+            f" {stack_cpu_seconds(n, nets['kernel_tcp']) * 1e6:,.2f} |"
+            f" {(tcp.stack_send_s + tcp.stack_recv_s) * 1e6:,.2f} | {tcp_us:,.2f} | {byp_us:,.2f} |"
+            f" {rdma_us:,.2f} | {1 - byp_us / tcp_us:.0%} | {1 - rdma_us / tcp_us:.0%} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serve", metavar="HOST")
@@ -194,7 +240,13 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=400, help="round trips per size at most")
     ap.add_argument("--no-veth", action="store_true", help="loopback only")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    ap.add_argument(
+        "--apex-table", metavar="TRACE_DIR", help="print docs/NETWORK.md's table, no runs"
+    )
     args = ap.parse_args()
+    if args.apex_table:
+        apex_table(args.apex_table)
+        return
     if args.serve:
         serve(args.serve, PORT)
         return
@@ -211,6 +263,16 @@ def main() -> None:
             print("veth: skipped (needs root to create network namespaces)")
     for name, rows in results.items():
         report(name, rows)
+    if "veth" in results:
+        # veth runs the kernel's MTU-1,500 path (719 segments a MiB); loopback's 64 KiB MTU sends a
+        # MiB in 17: the difference at 1 MiB over the 718 extra segments is the work per segment.
+        big = [
+            max(rows, key=lambda r: r["bytes"]) for rows in (results["veth"], results["loopback"])
+        ]
+        extra = math.ceil(big[0]["bytes"] / 1460) - math.ceil(big[0]["bytes"] / 65483)
+        per_seg = (big[0]["cpu_us_per_msg_both_ends"] - big[1]["cpu_us_per_msg_both_ends"]) / extra
+        print(f"\nper segment (veth - loopback CPU at {big[0]['bytes']:,} B, / {extra} segments):"
+              f" {per_seg:.3f} us")  # fmt: skip
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -14,6 +14,7 @@ from archsim.perf.network import (
     message_breakdown,
     message_seconds,
     polling_cores_per_node,
+    stack_cpu_seconds,
     stack_seconds_per_message,
     wire_bytes,
 )
@@ -48,16 +49,19 @@ def test_observation_kernel_tcp_by_hand():
     # 28,224 B / 1,460 B a segment (1,500 - 40) = 19.3 -> 20 frames, the last carrying 484 B.
     # Wire: 19 x 1,538 + (484 + 40 + 38) = 29,784 B / 5e9 B/s = 5.9568 us.
     # Switch: 0.5 us + one full frame (1,538 B = 0.3076 us). Propagation: 2 links x 3 m x 5 ns.
-    # Stack: 7 + 19 x 0.4 = 14.6 us + 28,224 B x 0.11 ns = 3.10464 us -> 17.70464 us, half each end.
+    # Stack work: fixed 7 us; streamed 19 x 0.4 + 28,224 B x 0.11 ns = 10.70464 us, of which the
+    # first segment's share 10.70464 / 20 = 0.535232 us shows; the rest, 10.169408 us, is 5.084704
+    # us an end, under the 5.9568 us of wire: hidden. Shown: 7.535232 us, half at each end.
     m = message_breakdown(OBS_BYTES, net40("kernel_tcp"))
     assert OBS_BYTES == 28_224 and m.frames == 20
     assert wire_bytes(OBS_BYTES, net40()) == 29_784
     assert _us(m.wire_s) == pytest.approx(5.9568)
     assert _us(m.switch_s) == pytest.approx(0.8076)
     assert _us(m.propagation_s) == pytest.approx(0.03)
-    assert _us(m.stack_send_s) == pytest.approx(17.70464 / 2)
-    assert _us(m.stack_recv_s) == pytest.approx(17.70464 / 2)
-    assert _us(m.total_s) == pytest.approx(24.49904)
+    assert _us(m.stack_send_s) == pytest.approx(7.535232 / 2)
+    assert _us(m.stack_recv_s) == pytest.approx(7.535232 / 2)
+    assert _us(stack_cpu_seconds(OBS_BYTES, net40())) == pytest.approx(17.70464)
+    assert _us(m.total_s) == pytest.approx(14.329632)
 
 
 def test_observation_kernel_bypass_by_hand():
@@ -96,11 +100,22 @@ def test_small_message_is_padded_frame_by_hand():
 
 def test_one_mebibyte_by_hand():
     # 1,048,576 / 1,460 = 718.2 -> 719 frames, last 296 B; wire 718 x 1,538 + 374 = 1,104,658 B =
-    # 220.9316 us; switch 0.8076; stack 7 + 718 x 0.4 + 1,048,576 x 0.11e-3 = 409.54336 us.
+    # 220.9316 us; switch 0.8076. Stack: fixed 7; streamed 718 x 0.4 + 1,048,576 x 0.11e-3 =
+    # 402.54336 us; first segment's share 402.54336 / 719 = 0.5598656 us; the rest is 200.9917472
+    # us an end, hidden under the wire.
     m = message_breakdown(1 << 20, net40())
     assert m.frames == 719
     assert _us(m.wire_s) == pytest.approx(220.9316)
-    assert _us(m.total_s) == pytest.approx(409.54336 + 220.9316 + 0.8076 + 0.03)
+    assert _us(m.stack_send_s + m.stack_recv_s) == pytest.approx(7.5598656)
+    assert _us(m.total_s) == pytest.approx(7.5598656 + 220.9316 + 0.8076 + 0.03)
+
+
+def test_one_mebibyte_on_400gbe_is_stack_bound_by_hand():
+    # 50 GB/s: wire 1,104,658 B = 22.09316 us, under the 200.9917472 us an end of streamed stack
+    # work: the stack shows 7 + 0.5598656 + 200.9917472 us; switch 0.5 + 1,538 B / 50e9 = 0.53076.
+    m = message_breakdown(1 << 20, net40(nic_bw_gbs=50.0))
+    assert _us(m.wire_s) == pytest.approx(22.09316)
+    assert _us(m.total_s) == pytest.approx(7 + 0.5598656 + 200.9917472 + 0.53076 + 0.03)
 
 
 def test_cut_through_adds_only_the_port_latency():
@@ -155,8 +170,10 @@ def test_lower_stack_cost_never_slower_and_parts_sum(n, stack, cut):
     parts = (m.stack_send_s, m.stack_recv_s, m.wire_s, m.switch_s, m.propagation_s)
     assert all(p >= 0 for p in parts)
     assert sum(parts) == pytest.approx(m.total_s)
-    # Physics: the line cannot carry the payload faster than its rate.
+    # Physics: the line cannot carry the payload faster than its rate, nor an end do its share of
+    # the stack work faster than that work takes.
     assert m.wire_s * 5e9 >= n
+    assert m.total_s >= stack_cpu_seconds(n, full) / 2
     assert m.frames == frame_count(n, full)
 
 

@@ -111,12 +111,14 @@ class NetworkConfig(_Strict):
     stack: Literal["kernel_tcp", "kernel_bypass", "rdma"]
     kernel_tcp_us_per_msg: float = Field(ge=0)
     kernel_bypass_us_per_msg: float = Field(ge=0)
-    # measured: benchmarks/network_stack.py on the development machine (loopback, line fit over
-    # 64 B .. 1 MiB, both ends' thread CPU): 0.11 ns per byte of copy and checksum work.
-    kernel_tcp_ns_per_byte: float = Field(default=0.11, ge=0)
-    # measured: benchmarks/network_stack.py on the development machine: veth (MTU 1500) per-byte
-    # slope 0.38 ns/B minus loopback's 0.11 ns/B (64 KiB MTU), times 1,460 B a segment = 0.4 us.
-    kernel_tcp_us_per_segment: float = Field(default=0.4, ge=0)
+    # measured: benchmarks/network_stack.py on the development machine (2-core AMD EPYC VM, Linux
+    # loopback, both ends' thread CPU, line fit over 64 B .. 1 MiB, 3 runs): 7.15-7.25 us a message
+    # + 0.102-0.106 ns per byte of copy work; the per-message figure stays per preset.
+    kernel_tcp_ns_per_byte: float = Field(default=0.105, ge=0)
+    # measured: benchmarks/network_stack.py on the development machine: CPU of a 1 MiB message over
+    # a veth pair (MTU 1,500) less over loopback (64 KiB MTU), over the 702 extra segments: 0.34-0.42
+    # us a segment in 3 runs.
+    kernel_tcp_us_per_segment: float = Field(default=0.38, ge=0)
     # RDMA RC send, perftest ib_send_lat: ~0.8 us one way at 32 B (NIC and both hosts' work).
     rdma_us_per_msg: float = Field(default=0.8, ge=0)
     # IEEE 802.3 standard payload 1,500 B; at least IPv4's minimum 68 B (RFC 791), which also

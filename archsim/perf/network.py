@@ -81,13 +81,20 @@ def stack_cpu_seconds(n_bytes: float, network) -> float:
     measured here by benchmarks/network_stack.py). Kernel bypass and RDMA: a per-message cost; the
     payload is DMAed from registered memory without a copy (zero-copy, so no per-byte term).
     """
+    fixed_s, streamed_s = _stack_parts_seconds(n_bytes, network)
+    return fixed_s + streamed_s
+
+
+def _stack_parts_seconds(n_bytes: float, network) -> tuple[float, float]:
+    """(fixed, per-segment + per-byte) stack work of both ends; only kernel TCP has the second."""
     if network.stack == "kernel_tcp":
         segments = frame_count(n_bytes, network)
-        us = network.kernel_tcp_us_per_msg + (segments - 1) * network.kernel_tcp_us_per_segment
-        return us * 1e-6 + max(n_bytes, 0) * network.kernel_tcp_ns_per_byte * 1e-9
+        streamed_s = (segments - 1) * network.kernel_tcp_us_per_segment * 1e-6
+        streamed_s += max(n_bytes, 0) * network.kernel_tcp_ns_per_byte * 1e-9
+        return network.kernel_tcp_us_per_msg * 1e-6, streamed_s
     if network.stack == "kernel_bypass":
-        return network.kernel_bypass_us_per_msg * 1e-6
-    return network.rdma_us_per_msg * 1e-6
+        return network.kernel_bypass_us_per_msg * 1e-6, 0.0
+    return network.rdma_us_per_msg * 1e-6, 0.0
 
 
 def polling_cores_per_node(network) -> int:
@@ -101,7 +108,8 @@ def message_breakdown(n_bytes: float, network) -> MessageTime:
 
     Frames leave back to back at the line rate; a store-and-forward switch holds each frame until it
     has all of it, so the message ends one full-frame time later per hop (cut-through adds only the
-    switch's port-to-port latency). The stack work is split evenly between the ends.
+    switch's port-to-port latency). The stack work is split evenly between the ends, and a kernel
+    stack's per-segment work overlaps the wire (only what the wire does not hide is added).
     """
     rate_bytes_per_s = network.nic_bw_gbs * 1e9
     first_payload = min(max(n_bytes, 0), payload_per_frame_bytes(network))
@@ -110,14 +118,22 @@ def message_breakdown(n_bytes: float, network) -> MessageTime:
         # The egress port sends frame k once it has all of it and has sent frame k-1; at equal port
         # rates the last byte leaves one largest-frame time (the first frame's) after it arrived.
         per_hop_s += _frame_wire_bytes(first_payload, network) / rate_bytes_per_s
-    stack_s = stack_cpu_seconds(n_bytes, network)
+    wire_s = wire_bytes(n_bytes, network) / rate_bytes_per_s
+    # Segments stream through three stages (sender's stack, wire, receiver's stack) that overlap:
+    # only the first segment's share at each end and the part of each end's streamed work that the
+    # wire does not hide show; a one-segment message shows all of it.
+    fixed_s, streamed_s = _stack_parts_seconds(n_bytes, network)
+    frames = frame_count(n_bytes, network)
+    unhidden_s = streamed_s / frames
+    exposed_s = max(0.0, (streamed_s - unhidden_s) / 2 - wire_s)
+    per_end_s = (fixed_s + unhidden_s) / 2 + exposed_s / 2
     return MessageTime(
-        stack_send_s=stack_s / 2,
-        stack_recv_s=stack_s / 2,
-        wire_s=wire_bytes(n_bytes, network) / rate_bytes_per_s,
+        stack_send_s=per_end_s,
+        stack_recv_s=per_end_s,
+        wire_s=wire_s,
         switch_s=network.switch_hops * per_hop_s,
         propagation_s=(network.switch_hops + 1) * network.link_length_m / SIGNAL_SPEED_M_PER_S,
-        frames=frame_count(n_bytes, network),
+        frames=frames,
     )
 
 
