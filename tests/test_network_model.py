@@ -205,3 +205,24 @@ def test_bad_network_settings_refused_in_one_line(override, names):
         load_hw("dgx1-v100", [override])
     message = str(info.value)
     assert "\n" not in message and names in message
+
+
+def test_network_doc_table_is_what_the_benchmark_prints(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    trace = root / "traces" / "apex-dqn-cpu"
+    if not (trace / "messages.csv").exists():
+        pytest.skip("traces/apex-dqn-cpu/messages.csv is not in this checkout")
+    spec = importlib.util.spec_from_file_location(
+        "network_stack", root / "benchmarks" / "network_stack.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.apex_table(str(trace))
+    rows = capsys.readouterr().out.splitlines()
+    page = (root / "docs" / "NETWORK.md").read_text()
+    assert len(rows) == 9  # header, rule, the observation and 6 message kinds
+    for row in rows:
+        assert row in page
