@@ -54,6 +54,8 @@ def capture_dqn(
     with capture(out_dir, meta, schedule=schedule, device=config.device, force=force) as cap:
         stats = run_dqn(config, steps, on_step=cap.step, progress=progress)
         meta["settings"]["learner_updates"] = stats.learner_updates
+        # Measured cost of each drawn frame (display.GameDisplay.cost); empty without --display-every.
+        meta["settings"].update(stats.display)
     if on_stats is not None:
         on_stats(stats)
     return cap.trace

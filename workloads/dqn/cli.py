@@ -6,6 +6,7 @@ import argparse
 
 from archsim.argtypes import non_negative_int, positive_int
 from workloads.dqn.settings import (
+    CONV_IMPLS,
     DEFAULT_LEARN_START,
     DEFAULT_REPLAY_CAPACITY,
     DEFAULT_TARGET_PERIOD,
@@ -48,6 +49,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--display-every",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="draw the game screen in a window every K-th step, as phase 'display' (needs pygame; "
+        "Xvfb is started where there is no DISPLAY) (default: never)",
+    )
+    parser.add_argument(
+        "--conv-impl",
+        choices=CONV_IMPLS,
+        default="cudnn",
+        help="convolutions through the library (torch conv2d: cuDNN on CUDA) or as unfold + matrix "
+        "multiply, as Torch7's SpatialConvolutionMM did (default: %(default)s)",
+    )
+    parser.add_argument(
         "--torch-threads",
         type=positive_int,
         default=1,
@@ -70,6 +86,8 @@ def run_capture(args: argparse.Namespace) -> int:
         target_period=args.target_period,
         replay_capacity=args.replay_capacity,
         torch_threads=args.torch_threads,
+        display_every=args.display_every,
+        conv_impl=args.conv_impl,
     )
     schedule = schedule_from_args(args, default_schedule(config))
     check_output_dir(args.out, args.force)

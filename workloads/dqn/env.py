@@ -157,5 +157,14 @@ class AtariEnv:
             previous = last
         return FrameStep(last, previous, total, terminated, truncated)
 
+    @property
+    def screen_shape(self) -> tuple[int, int]:
+        """(height, width) of the emulator's screen."""
+        return self.raw_shape
+
+    def screen_rgb(self) -> np.ndarray:
+        """The emulator's current screen in colour, (height, width, 3) uint8: what a display shows."""
+        return self.env.unwrapped.ale.getScreenRGB()
+
     def close(self) -> None:
         self.env.close()

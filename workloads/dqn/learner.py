@@ -54,6 +54,7 @@ class LearnerConfig:
     gamma: float = GAMMA
     learning_rate: float = LEARNING_RATE
     target_period: int = 10_000  # learner updates between target syncs (Nature: 10,000)
+    conv_impl: str = "cudnn"  # settings.CONV_IMPLS: library convolutions or unfold + GEMM
 
 
 class DqnLearner:
@@ -63,8 +64,8 @@ class DqnLearner:
         torch.manual_seed(seed)
         self.config = config
         self.device = torch.device(config.device)
-        self.online = NatureDQN(config.num_actions).to(self.device)
-        self.target = NatureDQN(config.num_actions).to(self.device)
+        self.online = NatureDQN(config.num_actions, conv_impl=config.conv_impl).to(self.device)
+        self.target = NatureDQN(config.num_actions, conv_impl=config.conv_impl).to(self.device)
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
         self.optimizer = torch.optim.RMSprop(

@@ -1,6 +1,7 @@
 """The DQN training loop with archsim phase and step markers. No CLI here: a notebook can call it.
 
-One agent step = one actor step (act, env_step, preprocess, replay_insert) and, every ``train_every``
+One agent step = one actor step (act, env_step, display every ``display_every`` steps when set,
+preprocess, replay_insert) and, every ``train_every``
 steps once ``learn_start`` transitions are stored, one learner step (replay_sample, train_forward,
 train_backward, optimizer_step, target_sync when due).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +20,9 @@ from workloads.dqn.env import AtariEnv, FramePreprocessor
 from workloads.dqn.learner import DqnLearner, LearnerConfig, epsilon_at
 from workloads.dqn.replay import ReplayBuffer
 from workloads.dqn.settings import DqnConfig
+
+if TYPE_CHECKING:
+    from workloads.dqn.display import GameDisplay
 
 
 @dataclasses.dataclass
@@ -30,6 +35,7 @@ class DqnRunStats:
     last_loss: float = float("nan")
     wall_s: float = 0.0
     cpu_s: float = 0.0  # process CPU time: on a shared machine it is steadier than wall time
+    display: dict[str, object] = dataclasses.field(default_factory=dict)  # GameDisplay.cost()
 
     @property
     def steps_per_cpu_s(self) -> float:
@@ -68,16 +74,45 @@ def _run(
     on_step: Callable[[], None] | None,
     progress: bool,
 ) -> DqnRunStats:
-    import torch
-    from tqdm import tqdm
-
     env = AtariEnv(config.env_id, seed=config.seed)
     pre = FramePreprocessor(env.raw_shape)
     learner = DqnLearner(
-        LearnerConfig(env.num_actions, config.device, target_period=config.target_period),
+        LearnerConfig(
+            env.num_actions,
+            config.device,
+            target_period=config.target_period,
+            conv_impl=config.conv_impl,
+        ),
         seed=config.seed,
     )
     replay = ReplayBuffer(config.replay_capacity, pre.stack.shape, seed=config.seed)
+    display = None
+    if config.display_every is not None:
+        from workloads.dqn.display import GameDisplay
+
+        display = GameDisplay(config.display_every, env.screen_shape)
+    try:
+        return _loop(config, steps, on_step, progress, env, pre, learner, replay, display)
+    finally:
+        if display is not None:
+            display.close()
+        env.close()
+
+
+def _loop(
+    config: DqnConfig,
+    steps: int,
+    on_step: Callable[[], None] | None,
+    progress: bool,
+    env: AtariEnv,
+    pre: FramePreprocessor,
+    learner: DqnLearner,
+    replay: ReplayBuffer,
+    display: GameDisplay | None,
+) -> DqnRunStats:
+    import torch
+    from tqdm import tqdm
+
     stats = DqnRunStats()
     first = env.reset()
     obs = pre.reset(first.last, first.previous)
@@ -90,6 +125,9 @@ def _run(
                 action = learner.act(obs, epsilon_at(t, config.learn_start, config.eps_decay_steps))
             with phase("env_step"):
                 frames = env.step_frames(action)
+            if display is not None and display.due(t):
+                with phase("display"):
+                    display.draw(env.screen_rgb())
             with phase("preprocess"):
                 next_obs = pre.push(frames.last, frames.previous)
             with phase("replay_insert"):
@@ -128,5 +166,6 @@ def _run(
     stats.wall_s = time.perf_counter() - start
     stats.cpu_s = time.process_time() - start_cpu
     stats.learner_updates = learner.updates
-    env.close()
+    if display is not None:
+        stats.display = display.cost()
     return stats

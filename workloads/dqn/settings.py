@@ -22,6 +22,8 @@ FULL_TARGET_PERIOD = 10_000
 FULL_REPLAY_CAPACITY = 1_000_000
 DEFAULT_LEARN_START = 100
 DEFAULT_TARGET_PERIOD = 10
+# Convolution paths of the network (model.py): the library's conv2d, or unfold + GEMM.
+CONV_IMPLS = ("cudnn", "unfold")
 DEFAULT_REPLAY_CAPACITY = 100_000  # 3.5 GB when full at 35,280 B per slot (see replay.py)
 
 
@@ -39,6 +41,9 @@ class DqnConfig:
     # torch intra-op threads. 1 by default: a batch-1 forward gains nothing from more, and on a shared
     # or busy machine 2 threads ran the loop 9x slower here (12.6 vs 110 steps/s, 300-step runs).
     torch_threads: int = 1
+    # Draw the game screen every display_every-th agent step (phase "display"); None: never.
+    display_every: int | None = None
+    conv_impl: str = "cudnn"  # one of CONV_IMPLS
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
