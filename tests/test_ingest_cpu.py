@@ -98,7 +98,7 @@ def test_steps_table_from_markers(cpu_trace):
     assert steps["step_id"].tolist() == list(range(len(steps)))
     for phase in ACTOR_PHASES:
         column = f"{phase}_us"
-        if phase == "inference_wait":  # not marked in this loop
+        if phase in ("inference_wait", "display"):  # not marked in this loop
             assert actors[column].isna().all()
             continue
         assert (actors[column] > 0).all() and learners[column].isna().all()
