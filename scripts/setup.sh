@@ -13,3 +13,10 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
     || echo "setup: chromium could not be installed; the report's browser test will skip" >&2
 fi
+# Xvfb: a virtual X server for `archsim capture dqn --display-every` on headless machines (a real
+# blit and X round trip per frame, unlike SDL's dummy driver) and its test (tests/test_dqn_display_conv.py),
+# which skips where it is missing. Installed from Debian's packages where apt is available as root.
+if ! command -v Xvfb >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq xvfb) >/dev/null 2>&1 \
+    || echo "setup: xvfb could not be installed; the DQN display tests will skip" >&2
+fi

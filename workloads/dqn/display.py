@@ -12,7 +12,9 @@ SDL's X11 backend sends the frame (XPutImage / MIT-SHM) and the server composes 
 framebuffer, as on a desktop; what it lacks is the final scan-out to a monitor, which the GPU's display
 engine does without the CPU. Where ``DISPLAY`` is set the real display is used; otherwise Xvfb is
 started here and stopped on close. The per-frame cost (wall and this thread's CPU time) is measured
-and written to the trace's meta.
+and written to the trace's meta. Measured here (2-core shared VM, Xvfb, 390 Pong screens, pygame
+2.6.1 / SDL 2.28): 0.21 ms wall and 0.09 ms of this thread's CPU per frame (median); SDL's dummy
+driver: 0.03 ms, the drawing without the transfer, a third of the CPU cost and a seventh of the wall.
 """
 
 from __future__ import annotations
@@ -64,12 +66,13 @@ class GameDisplay:
         self.frames = 0
         self.wall_s = 0.0
         self.cpu_s = 0.0
+        self._frame_wall_s: list[float] = []
+        self._frame_cpu_s: list[float] = []
         self._xvfb: subprocess.Popen | None = None
         self._saved_display = os.environ.get("DISPLAY")
         if not self._saved_display:
             self._xvfb, display = start_xvfb()
             os.environ["DISPLAY"] = display
-        self.backend = "x11 Xvfb" if self._xvfb is not None else "x11 DISPLAY"
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
         try:
             import pygame
@@ -82,6 +85,8 @@ class GameDisplay:
             height, width = screen_shape
             self._window = pygame.display.set_mode((width, height))
             pygame.display.set_caption("archsim dqn")
+            server = "Xvfb" if self._xvfb is not None else "DISPLAY"
+            self.backend = f"{pygame.display.get_driver()} ({server})"  # SDL's video driver
         except pygame.error as err:
             self.close()
             raise ArchsimError(f"--display-every: cannot open a window: {err}") from err
@@ -97,18 +102,25 @@ class GameDisplay:
         pygame.surfarray.blit_array(self._window, rgb.swapaxes(0, 1))
         pygame.display.flip()
         pygame.event.pump()  # a window that never reads its events is "not responding"
-        self.wall_s += time.perf_counter() - wall0
-        self.cpu_s += time.thread_time() - cpu0
+        wall_s, cpu_s = time.perf_counter() - wall0, time.thread_time() - cpu0
+        self.wall_s += wall_s
+        self.cpu_s += cpu_s
+        self._frame_wall_s.append(wall_s)
+        self._frame_cpu_s.append(cpu_s)
         self.frames += 1
 
     def cost(self) -> dict[str, object]:
-        """Measured per-frame cost, for the trace's meta."""
-        per = 1e3 / self.frames if self.frames else float("nan")
+        """Measured per-frame cost, for the trace's meta: medians over the drawn frames (wall time, and
+        this thread's CPU time), so that the first frame's window mapping and a busy machine's
+        stalls do not stand for the steady cost; each drawn step's own times are in the steps table."""
+        frames = self.frames
         return {
             "display_backend": self.backend,
-            "display_frames": self.frames,
-            "display_ms_per_frame": self.wall_s * per if self.frames else None,
-            "display_cpu_ms_per_frame": self.cpu_s * per if self.frames else None,
+            "display_frames": frames,
+            "display_ms_per_frame": float(np.median(self._frame_wall_s)) * 1e3 if frames else None,
+            "display_cpu_ms_per_frame": float(np.median(self._frame_cpu_s)) * 1e3
+            if frames
+            else None,
         }
 
     def close(self) -> None:
