@@ -53,9 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from archsim.analysis.sweep import SweepSpec, run_sweep
+    from archsim.analysis.sweep import SweepSpec
     from archsim.errors import ArchsimError
-    from archsim.report.sweep_charts import sweep_charts
     from archsim.sim.knobs import knobs_from_args
 
     knobs = knobs_from_args(args, lists=True)
@@ -69,26 +68,46 @@ def handle(args: argparse.Namespace) -> int:
     if not args.trace.exists():
         raise ArchsimError(f"{args.trace}: no such trace directory or file")
     spec = SweepSpec(trace=args.trace, hw=args.hw, hw_set=list(args.hw_set), knobs=knobs)
+    if args.force and args.out.is_dir() and any(args.out.iterdir()):
+        # --force on finished results: the new sweep is built beside them and swapped in whole when
+        # it is complete (archsim.atomic), so a kill at any instant leaves the old results or the
+        # new ones, never neither. A killed forced sweep is not resumable: rerun it with --force.
+        from archsim.atomic import atomic_output_dir
+
+        with atomic_output_dir(args.out, force=True) as work:
+            _run_and_write(args, spec, swept, knobs, jobs, work, force=False)
+    else:
+        _run_and_write(args, spec, swept, knobs, jobs, args.out, force=args.force)
+    return 0
+
+
+def _run_and_write(
+    args, spec, swept: list[str], knobs: dict, jobs: int, out: Path, force: bool
+) -> None:
+    """Run the sweep into ``out`` (resuming what it holds unless ``force``), then its Parquet table
+    and charts, and print the summary."""
+    from archsim.analysis.sweep import run_sweep
+    from archsim.atomic import atomic_output_file
+    from archsim.report.sweep_charts import sweep_charts
+
     table = run_sweep(
         spec,
-        args.out,
+        out,
         jobs=jobs,
         backend=args.backend,
         scheduler=args.scheduler,
-        force=args.force,
+        force=force,
         progress=not args.no_progress,
     )
     _note_unpaced(args.trace, knobs)  # after the points: an error stays the one stderr line
-    from archsim.atomic import atomic_output_file
-
-    with atomic_output_file(args.out / "sweep.parquet", "wb") as handle:
+    with atomic_output_file(out / "sweep.parquet", "wb") as handle:
         table.to_parquet(handle, index=False)
-    charts = sweep_charts(table, swept, args.out, f"{args.trace.name} on {args.hw}")
+    charts = sweep_charts(table, swept, out, f"{args.trace.name} on {args.hw}")
     columns = [*swept, "frames_per_s", "learner_updates_per_s", "gpu_util", "cpu_util"]
     columns += ["gpu_power_w", "frames_per_joule"]
     print(table.sort_values(swept)[columns].to_string(index=False, float_format="{:,.3g}".format))
-    print(f"wrote {args.out / 'sweep.csv'}" + (f" and {len(charts)} chart files" if charts else ""))
-    return 0
+    written = args.out / "sweep.csv"
+    print(f"wrote {written}" + (f" and {len(charts)} chart files" if charts else ""))
 
 
 def _note_unpaced(trace: Path, knobs: dict) -> None:
