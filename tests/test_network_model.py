@@ -226,3 +226,12 @@ def test_network_doc_table_is_what_the_benchmark_prints(capsys):
     assert len(rows) == 9  # header, rule, the observation and 6 message kinds
     for row in rows:
         assert row in page
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=sizes, stack=stacks, hops=st.integers(0, 5))
+def test_cut_through_never_slower_than_store_and_forward(n, stack, hops):
+    saf = message_breakdown(n, net40(stack, switch_hops=hops, switch_mode="store_and_forward"))
+    ct = message_breakdown(n, net40(stack, switch_hops=hops, switch_mode="cut_through"))
+    assert ct.total_s <= saf.total_s
+    assert ct.total_s == pytest.approx(saf.total_s - (saf.switch_s - ct.switch_s))
