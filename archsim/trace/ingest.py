@@ -29,13 +29,12 @@ from archsim.trace import flops as flops_mod
 from archsim.trace.format import Trace
 from archsim.trace.gpu_costs import gpu_costs
 from archsim.trace.infer_steps import infer_steps
+from archsim.trace.ingest_meta import merge_meta, trace_meta
 from archsim.trace.kineto import (
     CUPTI_RANGE_CATEGORY,
     FOREIGN_DEVICE_PREFIXES,
     GPU_CATEGORIES,
     KinetoTrace,
-    clean_text,
-    clean_value,
     device_properties,
     gpu_event_fields,
     grid_in_blocks,
@@ -48,7 +47,7 @@ from archsim.trace.link import (
     link_to_runtime,
     thread_key,
 )
-from archsim.trace.schema import FORMAT_VERSION, OPS_COLUMNS, conform
+from archsim.trace.schema import OPS_COLUMNS, conform
 from archsim.trace.steps import (
     assign_phases,
     assign_profiler_steps,
@@ -117,8 +116,8 @@ def ingest(path: Path | str, meta: dict[str, Any] | None = None) -> Trace:
         unknown_markers=int(unknown_markers),
     )
     devices = sorted(int(d) for d in ops.loc[ops["device"] >= 0, "device"].unique())
-    trace_meta = _trace_meta(kt, devices, counts)
-    return Trace(meta=_merge(trace_meta, meta or {}), ops=ops, steps=steps, raw_path=path)
+    source_meta = trace_meta(kt, devices, counts, MAX_UNLINKED_FRACTION)
+    return Trace(meta=merge_meta(source_meta, meta or {}), ops=ops, steps=steps, raw_path=path)
 
 
 # meta["ingest"] counts of what ingest left out or repaired, and how to say each.
@@ -344,73 +343,3 @@ def _cpu_ops(cpu: pd.DataFrame, counts: dict[str, Any]) -> pd.DataFrame:
         ops_inside_kept_ops=int((~keep).sum()),
     )
     return ops
-
-
-def _plain(value: Any) -> Any:
-    """numpy scalars -> Python, recursively, so meta stays YAML-safe."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def _trace_meta(kt: KinetoTrace, devices: list[int], counts: dict[str, Any]) -> dict[str, Any]:
-    props = device_properties(kt.top)
-    main = props[0] if props else {}
-    if devices:
-        main = next((p for p in props if p.get("id") == devices[0]), main)
-    rt_names = " ".join(kt.events.loc[kt.events["cat"] == "cuda_runtime", "name"].head(2000))
-    if not devices:  # no GPU ops (deviceProperties alone only says a GPU was present)
-        device = "cpu"
-    elif "hip" in rt_names or "AMD" in str(main.get("name", "")):
-        device = "rocm"
-    else:
-        device = "cuda"
-    source = {
-        "device": device,
-        "cpu_model": None,
-        "cpu_cores": None,
-        "cpu_threads": None,
-        "cpu_freq_mhz": None,
-        "gpu_name": main.get("name"),
-        "gpu_num_sms": main.get("numSms"),
-        # GPUs in deviceProperties; traces that record none count the devices their ops ran on
-        "gpu_count": (len(props) or len(devices)) if device != "cpu" else 0,
-        "devices_used": devices,
-        "device_properties": props,
-    }
-    ingest_meta = {
-        "source_file": kt.path.name,
-        "n_events": kt.n_events,
-        "trace_name": clean_text(str(kt.top["traceName"])) if "traceName" in kt.top else None,
-        "schema_version": clean_value(kt.top.get("schemaVersion")),
-        "base_time_ns": clean_value(kt.top.get("baseTimeNanoseconds")),
-        "max_unlinked_fraction": MAX_UNLINKED_FRACTION,
-        **counts,
-    }
-    return _plain(
-        {
-            "format_version": FORMAT_VERSION,
-            "workload": {"name": kt.path.name.split(".json")[0], "settings": {}},
-            "source": source,
-            "torch_version": None,
-            "capture": {"record_shapes": bool(counts.get("shapes_recorded"))},
-            "ingest": ingest_meta,
-        }
-    )
-
-
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge ``override`` into ``base``; the ``ingest`` section always comes from the trace."""
-    out = dict(base)
-    for key, value in override.items():
-        if key == "ingest":
-            continue
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return _plain(out)

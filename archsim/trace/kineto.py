@@ -134,6 +134,8 @@ ARGS_KEPT = frozenset(
         *_OCCUPANCY_KEYS,
     )
 )
+# args lists that repeat across events: each distinct one is stored once (read-only downstream)
+_SHARED_KEYS = frozenset(("grid", "block", "Concrete Inputs", *INPUT_DIMS_KEYS, *_INPUT_TYPE_KEYS))
 _EMPTY: dict[str, Any] = {}  # shared by every event without kept args (never mutated)
 _NUMBER = (int, float)
 _EXACT_DECODER = json.JSONDecoder(parse_float=lambda text: ExactFloat(text))
@@ -175,6 +177,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
     }
     other_device: dict[str, int] = {}
     names: dict[str, str] = {}  # one string object per distinct name (kernel names repeat)
+    shared: dict[str, list] = {}  # one list object per distinct shape / type list (never mutated)
     names_repaired = 0
     n_events = 0
     for index, event, text in events:
@@ -209,7 +212,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
             args = {}
         check_args(path, cat, event, index, args)
         name = event.get("name")
-        if name in names:
+        if type(name) is str and name in names:
             name = names[name]
         else:
             text_name = str(name) if name is not None else ""
@@ -238,7 +241,12 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
         cols["dur"].append(dur)
         cols["correlation"].append(corr)
         cols["external_id"].append(as_int(first_key(args, _EXTERNAL_ID_KEYS)))
-        cols["args"].append({k: args[k] for k in ARGS_KEPT.intersection(args)} if args else _EMPTY)
+        kept = {k: args[k] for k in ARGS_KEPT.intersection(args)} if args else _EMPTY
+        for key in _SHARED_KEYS.intersection(kept):  # shapes and types repeat every iteration
+            value = kept[key]
+            if type(value) is list:
+                kept[key] = shared.setdefault(repr(value), value)
+        cols["args"].append(kept)
         del event, args
     ts_values, rebase = _rebased(cols.pop("ts"))
     events_table = pd.DataFrame(
