@@ -77,7 +77,7 @@ def test_usage_error_from_a_real_process_has_no_usage_block(tmp_path):
 
 def test_capture_without_a_workload_lists_them(capsys):
     assert _error(capsys, ["capture"]) == (
-        "archsim: error: capture: expected a WORKLOAD, one of: alexnet, dqn, r2d2"
+        "archsim: error: capture: expected a WORKLOAD, one of: alexnet, apex, dqn, r2d2, run"
     )
 
 
