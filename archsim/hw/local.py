@@ -127,7 +127,9 @@ def detect_local() -> HardwareConfig:
             nic_bw_gbs=1.25,  # 10GbE = 1.25 GB/s, REFERENCE network section
             latency_us=10.0,  # assumed: NIC + one switch hop on commodity Ethernet; override with --set
             stack="kernel_tcp",
-            kernel_tcp_us_per_msg=10.0,  # REFERENCE ~5-20 us
+            # measured: benchmarks/network_stack.py on the development machine, loopback TCP, thread
+            # CPU of both ends per message 7.15-7.25 us in three runs (docs/NETWORK.md)
+            kernel_tcp_us_per_msg=7.2,
             kernel_bypass_us_per_msg=2.0,  # REFERENCE ~1-3 us
         ),
         # one DDR4-3200 channel pair (2 * 25.6 GB/s) as a conservative default for a small machine
