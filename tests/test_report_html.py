@@ -114,6 +114,12 @@ def test_limiter_golden_cases():
     assert limiter({**waiting, "actor_wait_s_per_step": 1e-3})[0].startswith("actors")
 
 
+def test_limiter_of_the_single_loop_names_its_larger_part():
+    what, why = limiter({"loop": "sequential", "gpu_util": 0.2, "cpu_util": 0.9})
+    assert what == "the single loop" and "CPU work" in why
+    assert "GPU work" in limiter({"loop": "sequential", "gpu_util": 0.7, "cpu_util": 0.3})[1]
+
+
 def test_knee_is_where_doubling_buys_less_than_half():
     actors = [4, 8, 16, 32, 64]
     assert knee(actors, [1, 2, 4, 8, 16]) is None  # perfect scaling

@@ -30,6 +30,15 @@ def limiter(metrics: Mapping[str, float]) -> tuple[str, str]:
     metric names, plus the ``actors`` knob as metrics.json and sweep rows carry it)."""
     gpu = _number(metrics, "gpu_util")
     cpu = _number(metrics, "cpu_util")
+    if metrics.get("loop") == "sequential":
+        # One thread does everything in turn: nothing overlaps, so the iteration is the sum of its
+        # parts and the larger of CPU work and GPU waits is what a faster part would shorten most.
+        part = "GPU work it waits for" if gpu > cpu else "CPU work (env step, Python, launches)"
+        return (
+            "the single loop",
+            f"one thread runs env step, act and training in turn, so every part adds up; the "
+            f"larger part is {part} (GPU busy {gpu:.0%} of the time)",
+        )
     if gpu >= SATURATED and gpu >= cpu:
         return "GPU", f"the GPU is busy {gpu:.0%} of the time: more actors only queue behind it"
     if cpu >= SATURATED:
