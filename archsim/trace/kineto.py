@@ -241,7 +241,8 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
         cols["dur"].append(dur)
         cols["correlation"].append(corr)
         cols["external_id"].append(as_int(first_key(args, _EXTERNAL_ID_KEYS)))
-        kept = {k: args[k] for k in ARGS_KEPT.intersection(args)} if args else _EMPTY
+        keys = ARGS_KEPT.intersection(args) if args else ()
+        kept = {k: args[k] for k in keys} if keys else _EMPTY
         for key in _SHARED_KEYS.intersection(kept):  # shapes and types repeat every iteration
             value = kept[key]
             if type(value) is list:
