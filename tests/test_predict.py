@@ -22,6 +22,7 @@ from archsim.capture.session import CaptureSchedule
 from archsim.cli import main
 from archsim.hw import load_hw
 from archsim.trace import load
+from archsim.trace.schema import PHASE_GROUPS
 from tests.conftest import kineto_fixture
 
 # One warm-up and two recorded forward passes: enough for per-step grouping, fast on 2 cores.
@@ -177,11 +178,12 @@ def test_measured_gpu_trace_predicted_on_its_own_gpu_is_its_measured_time() -> N
     assert np.isfinite(result["items_per_s"])
 
 
-def test_train_phase_of_a_foreign_gpu_trace_is_per_profiler_step(
+def test_train_phase_of_a_foreign_gpu_trace_is_per_inferred_learner_step(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The V100 DDP training fixture has no archsim markers: its backward/optimizer ops (found from
-    torch's own annotations) are grouped by ProfilerStep; on its own GPU each op is its measured time."""
+    """The V100 DDP training fixture has no archsim markers: ingest infers its learner steps from
+    torch's own annotations (archsim.trace.infer_steps); on its own GPU each op is its measured time,
+    and the batch stays unknown (inferred steps do not say it)."""
     out = tmp_path / "v100"
     assert (
         main(["ingest", str(kineto_fixture("v100_cnn_ddp_train.json.gz")), "--out", str(out)]) == 0
@@ -189,15 +191,15 @@ def test_train_phase_of_a_foreign_gpu_trace_is_per_profiler_step(
     capsys.readouterr()
     result = _predict_cli(out, capsys, "--hw", "dgx1-v100", "--phase", "train")
     trace = load(out)
-    ops = trace.ops[trace.ops["phase"].isin(["train_backward", "optimizer_step"])]
-    ops = ops[ops["profiler_step"] >= 0]
+    ops = trace.ops[trace.ops["phase"].isin(PHASE_GROUPS["train"])]
+    ops = ops[ops["step_id"] >= 0]
     hw = load_hw("dgx1-v100")
-    per_step_s = ops.groupby("profiler_step")["dur_us"].sum() * 1e-6 + (
-        ops.groupby("profiler_step").size() * hw.gpu.launch_latency_us * 1e-6
+    per_step_s = ops.groupby("step_id")["dur_us"].sum() * 1e-6 + (
+        ops.groupby("step_id").size() * hw.gpu.launch_latency_us * 1e-6
     )
-    assert result["steps_from"] == "profiler_step"
-    assert result["n_steps"] == ops["profiler_step"].nunique()
-    assert result["batch_known"] is False
+    assert result["steps_from"] == "step_id"
+    assert result["n_steps"] == ops["step_id"].nunique() == 5
+    assert result["batch_known"] is False and result["rate_unit"] == "steps/s"
     assert result["gpu_seconds"] == pytest.approx(float(np.median(per_step_s)), rel=1e-9)
 
 

@@ -260,15 +260,20 @@ _TILE_MNK = r"(?:MT|bt)(\d+)x(\d+)x(\d+)"
 
 
 def _work_item_grid(ops: pd.DataFrame, blocks: np.ndarray, threads: np.ndarray) -> np.ndarray:
-    """ROCm kernels whose traced grid counts work-items, not blocks (see _MODULE_KERNEL_NAME)."""
+    """ROCm kernels whose traced grid counts work-items, not blocks (see _MODULE_KERNEL_NAME).
+
+    Only for traces ingested before ops carried ``launch_api``: ingest now converts the grids of
+    ``hipExtModuleLaunchKernel`` launches to blocks itself (archsim.trace.kineto.grid_in_blocks), so
+    a kernel whose launch is known is already in blocks and must not be divided again."""
     names = _strings(ops, "name")
+    launched_by_known_api = _strings(ops, "launch_api").to_numpy(dtype=object) != ""
     module = by_unique(
         names, lambda u: u.str.match(_MODULE_KERNEL_NAME) & (u.str.strip() != "")
     ).astype(bool)
     grid_x = np.nan_to_num(_column(ops, "grid_x"), nan=0.0)
     whole = (grid_x >= threads) & (np.mod(grid_x, np.maximum(threads, 1)) == 0)
     kernel = (_strings(ops, "kind") == "kernel").to_numpy(dtype=bool)
-    candidate = module & whole & kernel & (threads > 1)
+    candidate = module & whole & kernel & (threads > 1) & ~launched_by_known_api
     tile = names.str.extract(_TILE_MNK).astype(float).to_numpy()  # m, n, k (NaN: no tile)
     flops = np.nan_to_num(_column(ops, "flops"), nan=0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
