@@ -29,6 +29,9 @@ HW_RANGES: dict[str, Range] = {
     # Per-thread speed relative to the capture machine: single-thread speed of server CPUs from
     # 2010 to today differs by well under 10x; 1/1000..100 keeps event rates finite.
     "cpu.thread_speed_rel": Range(0.001, 100, "single-thread speeds differ by under 10x"),
+    "cpu.emulator_speed_rel": Range(0.001, 100, "single-thread speeds differ by under 10x"),
+    "cpu.interpreter_speed_rel": Range(0.001, 100, "single-thread speeds differ by under 10x"),
+    "cpu.simd_speed_rel": Range(0.001, 100, "single-thread speeds differ by under 10x"),
     "cpu.smt_yield": Range(0, 1, "a busy sibling never speeds a thread up", low_open=True),
     # Highest server CPU TDP 500 W (AMD EPYC 9965); 2 kW per socket cannot be cooled in a socket.
     "cpu.idle_power_w": Range(0, 2000, "4x the 500 W TDP of the hottest server CPU"),

@@ -28,6 +28,11 @@ class CpuConfig(_Strict):
     # At least 0.5: a core with two busy threads does at least what one thread does alone (SMT adds
     # +10-30% throughput on servers: Marr et al., Intel Technology Journal 6(1), 2002).
     smt_yield: float = Field(ge=0.5, le=1)
+    # Per kind of work (archsim.perf.cpu_speed): the emulator (integer C++), the Python interpreter,
+    # numpy/torch CPU kernels (SIMD). None = thread_speed_rel.
+    emulator_speed_rel: float | None = Field(default=None, gt=0)
+    interpreter_speed_rel: float | None = Field(default=None, gt=0)
+    simd_speed_rel: float | None = Field(default=None, gt=0)
     idle_power_w: float = Field(ge=0)  # per socket
     max_power_w: float = Field(gt=0)  # per socket (TDP)
 
@@ -142,6 +147,10 @@ class NetworkConfig(_Strict):
 
 class MemoryConfig(_Strict):
     host_dram_bw_gbs: float = Field(gt=0)
+    # SoC: CPU and GPU share this DRAM (archsim.perf.shared_memory); host-device copies are DRAM
+    # copies, or none with zero_copy (mapped pinned memory the GPU reads in place).
+    shared_with_gpu: bool = False
+    zero_copy: bool = False
 
 
 class HardwareConfig(_Strict):

@@ -51,6 +51,13 @@ def host_link_seconds(n_bytes: np.ndarray, name: pd.Series, hw: HardwareConfig) 
     """GPU-side duration of host<->device copies of ``n_bytes`` named as in CUDA traces ("Memcpy
     HtoD (Pageable -> Device)"): link latency plus the bytes at the pinned link rate, or for pageable
     memory the larger of that and the bytes beyond the first staged chunk at the staging rate."""
+    if hw.memory.shared_with_gpu:  # one DRAM: a DRAM copy, or none with zero-copy
+        from archsim.perf.shared_memory import achievable_gbs
+
+        n = np.asarray(n_bytes, dtype=float)
+        if hw.memory.zero_copy:
+            return np.zeros_like(n)
+        return hw.host_link.latency_us * _US + 2.0 * n / (achievable_gbs(hw) * 1e9)
     link = hw.host_link
     pinned_s = np.asarray(n_bytes, dtype=float) / (link.bw_gbs * 1e9)
     staging_gbs = link.pageable_bw_gbs or link.bw_gbs

@@ -13,6 +13,7 @@ import pandas as pd
 
 from archsim.errors import ArchsimError
 from archsim.perf.network import OBS_BYTES, host_copy_seconds
+from archsim.perf.shared_memory import shared_copy_seconds
 from archsim.sim.gpu_jobs import has_copies, job_times, lowered, representative_ops
 from archsim.sim.recorded import fold_sequence_dims, sequence_settings
 from archsim.sim.step_work import has_cpu_time, phase_work_us, typical_us
@@ -84,6 +85,9 @@ def derive_learner_work(trace, hw, learner_batch: int, source) -> LearnerWork:
     )
     batch_bytes = learner_batch_bytes(trace, learner_batch)
     copy_s = 0.0 if has_copies(train_ops) else host_copy_seconds(batch_bytes, hw.host_link)
+    shared_s = shared_copy_seconds(batch_bytes, hw)  # a shared-DRAM SoC: DRAM copy or zero-copy
+    if shared_s is not None and not has_copies(train_ops):
+        copy_s = shared_s
     gpu_s = float(seconds[0]) + copy_s
     learner_frac = float(frac[0]) * float(seconds[0]) / max(gpu_s, 1e-30)
     kernels_per_step = len(train_ops) / train_steps

@@ -15,8 +15,16 @@ trace's train frequency), in seconds on the target:
 - ``T = act_s + u x learn_s``; ``env_steps_per_s = e / T``, ``learner_updates_per_s = u / T``.
 
 CPU work is capture-thread seconds (CPU time of the whole step and the loop code between steps,
-``cpu_us + gap_cpu_us``, with the profiler's cost taken out) divided by the target thread's speed
-(``cpu.thread_speed_rel``); GPU time from the kernel model (archsim.sim.gpu_jobs). The training
+``cpu_us + gap_cpu_us``, with the profiler's cost taken out) divided by the target thread's speed for
+its kind of work (archsim.perf.cpu_speed: env step and display at the emulator speed, the CPU-only
+network at the SIMD speed, the rest at the interpreter speed; each falls back to
+``cpu.thread_speed_rel``); GPU time from the kernel model (archsim.sim.gpu_jobs).
+
+Shared DRAM (``memory.shared_with_gpu``, archsim.perf.shared_memory): the thread waits for its GPU
+work, so CPU phases and kernels overlap only while the thread launches kernels that the GPU is
+already running; launches move almost no DRAM bytes, so no contention is modelled here (it is 0 by
+construction, not neglected). Host-device copies become DRAM-to-DRAM copies (or none with
+``memory.zero_copy``): archsim.perf.copies and archsim.sim.learner_work. The training
 frequency is the trace's pacing (``samples_per_insert / learner_batch`` updates per env step: DQN's
 batch / train_every, a ``capture run`` trace's observed samples per transition), else the ratio of
 learner to actor steps in the trace. The result is the steady state after learn-start.
@@ -32,9 +40,10 @@ import pandas as pd
 
 from archsim.errors import ArchsimError
 from archsim.perf.cpu import place_threads
+from archsim.perf.cpu_speed import EMULATOR, INTERPRETER, SIMD, class_speed
 from archsim.sim.config import LOOP_TRACE, SimConfig
 from archsim.sim.metrics import Recorder, summarize
-from archsim.sim.step_work import phases_work_us, step_work_us, typical_us
+from archsim.sim.step_work import has_cpu_time, phases_work_us, step_work_us, typical_us
 from archsim.trace.info import loop_of_steps
 from archsim.trace.schema import PHASE_GROUPS
 
@@ -102,6 +111,29 @@ def _mean_work_us(rows: pd.DataFrame, gpu_phases: tuple[str, ...]) -> tuple[floa
     return float(np.nan_to_num(total)), float(np.nan_to_num(in_gpu))
 
 
+# Phases of the emulator's process (archsim.perf.cpu_speed: integer C++ work, not interpreter work).
+EMULATOR_PHASES = ("env_step", "display")
+
+
+def _class_seconds(rows: pd.DataFrame, total_us: float, simd_phases: tuple[str, ...], cpu) -> float:
+    """Target seconds of ``total_us`` capture-thread microseconds of ``rows``' work: the emulator
+    phases at the emulator speed, ``simd_phases`` at the SIMD-kernel speed, the rest (preprocess,
+    replay, the loop's code) at the interpreter speed (archsim.perf.cpu_speed)."""
+    cpu_time = has_cpu_time(rows)
+    emulator_us = float(np.nan_to_num(typical_us(phases_work_us(rows, EMULATOR_PHASES), cpu_time)))
+    simd_us = 0.0
+    if simd_phases:
+        simd_us = float(np.nan_to_num(typical_us(phases_work_us(rows, simd_phases), cpu_time)))
+    emulator_us = min(max(emulator_us, 0.0), max(total_us, 0.0))
+    simd_us = min(max(simd_us, 0.0), max(total_us - emulator_us, 0.0))
+    rest_us = max(total_us - emulator_us - simd_us, 0.0)
+    return 1e-6 * (
+        emulator_us / class_speed(cpu, EMULATOR)
+        + simd_us / class_speed(cpu, SIMD)
+        + rest_us / class_speed(cpu, INTERPRETER)
+    )
+
+
 def updates_per_env_step(trace, config: SimConfig, learner_batch: int) -> float:
     """Learner updates per env step: the resolved replay ratio / batch, else the trace's ratio of
     learner steps to env steps (actor steps x their batch)."""
@@ -132,7 +164,7 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
         )
     envs = max(1, int(np.median(np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0))))
     u = updates_per_env_step(trace, config, learner_batch) * envs
-    speed = hw.cpu.thread_speed_rel
+    interp = class_speed(hw.cpu, INTERPRETER)
     act_total, act_gpu_part = _mean_work_us(actor, ACT_GPU_PHASES)
     learn_total, learn_gpu_part = _mean_work_us(learner, LEARNER_GPU_PHASES)
     trace_batch = max(1.0, float(learner["batch_size"].median()))
@@ -146,11 +178,15 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
             np.nan_to_num(typical_us(phases_work_us(learner, BATCH_LEARNER_PHASES), cpu_time))
         )
         learn_us = learn_total + grows * (learner_batch / trace_batch - 1.0)
+        # the batch-sized learner phases' growth is SIMD-kernel work (it is the network's)
+        learn_cpu_s = _class_seconds(learner, learn_total, LEARNER_GPU_PHASES, hw.cpu)
+        learn_cpu_s += max(learn_us - learn_total, 0.0) * 1e-6 / class_speed(hw.cpu, SIMD)
+        learn_cpu_s -= max(learn_total - learn_us, 0.0) * 1e-6 / class_speed(hw.cpu, SIMD)
         return LoopTimes(
-            act_cpu_s=act_total * 1e-6 / speed,
+            act_cpu_s=_class_seconds(actor, act_total, ACT_GPU_PHASES, hw.cpu),
             act_launch_s=0.0,
             act_gpu_s=0.0,
-            learn_cpu_s=max(learn_us, 0.0) * 1e-6 / speed,
+            learn_cpu_s=max(learn_cpu_s, 0.0),
             learn_launch_s=0.0,
             learn_gpu_s=0.0,
             updates_per_iteration=u,
@@ -181,11 +217,11 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
     # the replay sample (in learn_total, at the trace's batch) grows with the batch
     learn_us = learn_total - learn_gpu_part + sample_us(learner) * (learner_batch / trace_batch - 1)
     return LoopTimes(
-        act_cpu_s=max(act_total - act_gpu_part, 0.0) * 1e-6 / speed,
+        act_cpu_s=_class_seconds(actor, max(act_total - act_gpu_part, 0.0), (), hw.cpu),
         act_launch_s=acts * act_launch_s,
         act_gpu_s=acts * act_gpu_s,
-        learn_cpu_s=max(learn_us, 0.0) * 1e-6 / speed,
-        learn_launch_s=learner_work.launch_cpu_s / speed,
+        learn_cpu_s=max(learn_us, 0.0) * 1e-6 / interp,  # replay sample, the loop's code
+        learn_launch_s=learner_work.launch_cpu_s / interp,  # framework dispatch: interpreter work
         learn_gpu_s=learner_work.gpu_s,
         updates_per_iteration=u,
         env_steps_per_iteration=float(envs),
@@ -240,6 +276,14 @@ def loop_metrics(
     metrics["samples_per_insert"] = u * learner_batch / e
     metrics["seconds_per_1000_steps"] = 1000.0 * t / e
     metrics["iteration_s"] = t
+    # Per core (one hardware thread per core here, the loop's on core 0): the busiest and the mean.
+    per_core = np.bincount(
+        np.arange(machine.hw_threads) % max(machine.cores, 1),
+        weights=rec.cpu_busy_s[: machine.hw_threads] / t,
+        minlength=max(machine.cores, 1),
+    )
+    metrics["cpu_core_util_max"] = float(per_core.max())
+    metrics["cpu_core_util_mean"] = float(per_core.mean())
     return metrics
 
 

@@ -1,0 +1,96 @@
+"""Unfold + GEMM versus library convolutions on one GPU: pure functions (issue 15 item 5).
+
+Older frameworks (Torch7's SpatialConvolutionMM, Caffe's im2col path) ran a convolution as two
+kernels: ``im2col`` copies every receptive field into a column buffer of ``C k^2 x OH OW`` per image
+(k^2 / stride^2 times the input's size), then one GEMM multiplies the weights by it. A library
+convolution (cuDNN's implicit GEMM, Chetlur et al. 2014, "cuDNN: Efficient Primitives for Deep
+Learning", arXiv:1410.0759, section 3) forms the same matrix tiles on chip and never writes the
+buffer. Both do the same FLOPs at the GEMM engine's achieved fraction (cuDNN's convolutions are
+GEMMs: archsim.perf.efficiency), so the difference is DRAM traffic and one more kernel:
+
+- library: ``max(F / (peak e_gemm), (input + weights + output) / (W e_dram))``, one kernel;
+- unfold: im2col ``(input + buffer) / (W e_dram)`` then the GEMM ``max(F / (peak e_gemm),
+  (buffer + weights + output) / (W e_dram))``, two kernels;
+
+each kernel at least ``gpu.kernel_min_us``. A trace captured with ``--conv-impl unfold`` holds the
+real unfold and matmul ops, which the kernel model prices op by op; this module is the what-if for a
+layer list (docs/EMBEDDED.md) and the check that unfold never beats the library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FP32_BYTES = 4
+IMPLS = ("cudnn", "unfold")
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """One 2-D convolution: input channels, square input side, output channels, kernel, stride."""
+
+    in_channels: int
+    in_side: int
+    out_channels: int
+    kernel: int
+    stride: int
+
+    @property
+    def out_side(self) -> int:
+        return (self.in_side - self.kernel) // self.stride + 1
+
+
+# The Nature DQN's convolutions (Mnih et al. 2015, "Human-level control through deep reinforcement
+# learning", Methods: 4x84x84 input; 32 8x8 stride 4; 64 4x4 stride 2; 64 3x3 stride 1).
+NATURE_DQN_CONVS = (
+    ConvLayer(4, 84, 32, 8, 4),
+    ConvLayer(32, 20, 64, 4, 2),
+    ConvLayer(64, 9, 64, 3, 1),
+)
+
+
+@dataclass(frozen=True)
+class ConvCost:
+    """Forward time of a layer (seconds), its DRAM bytes and its kernels."""
+
+    seconds: float
+    dram_bytes: float
+    kernels: int
+
+
+def conv_cost(layer: ConvLayer, batch: int, impl: str, hw) -> ConvCost:
+    """Forward cost of ``layer`` at ``batch`` on ``hw``'s GPU as ``impl`` ("cudnn" or "unfold")."""
+    from archsim.perf.efficiency import ACHIEVED, generation
+
+    if impl not in IMPLS:
+        raise ValueError(f"unknown conv implementation {impl!r} (expected cudnn or unfold)")
+    if hw.gpu is None:
+        raise ValueError("conv_cost needs a GPU")
+    gpu = hw.gpu
+    row = ACHIEVED.get(generation(gpu, hw.name), ACHIEVED["default"])
+    bw = gpu.dram_bw_gbs * 1e9 * row.dram
+    peak = gpu.fp32_peak_flops * row.gemm
+    floor = gpu.kernel_min_us * 1e-6
+    oh = layer.out_side
+    taps = layer.in_channels * layer.kernel**2
+    flops = 2.0 * batch * layer.out_channels * oh * oh * taps
+    inp = batch * layer.in_channels * layer.in_side**2 * FP32_BYTES
+    weights = layer.out_channels * taps * FP32_BYTES
+    out = batch * layer.out_channels * oh * oh * FP32_BYTES
+    if impl == "cudnn":
+        moved = inp + weights + out
+        return ConvCost(max(flops / peak, moved / bw, floor), moved, 1)
+    buffer = batch * taps * oh * oh * FP32_BYTES
+    im2col_s = max((inp + buffer) / bw, floor)
+    gemm_s = max(flops / peak, (buffer + weights + out) / bw, floor)
+    return ConvCost(im2col_s + gemm_s, inp + 2 * buffer + weights + out, 2)
+
+
+def network_cost(layers, batch: int, impl: str, hw) -> ConvCost:
+    """The layers' forward costs summed."""
+    costs = [conv_cost(layer, batch, impl, hw) for layer in layers]
+    return ConvCost(
+        sum(c.seconds for c in costs),
+        sum(c.dram_bytes for c in costs),
+        sum(c.kernels for c in costs),
+    )
