@@ -25,13 +25,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from archsim.atomic import check_output_dir
+    from archsim.capture.progress import Progress
     from archsim.trace.format import save
     from archsim.trace.ingest import describe_repairs, ingest
 
     check_output_dir(args.out, args.force)  # refuse before spending time on parsing
     meta = {"workload": {"name": args.name}} if args.name else None
-    trace = ingest(args.trace, meta)
-    save(trace, args.out, force=args.force)
+    # A bar by MB of the file read, on a terminal only (nothing in pipes and CI logs).
+    size_mb = args.trace.stat().st_size / 1e6 if args.trace.is_file() else None
+    progress = Progress(size_mb, desc=f"ingest {args.trace.name}", unit="MB")
+    try:
+        trace = ingest(args.trace, meta, on_bytes=lambda n: progress.set_to(n / 1e6))
+        progress.note("linking done; saving")
+        save(trace, args.out, force=args.force)
+    finally:
+        progress.close()
     info = trace.meta["ingest"]
     kinds = trace.ops["kind"].value_counts().to_dict()
     print(

@@ -34,9 +34,8 @@ def conv_output_hints(cpu: pd.DataFrame) -> dict[tuple[int, int], tuple[int, ...
     hints: dict[tuple[int, int], tuple[int, ...]] = {}
     names = cpu["name"].to_numpy(dtype=object)
     for i in np.flatnonzero(pd.Series(names).str.contains(_CONV_NODE, regex=True).to_numpy()):
-        args = cpu["args"].iat[i]
-        seq, dims = args.get("Sequence number"), op_shapes(args)[0]
-        if not isinstance(seq, int) or not isinstance(dims, list) or not dims:
+        seq, dims = int(cpu["seq"].iat[i]), op_shapes(cpu["args"].iat[i])[0]
+        if seq < 0 or not isinstance(dims, list) or not dims:
             continue
         first = dims[0]
         if isinstance(first, list) and len(first) >= 3 and all(isinstance(d, int) for d in first):
@@ -64,6 +63,7 @@ def _formula_op(
     cache: dict[int, Any],
     hints: dict[tuple[int, int], tuple[int, ...]] | None = None,
     pids: np.ndarray | None = None,
+    seqs: np.ndarray | None = None,
 ) -> int:
     """Nearest op at or above ``pos`` on its thread with a formula and recorded shapes, or -1."""
     p = pos
@@ -71,8 +71,8 @@ def _formula_op(
         if p not in cache:
             dims, types, concrete = op_shapes(args[p])
             out = None
-            if hints and pids is not None:
-                out = hints.get((int(pids[p]), args[p].get("Sequence number")))
+            if hints and pids is not None and seqs is not None:
+                out = hints.get((int(pids[p]), int(seqs[p])))
             if concrete is None and names[p].endswith(_LEGACY_CONV_BACKWARD):
                 concrete = _legacy_output_mask(p, parent, names)
             cost = (
@@ -107,8 +107,9 @@ def gpu_costs(
     kernel_rows = np.flatnonzero((op_pos >= 0) & (kind == "kernel"))
     hints = conv_output_hints(cpu) if len(cpu) else {}
     cpu_pids = cpu["pid"].to_numpy()
+    cpu_seqs = cpu["seq"].to_numpy()
     by_launch_op = {
-        p: _formula_op(p, parent, cpu_names, cpu_args, cache, hints, cpu_pids)
+        p: _formula_op(p, parent, cpu_names, cpu_args, cache, hints, cpu_pids, cpu_seqs)
         for p in np.unique(op_pos[kernel_rows]).tolist()
     }
     # An ancestor's formula may stand in for a launching op without one only if no op below that

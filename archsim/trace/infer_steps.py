@@ -74,14 +74,9 @@ def _outermost(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _sequence_numbers(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(autograd sequence number of each cpu op or -1, its 'Fwd thread id' or -1)."""
-    seq = np.full(len(cpu), -1, dtype=np.int64)
-    fwd = np.full(len(cpu), -1, dtype=np.int64)
-    for i, args in enumerate(cpu["args"]):
-        s, f = args.get("Sequence number"), args.get("Fwd thread id")
-        if isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63:
-            seq[i] = s
-        if isinstance(f, int) and not isinstance(f, bool) and 0 <= f < 2**63:
-            fwd[i] = f
+    # read while streaming (archsim.trace.kineto: -1 when absent or not a non-negative int64)
+    seq = cpu["seq"].to_numpy(dtype=np.int64)
+    fwd = cpu["fwd_tid"].to_numpy(dtype=np.int64)
     return seq, fwd
 
 

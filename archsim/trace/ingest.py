@@ -18,6 +18,7 @@ thread, so their times add up. FLOPs/bytes from each op's own shapes.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +67,16 @@ _NON_OP_NAMESPACES = ("autograd::", "profiler::", "archsim::", "torch::autograd:
 _LAUNCH_CALL = r"Launch|Memcpy|Memset"
 
 
-def ingest(path: Path | str, meta: dict[str, Any] | None = None) -> Trace:
+def ingest(
+    path: Path | str,
+    meta: dict[str, Any] | None = None,
+    on_bytes: Callable[[int], None] | None = None,
+) -> Trace:
     """Parse ``path`` (Kineto JSON or JSON.gz) into a Trace; ``meta`` (e.g. from archsim.capture)
-    is merged over what the trace itself says."""
+    is merged over what the trace itself says; ``on_bytes(n)`` hears how many bytes of the file
+    have been read (a progress bar)."""
     path = Path(path)
-    kt = read_kineto(path)
+    kt = read_kineto(path, on_bytes)
     ev = kt.events
     annotations = ev[ev["cat"] == "user_annotation"].reset_index(drop=True)
     cpu = ev[ev["cat"] == "cpu_op"].reset_index(drop=True)
@@ -234,7 +240,7 @@ def _gpu_ops(
         )
     kind = gpu["cat"].map(_KIND_OF_CATEGORY).astype(str).to_numpy()
     launch_api = np.append(runtime["name"].to_numpy(dtype=object), "")[lp]
-    fields = gpu_event_fields(gpu)
+    fields = gpu_event_fields(kt, gpu)
     counts["grids_converted_from_work_items"] = grid_in_blocks(fields, launch_api)
     ops = pd.DataFrame(
         {

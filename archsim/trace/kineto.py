@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 import json
 import math
-from collections.abc import Iterable
+from array import array
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -89,6 +90,9 @@ class KinetoTrace:
     # Complete events of categories ingest does not read but must not ignore silently (counts by
     # category): foreign-accelerator device events and CUPTI range-profiler ranges.
     other_device_events: dict[str, int] = field(default_factory=dict)
+    # GPU events' launch geometry, registers and bytes (GPU_INT_FIELDS + GPU_FLOAT_FIELDS), one row
+    # per kernel/memcpy/memset event, indexed by the event's position in traceEvents ("index").
+    gpu_fields: pd.DataFrame | None = None
 
 
 class ExactFloat(float):
@@ -112,30 +116,44 @@ def _number(value: Any) -> float:
         return np.nan
 
 
-# args keys anything downstream reads (ingest, link, gpu_costs, flops, infer_steps); the rest of each
-# event's args is dropped as it streams, so memory holds what is used, not the whole JSON.
-ARGS_KEPT = frozenset(
+# args keys anything downstream reads (ingest, gpu_costs, flops, infer_steps); the rest of each event's
+# args is dropped as it streams, so memory holds what is used, not the whole JSON. GPU events keep
+# theirs as typed columns (KinetoTrace.gpu_fields), runtime calls only the copy size (ROCm).
+# (a cpu op's autograd "Sequence number" and "Fwd thread id" become the int columns seq and fwd_tid)
+_HOST_KEPT = frozenset(
     (
-        "device",
-        "stream",
-        "grid",
-        "block",
-        "registers per thread",
-        "shared memory",
-        "blocks per SM",
-        "warps per SM",
-        "bytes",
-        "size",
-        "Sequence number",
-        "Fwd thread id",
         "Concrete Inputs",
         *INPUT_DIMS_KEYS,
         *_INPUT_TYPE_KEYS,
-        *_OCCUPANCY_KEYS,
     )
 )
-# args lists that repeat across events: each distinct one is stored once (read-only downstream)
-_SHARED_KEYS = frozenset(("grid", "block", "Concrete Inputs", *INPUT_DIMS_KEYS, *_INPUT_TYPE_KEYS))
+_RUNTIME_KEPT = frozenset(("size",))
+GPU_INT_FIELDS = (
+    "device",
+    "stream",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+)
+GPU_FLOAT_FIELDS = (
+    "registers_per_thread",
+    "shared_memory_bytes",
+    "blocks_per_sm",
+    "warps_per_sm",
+    "est_occupancy_pct",
+    "bytes",
+)
+_GPU_FLOAT_KEYS = (  # the args keys of GPU_FLOAT_FIELDS, current spelling first
+    ("registers per thread",),
+    ("shared memory",),
+    ("blocks per SM",),
+    ("warps per SM",),
+    _OCCUPANCY_KEYS,
+    ("bytes",),
+)
 _EMPTY: dict[str, Any] = {}  # shared by every event without kept args (never mutated)
 _NUMBER = (int, float)
 _EXACT_DECODER = json.JSONDecoder(parse_float=lambda text: ExactFloat(text))
@@ -158,26 +176,26 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
     result: exact duplicate events are removed (a trace concatenated with itself would otherwise
     double every time); timestamps beyond 2**52 us are rebased onto the earliest one before
     conversion to float; names with lone surrogates get U+FFFD.
+
+    Memory: numbers go into typed arrays (8 bytes a value, not a Python object and a pointer) and
+    the launch geometry, registers and bytes of GPU events into typed columns (``gpu_fields``) as
+    they stream, so a GPU event keeps no args dict at all (issue 13: the per-event dicts were most
+    of the peak on a 313 MB trace).
     """
     path = Path(path)
-    cols: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "index",
-            "cat",
-            "name",
-            "pid",
-            "tid",
-            "ts",
-            "dur",
-            "correlation",
-            "external_id",
-            "args",
-        )
-    }
+    ints = {k: array("q") for k in ("index", "pid", "tid", "correlation", "external_id")}
+    dur_col, ts_col = array("d"), array("d")
+    ts_big: list[int | float] | None = None  # all timestamps as Python numbers once one is >= 2**52
+    cat_col: list[str] = []
+    seq_col, fwd_col = array("q"), array("q")  # autograd Sequence number, Fwd thread id (or -1)
+    name_col: list[str] = []
+    args_col: list[dict[str, Any]] = []
+    gpu_index = array("q")
+    gpu_ints = [array("q") for _ in GPU_INT_FIELDS]
+    gpu_floats = [array("d") for _ in GPU_FLOAT_FIELDS]
     other_device: dict[str, int] = {}
     names: dict[str, str] = {}  # one string object per distinct name (kernel names repeat)
-    shared: dict[str, list] = {}  # one list object per distinct shape / type list (never mutated)
+    shared: dict[Any, Any] = {}  # one object per distinct shape list and args dict (never mutated)
     names_repaired = 0
     n_events = 0
     for index, event, text in events:
@@ -225,9 +243,6 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
         # they are annotations, not ops.
         if cat == "cpu_op" and name.startswith(_ANNOTATION_PREFIXES):
             cat = "user_annotation"
-        cols["index"].append(index)
-        cols["cat"].append(cat)
-        cols["name"].append(name)
         pid, tid, corr = event.get("pid"), event.get("tid"), args.get("correlation")
         if not (type(pid) is int and -INT64_LIMIT <= pid < INT64_LIMIT):
             pid = id_field(path, event, index, "pid", pid)
@@ -235,34 +250,64 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
             tid = id_field(path, event, index, "tid", tid)
         if not (type(corr) is int and -INT64_LIMIT <= corr < INT64_LIMIT):
             corr = id_field(path, event, index, "correlation", corr)
-        cols["pid"].append(pid)
-        cols["tid"].append(tid)
-        cols["ts"].append(ts)
-        cols["dur"].append(dur)
-        cols["correlation"].append(corr)
-        cols["external_id"].append(as_int(first_key(args, _EXTERNAL_ID_KEYS)))
-        keys = ARGS_KEPT.intersection(args) if args else ()
-        kept = {k: args[k] for k in keys} if keys else _EMPTY
-        for key in _SHARED_KEYS.intersection(kept):  # shapes and types repeat every iteration
-            value = kept[key]
-            if type(value) is list:
-                kept[key] = shared.setdefault(repr(value), value)
-        cols["args"].append(kept)
+        if ts_big is None and not -TS_EXACT_LIMIT_US < ts < TS_EXACT_LIMIT_US:
+            ts_big = list(ts_col)  # past float64's exact range: keep Python numbers (exact)
+        if ts_big is not None:
+            ts_big.append(ts)
+        else:
+            ts_col.append(ts)
+        ints["index"].append(index)
+        ints["pid"].append(pid)
+        ints["tid"].append(tid)
+        ints["correlation"].append(corr)
+        ints["external_id"].append(as_int(first_key(args, _EXTERNAL_ID_KEYS)))
+        dur_col.append(dur)
+        cat_col.append(cat)
+        name_col.append(name)
+        if cat in GPU_CATEGORIES:  # typed columns instead of a dict
+            gpu_index.append(index)
+            for column, value in zip(gpu_ints, _gpu_int_values(args, pid, tid), strict=True):
+                column.append(value)
+            for column, key in zip(gpu_floats, _GPU_FLOAT_KEYS, strict=True):
+                column.append(_number(first_key(args, key)))
+            kept = _EMPTY
+            seq_col.append(-1)
+            fwd_col.append(-1)
+        elif cat == "cuda_runtime":
+            seq_col.append(-1)
+            fwd_col.append(-1)
+            kept = {"size": args["size"]} if "size" in args else _EMPTY
+        else:
+            seq_col.append(_autograd_id(args.get("Sequence number")))
+            fwd_col.append(_autograd_id(args.get("Fwd thread id")))
+            kept = _shared_args(args, shared) if _HOST_KEPT.intersection(args) else _EMPTY
+        args_col.append(kept)
         del event, args
-    ts_values, rebase = _rebased(cols.pop("ts"))
+    ts_values, rebase = _rebased(ts_big if ts_big is not None else ts_col)
+    del ts_big, ts_col
     events_table = pd.DataFrame(
         {
-            "index": np.asarray(cols.pop("index"), dtype=np.int64),
-            "cat": pd.Categorical(cols.pop("cat"), categories=list(dict.fromkeys(KEPT_CATEGORIES))),
-            "name": pd.Series(cols.pop("name"), dtype=object),
-            "pid": np.asarray(cols.pop("pid"), dtype=np.int64),
-            "tid": np.asarray(cols.pop("tid"), dtype=np.int64),
+            "index": _np(ints.pop("index"), np.int64),
+            "cat": pd.Categorical(cat_col, categories=list(dict.fromkeys(KEPT_CATEGORIES))),
+            "name": pd.Series(name_col, dtype=object),
+            "pid": _np(ints.pop("pid"), np.int64),
+            "tid": _np(ints.pop("tid"), np.int64),
             "ts": ts_values,
-            "dur": np.asarray(cols.pop("dur"), dtype=np.float64),
-            "correlation": np.asarray(cols.pop("correlation"), dtype=np.int64),
-            "external_id": np.asarray(cols.pop("external_id"), dtype=np.int64),
-            "args": pd.Series(cols.pop("args"), dtype=object),
+            "dur": _np(dur_col, np.float64),
+            "correlation": _np(ints.pop("correlation"), np.int64),
+            "external_id": _np(ints.pop("external_id"), np.int64),
+            "seq": _np(seq_col, np.int64),
+            "fwd_tid": _np(fwd_col, np.int64),
+            "args": pd.Series(args_col, dtype=object),
         }
+    )
+    del cat_col, name_col, args_col
+    gpu_fields = pd.DataFrame(
+        {
+            **{k: _np(c, np.int64) for k, c in zip(GPU_INT_FIELDS, gpu_ints, strict=True)},
+            **{k: _np(c, np.float64) for k, c in zip(GPU_FLOAT_FIELDS, gpu_floats, strict=True)},
+        },
+        index=pd.Index(_np(gpu_index, np.int64), name="index"),
     )
     # exact duplicates: same identity and the same kept args
     key = ["cat", "name", "pid", "tid", "ts", "dur", "correlation", "external_id"]
@@ -279,16 +324,61 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
         ts_rebased_by_us=rebase,
         names_repaired=int(names_repaired),
         other_device_events=other_device,
+        gpu_fields=gpu_fields,
     )
 
 
-def _rebased(ts: list[int | float]) -> tuple[np.ndarray, int]:
+def _autograd_id(value: Any) -> int:
+    """A Sequence number / Fwd thread id as recorded, -1 when absent or not an int64 >= 0."""
+    if type(value) is int and 0 <= value < INT64_LIMIT:
+        return value
+    return -1
+
+
+def _shared_args(args: dict[str, Any], shared: dict[Any, Any]) -> dict[str, Any]:
+    """The shape, type and Concrete Inputs args of a cpu op as one dict shared by every op that
+    recorded the same (each distinct list and dict stored once: an iteration repeats them all)."""
+    parts: list[str] = []
+    kept: dict[str, Any] = {}
+    for key in sorted(_HOST_KEPT.intersection(args)):
+        value = args[key]
+        text = repr(value)
+        if type(value) is list:
+            value = shared.setdefault(text, value)
+        kept[key] = value
+        parts += (key, text)
+    return shared.setdefault(tuple(parts), kept)
+
+
+def _np(values: array, dtype: type) -> np.ndarray:
+    """A typed array as a numpy array (copied, so the array's buffer can be freed)."""
+    return np.array(values, dtype=dtype) if len(values) else np.empty(0, dtype=dtype)
+
+
+def _gpu_int_values(args: dict[str, Any], pid: int, tid: int) -> tuple[int, ...]:
+    """device, stream, grid x/y/z, block x/y/z of a GPU event (device/stream default to pid/tid,
+    a missing grid or block to 0s, missing trailing dimensions to 1)."""
+    grid = args.get("grid") or [0, 0, 0]
+    block = args.get("block") or [0, 0, 0]
+    grid = (list(grid) + [1, 1, 1])[:3] if isinstance(grid, list) else [0, 0, 0]
+    block = (list(block) + [1, 1, 1])[:3] if isinstance(block, list) else [0, 0, 0]
+    return (
+        as_int(args.get("device"), pid),
+        as_int(args.get("stream"), tid),
+        *(as_int(v, 0) for v in grid),
+        *(as_int(v, 0) for v in block),
+    )
+
+
+def _rebased(ts: array | list[int | float]) -> tuple[np.ndarray, int]:
     """(timestamps as float64, the integer us subtracted from each: 0 unless some exceed 2**52).
 
     Subtracting in Python integers (or decimals, for numbers parsed as ExactFloat) first keeps the
     timestamps exact; converting 9.2e18 straight to float64 would round them to multiples of 1024 us
     and mis-link kernels to launches.
     """
+    if isinstance(ts, array):  # every value below 2**52 (flatten_events checked)
+        return _np(ts, np.float64), 0
     if not ts or max(abs(t) for t in ts) < TS_EXACT_LIMIT_US:
         return np.asarray(ts, dtype=np.float64), 0
     exact = [Decimal(t.text) if isinstance(t, ExactFloat) else t for t in ts]
@@ -296,51 +386,19 @@ def _rebased(ts: list[int | float]) -> tuple[np.ndarray, int]:
     return np.asarray([float(t - base) for t in exact], dtype=np.float64), int(base)
 
 
-def read_kineto(path: Path) -> KinetoTrace:
-    """Read, validate and flatten a Kineto trace file, streaming its events (archsim.trace.stream)."""
+def read_kineto(path: Path, on_bytes: Callable[[int], None] | None = None) -> KinetoTrace:
+    """Read, validate and flatten a Kineto trace file, streaming its events (archsim.trace.stream);
+    ``on_bytes(n)``: bytes of the file read so far, after each chunk (progress)."""
     top: dict[str, Any] = {}
-    return flatten_events(Path(path), iter_trace(Path(path), top), top)
+    return flatten_events(Path(path), iter_trace(Path(path), top, on_bytes), top)
 
 
-def gpu_event_fields(gpu: pd.DataFrame) -> pd.DataFrame:
-    """Device, stream, launch geometry and bytes of kernel/memcpy/memset events (NaN when absent)."""
-    rows = []
-    for args, pid, tid in zip(gpu["args"], gpu["pid"], gpu["tid"], strict=True):
-        grid = args.get("grid") or [0, 0, 0]
-        block = args.get("block") or [0, 0, 0]
-        grid = (list(grid) + [1, 1, 1])[:3] if isinstance(grid, list) else [0, 0, 0]
-        block = (list(block) + [1, 1, 1])[:3] if isinstance(block, list) else [0, 0, 0]
-        rows.append(
-            (
-                as_int(args.get("device"), pid),
-                as_int(args.get("stream"), tid),
-                *(as_int(v, 0) for v in grid),
-                *(as_int(v, 0) for v in block),
-                _number(args.get("registers per thread")),
-                _number(args.get("shared memory")),
-                _number(args.get("blocks per SM")),
-                _number(args.get("warps per SM")),
-                _number(first_key(args, _OCCUPANCY_KEYS)),
-                _number(args.get("bytes")),
-            )
-        )
-    columns = [
-        "device",
-        "stream",
-        "grid_x",
-        "grid_y",
-        "grid_z",
-        "block_x",
-        "block_y",
-        "block_z",
-        "registers_per_thread",
-        "shared_memory_bytes",
-        "blocks_per_sm",
-        "warps_per_sm",
-        "est_occupancy_pct",
-        "bytes",
-    ]
-    return pd.DataFrame.from_records(rows, columns=columns, index=gpu.index)
+def gpu_event_fields(kt: KinetoTrace, gpu: pd.DataFrame) -> pd.DataFrame:
+    """Device, stream, launch geometry and bytes of ``gpu`` (rows of ``kt.events``: kernel, memcpy,
+    memset), NaN where not recorded; a copy, indexed like ``gpu``."""
+    assert kt.gpu_fields is not None
+    fields = kt.gpu_fields.loc[gpu["index"].to_numpy()]
+    return fields.set_axis(gpu.index, axis=0)
 
 
 # Launch APIs whose traced grid counts work-items (threads), not blocks. HIP API reference, hip_ext.h

@@ -12,7 +12,7 @@ import io
 import json
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,9 +29,12 @@ _DECODER = json.JSONDecoder()
 
 
 class _Buffer:
-    def __init__(self, handle: IO[str], path: Path) -> None:
-        self.handle, self.path = handle, path
+    def __init__(
+        self, handle: IO[str], path: Path, on_bytes: Callable[[int], None] | None = None
+    ) -> None:
+        self.handle, self.path, self.on_bytes = handle, path, on_bytes
         self.text, self.pos, self.eof = "", 0, False
+        self.file = _file_of(handle)
 
     def fill(self) -> bool:
         """Append a chunk (dropping consumed text); False at end of file."""
@@ -48,6 +51,8 @@ class _Buffer:
         self.text = self.text[self.pos :] + chunk
         self.pos = 0
         self.eof = not chunk
+        if self.on_bytes is not None and self.file is not None:
+            self.on_bytes(self.file.tell())
         return bool(chunk)
 
     def skip_ws(self) -> str:
@@ -113,11 +118,23 @@ def open_text(path: Path) -> IO[str]:
     return io.TextIOWrapper(io.BufferedReader(binary, 1 << 20), encoding="utf-8")  # type: ignore[arg-type]
 
 
-def iter_trace(path: Path, top: dict[str, Any]) -> Iterator[tuple[int, Any, str]]:
+def _file_of(handle: IO[str]) -> IO[bytes] | None:
+    """The file under the text (and gzip) layers of ``open_text``, whose position is bytes read."""
+    binary = getattr(getattr(handle, "buffer", None), "raw", None)
+    if isinstance(binary, gzip.GzipFile):
+        binary = binary.fileobj  # type: ignore[assignment]
+    return binary if binary is not None and hasattr(binary, "tell") else None
+
+
+def iter_trace(
+    path: Path, top: dict[str, Any], on_bytes: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, Any, str]]:
     """Yield (index, event, event's JSON text) for each entry of ``traceEvents``; ``top`` receives
-    the other top-level keys (complete once the iterator is exhausted)."""
+    the other top-level keys (complete once the iterator is exhausted). ``on_bytes(n)`` is called
+    after each chunk with the bytes of the file read so far (compressed bytes for .gz), for a
+    progress bar."""
     with open_text(path) as handle:
-        buf = _Buffer(handle, Path(path))
+        buf = _Buffer(handle, Path(path), on_bytes)
         if buf.skip_ws() != "{":
             # a top-level array, number, ... (or empty file): decode it for the usual message
             if not buf.skip_ws():
