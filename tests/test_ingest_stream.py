@@ -115,3 +115,67 @@ def test_non_utf8_is_refused(tmp_path):
     path.write_bytes(b'{"traceEvents": [{"name": "\xff"}]}')
     with pytest.raises(ArchsimError, match="not JSON"):
         read_kineto(path)
+
+
+def test_gpu_and_autograd_args_become_typed_columns(tmp_path):
+    """GPU events keep launch geometry as typed columns (no args dict); a cpu op's Sequence number
+    and Fwd thread id become the seq / fwd_tid columns; equal shapes share one args dict."""
+    mm = EVENTS[0] | {"args": EVENTS[0]["args"] | {"Sequence number": 12, "Fwd thread id": 1}}
+    again = mm | {"ts": 30, "args": mm["args"] | {"Sequence number": 13}}
+    doc = DOC | {"traceEvents": [mm, *EVENTS[1:], again]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    kt = read_kineto(path)
+    _same(kt, flatten(path, doc))
+    ev = kt.events.set_index("index")
+    assert ev.loc[0, "seq"] == 12 and ev.loc[4, "seq"] == 13 and ev.loc[0, "fwd_tid"] == 1
+    assert ev.loc[1, "seq"] == -1 and ev.loc[3, "seq"] == -1  # runtime call, kernel
+    assert ev.loc[0, "args"] is ev.loc[4, "args"]  # same shapes: one dict
+    assert ev.loc[0, "args"] == {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}
+    assert ev.loc[3, "args"] == {}
+    row = kt.gpu_fields.loc[3]  # the kernel: grid [4,1,1], block [128,1,1], device 0, stream = tid
+    assert (row["device"], row["stream"], row["grid_x"], row["grid_y"], row["block_x"]) == (
+        0,
+        7,
+        4,
+        1,
+        128,
+    )
+    assert pd.isna(row["registers_per_thread"]) and list(kt.gpu_fields.index) == [3]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_on_bytes_reports_bytes_read_up_to_the_file_size(tmp_path, gz):
+    """Progress: the callback hears the bytes of the file read so far (compressed ones for .gz),
+    never going back, ending at the file's size."""
+    text = json.dumps(DOC | {"traceEvents": EVENTS * 200}).encode()
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    seen: list[int] = []
+    old, old_look = stream.CHUNK_CHARS, stream._LOOKAHEAD
+    stream.CHUNK_CHARS, stream._LOOKAHEAD = 997, 64
+    try:
+        kt = read_kineto(path, on_bytes=seen.append)
+    finally:
+        stream.CHUNK_CHARS, stream._LOOKAHEAD = old, old_look
+    assert kt.n_events == 4 * 200 and kt.duplicates_removed == 3 * 199  # the copies are duplicates
+    assert len(seen) > 1 and seen == sorted(seen) and seen[-1] == path.stat().st_size
+
+
+def test_ingest_command_is_quiet_off_a_terminal(tmp_path, capsys):
+    """No progress bar where stderr is not a terminal (pytest captures it): scripted runs stay clean."""
+    from archsim.cli import main
+
+    assert (
+        main(
+            [
+                "ingest",
+                str(kineto_fixture("a100_train_shapes.json.gz")),
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out.startswith("wrote ")

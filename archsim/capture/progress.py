@@ -17,12 +17,27 @@ def stderr_is_terminal() -> bool:
 class Progress:
     """``update(n)`` advances by ``n`` (steps, seconds...); ``close()`` ends the bar. A no-op off a tty."""
 
-    def __init__(self, total: float | None, desc: str, unit: str, enabled: bool | None = None):
+    def __init__(
+        self,
+        total: float | None,
+        desc: str,
+        unit: str,
+        enabled: bool | None = None,
+        unit_scale: bool = False,
+    ):
+        """``unit_scale``: show counts with SI prefixes (bytes as kB, MB, GB)."""
         self._bar: Any = None
         if enabled if enabled is not None else stderr_is_terminal():
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True)
+            self._bar = tqdm(
+                total=total,
+                desc=desc,
+                unit=unit,
+                leave=False,
+                dynamic_ncols=True,
+                unit_scale=unit_scale,
+            )
 
     def update(self, n: float = 1) -> None:
         if self._bar is not None:

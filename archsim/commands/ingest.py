@@ -31,12 +31,13 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_dir(args.out, args.force)  # refuse before spending time on parsing
     meta = {"workload": {"name": args.name}} if args.name else None
-    # A bar by MB of the file read, on a terminal only (nothing in pipes and CI logs).
-    size_mb = args.trace.stat().st_size / 1e6 if args.trace.is_file() else None
-    progress = Progress(size_mb, desc=f"ingest {args.trace.name}", unit="MB")
+    # A bar by bytes of the file read (then linking, saving), on a terminal only: nothing in pipes
+    # and CI logs.
+    size = args.trace.stat().st_size if args.trace.is_file() else None
+    progress = Progress(size, desc=f"ingest {args.trace.name}", unit="B", unit_scale=True)
     try:
-        trace = ingest(args.trace, meta, on_bytes=lambda n: progress.set_to(n / 1e6))
-        progress.note("linking done; saving")
+        trace = ingest(args.trace, meta, on_bytes=progress.set_to)
+        progress.note("saving")
         save(trace, args.out, force=args.force)
     finally:
         progress.close()
