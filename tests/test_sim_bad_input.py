@@ -82,3 +82,25 @@ def test_a_simulated_run_writes_strict_json(trace_dir, tmp_path):
     assert main([*argv, "--sim-seconds", "0.02", "--out", str(out)]) == 0
     record = _strict_json(out / "metrics.json")
     assert record["actors"] == 4 and record["frames_per_s"] > 0
+
+
+def test_a_trace_without_a_whole_learner_step_is_refused_not_simulated_forever():
+    """A NaN service time (here: the only learner step was cut by the end of recording, so it has no
+    CPU time) used to make a shared-CPU burst that never finished: the run hung. It is one line now."""
+    import dataclasses
+
+    import numpy as np
+
+    from archsim.errors import ArchsimError
+    from archsim.hw import load_hw
+    from archsim.sim.config import SimConfig
+    from archsim.sim.workload import derive_service_times
+    from tests.test_sim_support import tiny_trace
+
+    config = SimConfig(actors=2, sim_seconds=0.1)
+    times = derive_service_times(tiny_trace(), load_hw("dgx1-v100"), config, 32)
+    broken = dataclasses.replace(times, learner_gpu_s=float("nan"))
+    with pytest.raises(ArchsimError, match=r"learner_gpu_s is not a finite time .* learner step"):
+        broken.check(config)
+    with pytest.raises(ArchsimError, match="inference_gpu_s"):
+        dataclasses.replace(times, inference_gpu_s=np.array([0.0, -1.0])).check(config)

@@ -4,6 +4,7 @@ simulation objects. Kept apart from the components so each of them stays one sma
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +63,24 @@ class ServiceTimes:
     # bundled workloads, 1 when the trace does not say): frames_per_s = this x env_steps_per_s.
     frames_per_env_step: float = 1.0
 
+    def _check_finite(self) -> None:
+        """Every time and byte count derived from the trace is a finite number >= 0. A NaN means the
+        trace had no usable step to take it from (e.g. its only learner step was cut by the end of
+        recording): refused here in one line, because a NaN burst never finishes in the engine."""
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            if value is None or isinstance(value, bool | str) or not _numeric(value):
+                continue
+            array = np.asarray(value, dtype=float)
+            if np.all(np.isfinite(array)) and np.all(array >= 0):
+                continue
+            role = "learner" if item.name.startswith("learner") else "inference or actor"
+            raise ArchsimError(
+                f"trace: {item.name} is not a finite time or size >= 0 (the trace holds no whole "
+                f"{role} step to take it from: a step cut by the end of recording has no CPU "
+                "time); capture a longer run"
+            )
+
     def check(self, config: SimConfig) -> None:
         if not 0 < self.frames_per_env_step < float("inf"):
             raise ArchsimError(
@@ -76,6 +95,7 @@ class ServiceTimes:
             raise ArchsimError(
                 f"--inference-batch: no inference time for a batch of {config.inference_batch}"
             )
+        self._check_finite()
         learner_step_s = self.learner_sample_cpu_s + self.learner_launch_cpu_s + self.learner_gpu_s
         if config.samples_per_insert is None and learner_step_s <= 0:
             raise ArchsimError(
@@ -142,7 +162,9 @@ class System:
     server_threads: list[int]  # inference server threads; batch k is served by thread k % n
     actor_threads: np.ndarray
     params_lock: simpy.Resource | None = None  # --param-lock on, without a GPU
-    gil: object = None  # archsim.sim.gil.Gil of the learner process, when two of its threads take turns
+    gil: object = (
+        None  # archsim.sim.gil.Gil of the learner process, when two of its threads take turns
+    )
 
 
 def locked(lock, work):
@@ -153,3 +175,10 @@ def locked(lock, work):
     with lock.request() as turn:
         yield turn
         yield from work
+
+
+def _numeric(value: object) -> bool:
+    """A number or an array of numbers (not a nested dataclass such as PythonShare)."""
+    if isinstance(value, int | float | np.number):
+        return True
+    return isinstance(value, np.ndarray | list | tuple) and np.asarray(value).dtype.kind in "iuf"
