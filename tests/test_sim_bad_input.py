@@ -103,4 +103,4 @@ def test_a_trace_without_a_whole_learner_step_is_refused_not_simulated_forever()
     with pytest.raises(ArchsimError, match=r"learner_gpu_s is not a finite time .* learner step"):
         broken.check(config)
     with pytest.raises(ArchsimError, match="inference_gpu_s"):
-        dataclasses.replace(times, inference_gpu_s=np.array([0.0, -1.0])).check(config)
+        dataclasses.replace(times, inference_gpu_s=np.array([0.0, -1.0, 1e-5])).check(config)
