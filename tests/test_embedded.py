@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -222,3 +223,55 @@ def test_conv_cost_bad_input():
     hw = load_hw("jetson-tx1")
     with pytest.raises(ValueError, match="unknown conv implementation"):
         conv_cost(NATURE_DQN_CONVS[0], 1, "winograd", hw)
+
+
+# --- distributed loop on a shared-DRAM SoC ---------------------------------------------------
+
+
+def test_busy_side_stretch_by_hand():
+    from archsim.perf.shared_memory import busy_side_stretch
+
+    assert busy_side_stretch(6.0, 8.0, 10.0) == pytest.approx(1.4)
+    assert busy_side_stretch(3.0, 4.0, 10.0) == 1.0
+    assert busy_side_stretch(0.0, 50.0, 10.0) == 1.0  # a lone GPU: its own model already binds
+
+
+def test_distributed_soc_is_never_faster_than_unshared_and_stretches_alike():
+    """The same TX1 with and without a shared DRAM: every service time is the unshared one or
+    longer, and the actors' and the learner's GPU work are stretched by one factor."""
+    from archsim.sim.workload import derive_service_times
+
+    if not (DQN / "steps.parquet").exists():
+        pytest.skip("traces/dqn-pong-cpu is not present")
+    trace = load(DQN)
+    tx1 = load_hw("jetson-tx1")
+    apart = tx1.model_copy(
+        update={"memory": tx1.memory.model_copy(update={"shared_with_gpu": False})}
+    )
+    config = SimConfig(loop="distributed", actors=3)
+    shared = derive_service_times(trace, tx1, config, 32)
+    alone = derive_service_times(trace, apart, config, 32)
+    assert shared.learner_gpu_s >= alone.learner_gpu_s * (1 - 1e-9)
+    stretch = float(shared.actor_step_cpu_s.mean() / alone.actor_step_cpu_s.mean())
+    assert stretch >= 1.0 - 1e-12
+
+
+def test_actor_phases_take_their_class_speed():
+    """Distributed actors: with the emulator at half the thread's speed, each actor step's CPU work
+    grows by its env step's capture time (the engine divides by thread_speed_rel afterwards)."""
+    from archsim.sim.actor_work import derive_actor_work
+    from archsim.sim.step_work import phase_work_us
+
+    trace = _dqn_clean()
+    hw = load_hw("jetson-tx1")
+    slow = hw.model_copy(
+        update={
+            "cpu": hw.cpu.model_copy(update={"emulator_speed_rel": hw.cpu.thread_speed_rel / 2})
+        }
+    )
+    config = SimConfig(loop="distributed", actors=3)
+    base = derive_actor_work(trace, hw, config).actor_step_cpu_s
+    slowed = derive_actor_work(trace, slow, config).actor_step_cpu_s
+    actor = trace.steps[trace.steps["role"] == "actor"]
+    env_s = phase_work_us(actor, "env_step").fillna(0.0).to_numpy(dtype=float) * 1e-6
+    assert slowed.sum() - base.sum() == pytest.approx(env_s[np.isfinite(env_s)].sum(), rel=1e-6)

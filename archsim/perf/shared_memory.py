@@ -90,3 +90,12 @@ def shared_copy_seconds(n_bytes: float, hw) -> float | None:
     if hw.memory.zero_copy or n_bytes <= 0:
         return 0.0
     return hw.host_link.latency_us * 1e-6 + 2.0 * n_bytes / (achievable_gbs(hw) * 1e9)
+
+
+def busy_side_stretch(cpu_demand_gbs: float, gpu_demand_gbs: float, achievable: float) -> float:
+    """Stretch of both sides' work when they run together the whole time (``contend`` with full
+    overlap): ``max(1, (d_cpu + d_gpu) / B)``, each demand capped at ``B``."""
+    if achievable <= 0:
+        raise ValueError("achievable must be > 0")
+    total = min(max(cpu_demand_gbs, 0.0), achievable) + min(max(gpu_demand_gbs, 0.0), achievable)
+    return max(1.0, total / achievable)

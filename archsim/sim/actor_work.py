@@ -17,10 +17,11 @@ import numpy as np
 import pandas as pd
 
 from archsim.errors import ArchsimError
+from archsim.perf.cpu_speed import phase_speed
 from archsim.perf.network import stack_seconds_per_message
 from archsim.sim.config import SimConfig
 from archsim.sim.recorded import server_request_cpu_s
-from archsim.sim.step_work import has_cpu_time, phase_work_us, phases_work_us, typical_us
+from archsim.sim.step_work import has_cpu_time, phase_work_us, typical_us
 
 # Nature DQN parameters, 1.69 M (the network of Mnih et al. 2015, "Human-level control through deep
 # reinforcement learning": 3 conv layers, a 512-unit layer, 18 actions), as fp32: the parameter
@@ -69,7 +70,16 @@ def derive_actor_work(trace, hw, config: SimConfig) -> ActorWork:
     phases = ["env_step", "preprocess"]
     if config.inference == "local":
         phases += ["act", "replay_insert"]
-    work_us = phases_work_us(actor, phases).to_numpy(dtype=float) / per_env
+    # Per-phase speed (archsim.perf.cpu_speed): each phase as capture-thread microseconds at the
+    # thread's speed, so the engine's division by thread_speed_rel leaves the phase's own speed.
+    work_us = (
+        sum(
+            phase_work_us(actor, p).fillna(0.0).to_numpy(dtype=float)
+            * (speed_rel / phase_speed(hw.cpu, p))
+            for p in phases
+        )
+        / per_env
+    )
     # One message per actor step. A central capture that timed its actors' CPU while they sent a
     # request and took the reply (serialisation, socket calls) carries that cost itself; otherwise
     # the network model's per-message stack cost stands in for it.

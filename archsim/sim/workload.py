@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from archsim.perf.network import ACTION_BYTES, OBS_BYTES, message_seconds
 from archsim.sim.actor_work import derive_actor_work
 from archsim.sim.config import SimConfig
@@ -67,6 +69,8 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         inference_dram_bytes=inference.dram_bytes,
         learner_dram_bytes=learner.dram_bytes,
     )
+    if hw.memory.shared_with_gpu:
+        times = with_shared_dram(times, hw, config)
     python = with_server(
         python,
         actor.server_cpu_s_per_obs,
@@ -75,3 +79,27 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         inference.server_python_s_per_batch,
     )
     return dataclasses.replace(times, frames_per_env_step=frames_per_env_step, python=python)
+
+
+def with_shared_dram(times: ServiceTimes, hw, config: SimConfig) -> ServiceTimes:
+    """``times`` on an SoC whose CPU and GPU share one DRAM (archsim.perf.shared_memory): the
+    learner's GPU work runs beside the actors' CPU work, taken as busy the whole time (the
+    distributed loop keeps its actors stepping while the learner trains: an upper bound on the
+    overlap). Actor DRAM demand: each env step writes its observation (OBS_BYTES per environment,
+    the 84x84x4 uint8 stack of Mnih et al. 2015), a lower bound on its traffic; GPU demand: the
+    learner step's DRAM bytes over its time. Both sides are stretched by the same factor."""
+    from archsim.perf.shared_memory import achievable_gbs, busy_side_stretch
+
+    step_s = float(np.mean(times.actor_step_cpu_s)) / hw.cpu.thread_speed_rel
+    actors = min(config.actors, hw.cpu.cores)
+    cpu_gbs = actors * config.envs_per_actor * OBS_BYTES / step_s / 1e9 if step_s > 0 else 0.0
+    gpu_gbs = times.learner_dram_bytes / times.learner_gpu_s / 1e9 if times.learner_gpu_s else 0.0
+    stretch = busy_side_stretch(cpu_gbs, gpu_gbs, achievable_gbs(hw))
+    if stretch == 1.0:
+        return times
+    return dataclasses.replace(
+        times,
+        actor_step_cpu_s=times.actor_step_cpu_s * stretch,
+        learner_gpu_s=times.learner_gpu_s * stretch,
+        inference_gpu_s=times.inference_gpu_s * stretch,
+    )
