@@ -261,9 +261,35 @@ def scatter_chart(rows: list[dict], stem: Path) -> None:
     plt.close(fig)
 
 
+# Labels closer than this (as a fraction of the log-scaled axis) are moved apart.
+LABEL_GAP = 0.035
+
+
+def _label_points(ax: object, pairs: list, lo: float, hi: float) -> None:
+    """Name each point beside it; labels are placed top to bottom and a label that would land within
+    LABEL_GAP of the one above (in log-scaled axis units) is pushed down until it does not."""
+    span = math.log10(hi) - math.log10(lo)
+    placed: list[tuple[float, float]] = []  # (x, y) of labels, in axis fractions
+    for r, m, p in sorted(pairs, key=lambda t: -t[2]):
+        x = (math.log10(m) - math.log10(lo)) / span
+        y = (math.log10(p) - math.log10(lo)) / span
+        label_y = y
+        while any(abs(px - x) < 0.2 and abs(py - label_y) < LABEL_GAP for px, py in placed):
+            label_y -= LABEL_GAP
+        placed.append((x, label_y))
+        ax.annotate(
+            r["config"],
+            (m, p),
+            xytext=(x + 0.012, label_y + 0.008),
+            textcoords="axes fraction",
+            fontsize=7,
+            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.5"} if label_y != y else None,
+        )
+
+
 def _scatter_panel(ax: object, rows: list[dict], key: str, unit: str) -> None:
     """One predicted-vs-measured panel of ``measured_<key>`` against ``predicted_<key>``."""
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
     pairs = [
         (r, r[f"measured_{key}"], r[f"predicted_{key}"])
@@ -298,18 +324,14 @@ def _scatter_panel(ax: object, rows: list[dict], key: str, unit: str) -> None:
             label=workload.upper(),
             zorder=3,
         )
-        for i, (r, m, p) in enumerate(pts):  # staggered so that neighbouring labels do not overlap
-            ax.annotate(
-                r["config"],
-                (m, p),
-                textcoords="offset points",
-                xytext=(4, 4 - 9 * (i % 3)),
-                fontsize=7,
-            )
+    _label_points(ax, pairs, lo, hi)
     ax.set_xscale("log")
     ax.set_yscale("log")
     for axis in (ax.xaxis, ax.yaxis):
+        # labels at 1, 2 and 5 of every decade: a one-decade log axis otherwise shows one number
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        axis.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
         axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
