@@ -56,7 +56,10 @@ def run_validation(plan: Plan, out_dir: Path, progress: bool = True) -> list[dic
     rounds = max(plan.baseline_repeats, plan.variant_repeats)
     runs = [(c, i) for i in range(rounds) for c in plan.configs if i < _repeats(plan, c)]
     bar = tqdm(
-        total=len(plan.baselines) + len(runs), desc="validate", unit="run", disable=not progress
+        total=len(plan.baselines) + len(runs),
+        desc="validate",
+        unit="run",
+        disable=None if progress else True,  # None: only when stderr is a terminal
     )
     traces, capture_speed, capture_load = {}, {}, {}
     for workload, config in plan.baselines.items():
