@@ -110,6 +110,9 @@ def test_limiter_golden_cases():
     assert limiter({**waiting, "inference_wait_mean_us": 2000.0})[0] == "inference"
     paced = {**waiting, "replay_insert_wait_mean_us": 2000.0, "inference_wait_mean_us": 10.0}
     assert limiter(paced)[0] == "learner pacing"
+    # the learner waiting for data (samples wait longer than inserts) is not what limits
+    starved = {**paced, "replay_sample_wait_mean_us": 5000.0}
+    assert limiter(starved)[0] == "inference"
     # 1 ms of 2.5 ms waiting (40%): the actors mostly work
     assert limiter({**waiting, "actor_wait_s_per_step": 1e-3})[0].startswith("actors")
 

@@ -5,9 +5,10 @@ limiter is read from utilizations and waits the simulator already reports:
 
 - a resource busy at least ``SATURATED`` of the time is saturated: adding actors cannot raise frames/s
   beyond it (the GPU, or the CPU threads as a whole);
-- actors that spend more than half of their time waiting (for an action or for the replay rate
-  limiter) are held back by whatever they wait on: the inference path (batching, server thread, GPU)
-  or the learner's pacing (the larger of the two mean waits says which);
+- inserts that wait for the replay rate limiter longer than samples (and requests) wait: the learner,
+  consuming at its replay ratio, sets the pace;
+- actors that spend more than half of their time waiting for actions are held back by the inference
+  path (batching, the server thread, the GPU);
 - otherwise the system is latency-bound: every resource has slack and throughput grows with actors.
 
 ``SATURATED`` is 0.9: in an M/M/1-like queue the wait grows as 1/(1-u), so above ~90% busy, queueing
@@ -46,21 +47,23 @@ def limiter(metrics: Mapping[str, float]) -> tuple[str, str]:
             "CPU",
             f"the CPU threads are {cpu:.0%} busy: actors, inference server and learner compete for them",
         )
+    insert_wait = _number(metrics, "replay_insert_wait_mean_us")
+    sample_wait = _number(metrics, "replay_sample_wait_mean_us")
+    inference_wait = _number(metrics, "inference_wait_mean_us")
+    if insert_wait > 0 and insert_wait > max(sample_wait, inference_wait):
+        # The rate limiter holds inserts back and the learner never waits for data: the learner,
+        # consuming at its replay ratio, sets the pace (a faster one would raise frames/s).
+        return (
+            "learner pacing",
+            f"inserts wait {insert_wait:,.0f} us for the learner to consume at its replay ratio "
+            f"(samples wait {sample_wait:,.0f} us): a faster learner, a larger learner batch or a "
+            "lower --replay-ratio raises frames/s",
+        )
     actors = _number(metrics, "actors")
     steps_per_s = _number(metrics, "env_steps_per_s")
     # Fraction of each actor's time spent waiting: waits per step x steps per actor per second.
     waiting = _number(metrics, "actor_wait_s_per_step") * steps_per_s / actors if actors else 0.0
     if waiting > WAITING:
-        replay_wait = _number(metrics, "replay_insert_wait_mean_us")
-        inference_wait = _number(metrics, "inference_wait_mean_us")
-        if replay_wait >= inference_wait:
-            ratio = metrics.get("replay_ratio")
-            return (
-                "learner pacing",
-                f"actors spend {waiting:.0%} of their time waiting for the learner to consume their "
-                f"transitions (replay ratio {ratio} samples per insert); a faster learner, a "
-                "larger learner batch or a lower ratio raises frames/s",
-            )
         return (
             "inference",
             f"actors spend {waiting:.0%} of their time waiting for actions "
