@@ -275,3 +275,20 @@ def test_actor_phases_take_their_class_speed():
     actor = trace.steps[trace.steps["role"] == "actor"]
     env_s = phase_work_us(actor, "env_step").fillna(0.0).to_numpy(dtype=float) * 1e-6
     assert slowed.sum() - base.sum() == pytest.approx(env_s[np.isfinite(env_s)].sum(), rel=1e-6)
+
+
+def test_zero_copy_removes_exactly_the_batch_copy_in_the_single_loop():
+    """TX1, bundled DQN trace (no memcpy ops recorded): the update's GPU time with copies minus with
+    zero-copy is the batch's DRAM copy, 1 us + 2 x bytes / 17.92 GB/s; the act side is unchanged."""
+    from archsim.sim.learner_work import learner_batch_bytes
+
+    trace = _dqn_clean()
+    tx1 = load_hw("jetson-tx1")
+    zero = tx1.model_copy(update={"memory": tx1.memory.model_copy(update={"zero_copy": True})})
+    config = SimConfig(loop="sequential")
+    copying = derive_loop_times(trace, tx1, config, 32)
+    free = derive_loop_times(trace, zero, config, 32)
+    n_bytes = learner_batch_bytes(trace, 32)
+    assert copying.learn_gpu_s - free.learn_gpu_s == pytest.approx(1e-6 + 2 * n_bytes / 17.92e9)
+    assert copying.act_s == pytest.approx(free.act_s)
+    assert free.iteration_s <= copying.iteration_s

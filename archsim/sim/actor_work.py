@@ -4,6 +4,9 @@
   replay_insert for local inference, plus the per-message cost of sending: the capture's own CPU
   per request when a central capture timed it, else the network model's stack cost), as an
   empirical distribution the engine draws from; divided by the target thread's speed in the engine.
+  Each phase is first scaled by its kind of work (archsim.perf.cpu_speed: the env step at the
+  emulator speed, act at the SIMD speed, the rest at the interpreter speed), which changes nothing
+  when a preset gives no per-class speeds.
 - Local inference adds the actors' share of fetching the learner's parameters.
 - Server CPU per observation: the replay insert plus reading the request (what a SEED capture
   measured between its batches, else the network model's stack cost).
