@@ -292,3 +292,25 @@ def test_zero_copy_removes_exactly_the_batch_copy_in_the_single_loop():
     assert copying.learn_gpu_s - free.learn_gpu_s == pytest.approx(1e-6 + 2 * n_bytes / 17.92e9)
     assert copying.act_s == pytest.approx(free.act_s)
     assert free.iteration_s <= copying.iteration_s
+
+
+@pytest.mark.parametrize(
+    "setting, words",
+    [
+        ("memory.zero_copy=maybe", "memory.zero_copy"),
+        ("memory.shared_with_gpu=2", "memory.shared_with_gpu"),
+        ("cpu.emulator_speed_rel=0", "cpu.emulator_speed_rel"),
+        ("cpu.simd_speed_rel=1000", "cpu.simd_speed_rel"),
+    ],
+)
+def test_bad_soc_settings_one_line(tmp_path, capsys, setting, words):
+    from archsim.cli import main
+    from tests.conftest import error_line
+
+    if not (DQN / "steps.parquet").exists():
+        pytest.skip("traces/dqn-pong-cpu is not present")
+    out = tmp_path / "x"
+    args = ["simulate", str(DQN), "--hw", "jetson-tx1", "--set", setting, "--out", str(out)]
+    assert main(args) == 2
+    assert words in error_line(capsys)
+    assert not out.exists()
