@@ -64,8 +64,12 @@ def _formula_op(
     hints: dict[tuple[int, int], tuple[int, ...]] | None = None,
     pids: np.ndarray | None = None,
     seqs: np.ndarray | None = None,
+    same: dict[tuple, Any] | None = None,
 ) -> int:
-    """Nearest op at or above ``pos`` on its thread with a formula and recorded shapes, or -1."""
+    """Nearest op at or above ``pos`` on its thread with a formula and recorded shapes, or -1.
+
+    ``same``: costs by (name, args dict, output hint, Concrete Inputs): ops that repeat every
+    iteration share one args dict (archsim.trace.kineto), so each distinct op is costed once."""
     p = pos
     while p >= 0:
         if p not in cache:
@@ -75,11 +79,17 @@ def _formula_op(
                 out = hints.get((int(pids[p]), int(seqs[p])))
             if concrete is None and names[p].endswith(_LEGACY_CONV_BACKWARD):
                 concrete = _legacy_output_mask(p, parent, names)
-            cost = (
-                flops_mod.op_cost(names[p], dims, types, concrete, out)
-                if dims is not None
-                else None
-            )
+            key = (names[p], id(args[p]), out, repr(concrete))
+            if same is not None and key in same:
+                cost = same[key]
+            else:
+                cost = (
+                    flops_mod.op_cost(names[p], dims, types, concrete, out)
+                    if dims is not None
+                    else None
+                )
+                if same is not None:
+                    same[key] = cost
             cache[p] = cost
         cost = cache[p]
         if cost is not None and cost.has_formula:
@@ -108,8 +118,9 @@ def gpu_costs(
     hints = conv_output_hints(cpu) if len(cpu) else {}
     cpu_pids = cpu["pid"].to_numpy()
     cpu_seqs = cpu["seq"].to_numpy()
+    same: dict[tuple, Any] = {}  # the args dicts stay alive in cpu, so their ids are stable
     by_launch_op = {
-        p: _formula_op(p, parent, cpu_names, cpu_args, cache, hints, cpu_pids, cpu_seqs)
+        p: _formula_op(p, parent, cpu_names, cpu_args, cache, hints, cpu_pids, cpu_seqs, same)
         for p in np.unique(op_pos[kernel_rows]).tolist()
     }
     # An ancestor's formula may stand in for a launching op without one only if no op below that

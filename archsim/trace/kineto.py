@@ -36,6 +36,19 @@ from archsim.trace.kineto_checks import (
     first_key,
     id_field,
 )
+from archsim.trace.kineto_columns import (
+    GPU_FLOAT_FIELDS,
+    GPU_FLOAT_KEYS,
+    GPU_INT_FIELDS,
+    HOST_KEPT,
+    BadDims,
+    as_float,
+    as_numpy,
+    autograd_id,
+    gpu_int_values,
+    shared_args,
+)
+from archsim.trace.kineto_columns import INPUT_TYPE_KEYS as _INPUT_TYPE_KEYS
 from archsim.trace.stream import iter_trace
 
 # Kineto category (lower-cased) -> normalised category. Legacy names from PyTorch 1.8-1.10 traces.
@@ -59,8 +72,6 @@ KEPT_CATEGORIES = GPU_CATEGORIES + HOST_CATEGORIES
 
 # args keys: current spelling first, then legacy spellings seen in older traces.
 _EXTERNAL_ID_KEYS = ("External id", "external id")
-_INPUT_TYPE_KEYS = ("Input type", "Input types")
-_OCCUPANCY_KEYS = ("est. achieved occupancy %", "theoretical occupancy %")
 # float64 holds every integer up to 2**53 exactly; microsecond timestamps beyond 2**52 (about 143 years
 # after the Unix epoch: no real clock) are rebased onto the earliest event before float conversion so
 # that they keep microsecond resolution (stated in meta as ingest.ts_rebased_by_us).
@@ -107,53 +118,6 @@ class ExactFloat(float):
         return value
 
 
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return np.nan
-    try:
-        return float(value)
-    except OverflowError:
-        return np.nan
-
-
-# args keys anything downstream reads (ingest, gpu_costs, flops, infer_steps); the rest of each event's
-# args is dropped as it streams, so memory holds what is used, not the whole JSON. GPU events keep
-# theirs as typed columns (KinetoTrace.gpu_fields), runtime calls only the copy size (ROCm).
-# (a cpu op's autograd "Sequence number" and "Fwd thread id" become the int columns seq and fwd_tid)
-_HOST_KEPT = frozenset(
-    (
-        "Concrete Inputs",
-        *INPUT_DIMS_KEYS,
-        *_INPUT_TYPE_KEYS,
-    )
-)
-_RUNTIME_KEPT = frozenset(("size",))
-GPU_INT_FIELDS = (
-    "device",
-    "stream",
-    "grid_x",
-    "grid_y",
-    "grid_z",
-    "block_x",
-    "block_y",
-    "block_z",
-)
-GPU_FLOAT_FIELDS = (
-    "registers_per_thread",
-    "shared_memory_bytes",
-    "blocks_per_sm",
-    "warps_per_sm",
-    "est_occupancy_pct",
-    "bytes",
-)
-_GPU_FLOAT_KEYS = (  # the args keys of GPU_FLOAT_FIELDS, current spelling first
-    ("registers per thread",),
-    ("shared memory",),
-    ("blocks per SM",),
-    ("warps per SM",),
-    _OCCUPANCY_KEYS,
-    ("bytes",),
-)
 _EMPTY: dict[str, Any] = {}  # shared by every event without kept args (never mutated)
 _NUMBER = (int, float)
 _EXACT_DECODER = json.JSONDecoder(parse_float=lambda text: ExactFloat(text))
@@ -228,7 +192,9 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
         args = event.get("args")
         if not isinstance(args, dict):
             args = {}
-        check_args(path, cat, event, index, args)
+        is_op = cat == "cpu_op"
+        if not is_op:  # a cpu op's shapes are checked once per distinct list (_shared_args)
+            check_args(path, cat, event, index, args)
         name = event.get("name")
         if type(name) is str and name in names:
             name = names[name]
@@ -260,16 +226,19 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
         ints["pid"].append(pid)
         ints["tid"].append(tid)
         ints["correlation"].append(corr)
-        ints["external_id"].append(as_int(first_key(args, _EXTERNAL_ID_KEYS)))
+        ext = args.get("External id", _EMPTY)  # a sentinel: the legacy key is looked up too
+        if not (type(ext) is int and -INT64_LIMIT <= ext < INT64_LIMIT):
+            ext = as_int(first_key(args, _EXTERNAL_ID_KEYS))
+        ints["external_id"].append(ext)
         dur_col.append(dur)
         cat_col.append(cat)
         name_col.append(name)
         if cat in GPU_CATEGORIES:  # typed columns instead of a dict
             gpu_index.append(index)
-            for column, value in zip(gpu_ints, _gpu_int_values(args, pid, tid), strict=True):
+            for column, value in zip(gpu_ints, gpu_int_values(args, pid, tid), strict=True):
                 column.append(value)
-            for column, key in zip(gpu_floats, _GPU_FLOAT_KEYS, strict=True):
-                column.append(_number(first_key(args, key)))
+            for column, key in zip(gpu_floats, GPU_FLOAT_KEYS, strict=True):
+                column.append(as_float(first_key(args, key)))
             kept = _EMPTY
             seq_col.append(-1)
             fwd_col.append(-1)
@@ -278,36 +247,46 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
             fwd_col.append(-1)
             kept = {"size": args["size"]} if "size" in args else _EMPTY
         else:
-            seq_col.append(_autograd_id(args.get("Sequence number")))
-            fwd_col.append(_autograd_id(args.get("Fwd thread id")))
-            kept = _shared_args(args, shared) if _HOST_KEPT.intersection(args) else _EMPTY
+            seq_col.append(autograd_id(args.get("Sequence number")))
+            fwd_col.append(autograd_id(args.get("Fwd thread id")))
+            kept = _EMPTY
+            if HOST_KEPT.intersection(args):
+                dims_key = next((k for k in INPUT_DIMS_KEYS if k in args), None) if is_op else None
+                try:
+                    kept = shared_args(args, shared, dims_key)
+                except BadDims:
+                    check_args(path, "cpu_op", event, index, args)  # says what is wrong
+                    raise
         args_col.append(kept)
         del event, args
     ts_values, rebase = _rebased(ts_big if ts_big is not None else ts_col)
     del ts_big, ts_col
     events_table = pd.DataFrame(
         {
-            "index": _np(ints.pop("index"), np.int64),
+            "index": as_numpy(ints.pop("index"), np.int64),
             "cat": pd.Categorical(cat_col, categories=list(dict.fromkeys(KEPT_CATEGORIES))),
             "name": pd.Series(name_col, dtype=object),
-            "pid": _np(ints.pop("pid"), np.int64),
-            "tid": _np(ints.pop("tid"), np.int64),
+            "pid": as_numpy(ints.pop("pid"), np.int64),
+            "tid": as_numpy(ints.pop("tid"), np.int64),
             "ts": ts_values,
-            "dur": _np(dur_col, np.float64),
-            "correlation": _np(ints.pop("correlation"), np.int64),
-            "external_id": _np(ints.pop("external_id"), np.int64),
-            "seq": _np(seq_col, np.int64),
-            "fwd_tid": _np(fwd_col, np.int64),
+            "dur": as_numpy(dur_col, np.float64),
+            "correlation": as_numpy(ints.pop("correlation"), np.int64),
+            "external_id": as_numpy(ints.pop("external_id"), np.int64),
+            "seq": as_numpy(seq_col, np.int64),
+            "fwd_tid": as_numpy(fwd_col, np.int64),
             "args": pd.Series(args_col, dtype=object),
         }
     )
     del cat_col, name_col, args_col
     gpu_fields = pd.DataFrame(
         {
-            **{k: _np(c, np.int64) for k, c in zip(GPU_INT_FIELDS, gpu_ints, strict=True)},
-            **{k: _np(c, np.float64) for k, c in zip(GPU_FLOAT_FIELDS, gpu_floats, strict=True)},
+            **{k: as_numpy(c, np.int64) for k, c in zip(GPU_INT_FIELDS, gpu_ints, strict=True)},
+            **{
+                k: as_numpy(c, np.float64)
+                for k, c in zip(GPU_FLOAT_FIELDS, gpu_floats, strict=True)
+            },
         },
-        index=pd.Index(_np(gpu_index, np.int64), name="index"),
+        index=pd.Index(as_numpy(gpu_index, np.int64), name="index"),
     )
     # exact duplicates: same identity and the same kept args
     key = ["cat", "name", "pid", "tid", "ts", "dur", "correlation", "external_id"]
@@ -328,48 +307,6 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
     )
 
 
-def _autograd_id(value: Any) -> int:
-    """A Sequence number / Fwd thread id as recorded, -1 when absent or not an int64 >= 0."""
-    if type(value) is int and 0 <= value < INT64_LIMIT:
-        return value
-    return -1
-
-
-def _shared_args(args: dict[str, Any], shared: dict[Any, Any]) -> dict[str, Any]:
-    """The shape, type and Concrete Inputs args of a cpu op as one dict shared by every op that
-    recorded the same (each distinct list and dict stored once: an iteration repeats them all)."""
-    parts: list[str] = []
-    kept: dict[str, Any] = {}
-    for key in sorted(_HOST_KEPT.intersection(args)):
-        value = args[key]
-        text = repr(value)
-        if type(value) is list:
-            value = shared.setdefault(text, value)
-        kept[key] = value
-        parts += (key, text)
-    return shared.setdefault(tuple(parts), kept)
-
-
-def _np(values: array, dtype: type) -> np.ndarray:
-    """A typed array as a numpy array (copied, so the array's buffer can be freed)."""
-    return np.array(values, dtype=dtype) if len(values) else np.empty(0, dtype=dtype)
-
-
-def _gpu_int_values(args: dict[str, Any], pid: int, tid: int) -> tuple[int, ...]:
-    """device, stream, grid x/y/z, block x/y/z of a GPU event (device/stream default to pid/tid,
-    a missing grid or block to 0s, missing trailing dimensions to 1)."""
-    grid = args.get("grid") or [0, 0, 0]
-    block = args.get("block") or [0, 0, 0]
-    grid = (list(grid) + [1, 1, 1])[:3] if isinstance(grid, list) else [0, 0, 0]
-    block = (list(block) + [1, 1, 1])[:3] if isinstance(block, list) else [0, 0, 0]
-    return (
-        as_int(args.get("device"), pid),
-        as_int(args.get("stream"), tid),
-        *(as_int(v, 0) for v in grid),
-        *(as_int(v, 0) for v in block),
-    )
-
-
 def _rebased(ts: array | list[int | float]) -> tuple[np.ndarray, int]:
     """(timestamps as float64, the integer us subtracted from each: 0 unless some exceed 2**52).
 
@@ -378,7 +315,7 @@ def _rebased(ts: array | list[int | float]) -> tuple[np.ndarray, int]:
     and mis-link kernels to launches.
     """
     if isinstance(ts, array):  # every value below 2**52 (flatten_events checked)
-        return _np(ts, np.float64), 0
+        return as_numpy(ts, np.float64), 0
     if not ts or max(abs(t) for t in ts) < TS_EXACT_LIMIT_US:
         return np.asarray(ts, dtype=np.float64), 0
     exact = [Decimal(t.text) if isinstance(t, ExactFloat) else t for t in ts]

@@ -26,6 +26,7 @@ _NON_WS = re.compile(r"[^ \t\n\r]")
 # After an event: optional whitespace, then ',' (more events) or ']' (the end of traceEvents).
 _SEPARATOR = re.compile(r"[ \t\n\r]*([,\]])")
 _DECODER = json.JSONDecoder()
+_EXACT = float(2**52)  # float64 holds every integer below this exactly
 
 
 class _Buffer:
@@ -199,7 +200,11 @@ def _events(buf: _Buffer) -> Iterator[tuple[int, Any, str]]:
                 return
             continue
         buf.pos = sep.end()
-        yield index, event, text[pos:end] if _needs_text(event) else ""
+        ts = event.get("ts") if type(event) is dict else None
+        if type(ts) is float and not -_EXACT < ts < _EXACT and _needs_text(event):
+            yield index, event, text[pos:end]
+        else:
+            yield index, event, ""
         index += 1
         if sep.group(1) == "]":
             return
