@@ -1,0 +1,210 @@
+"""The results of a sweep on disk: ``sweep.csv`` (one row per finished point, appended and fsynced as
+each point finishes, so an interrupted sweep resumes where it stopped) and ``sweep.json`` (the settings
+fingerprint a resumed sweep must match). Every problem with these files is one ArchsimError naming it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from archsim.errors import ArchsimError
+
+if TYPE_CHECKING:
+    from archsim.analysis.sweep import SweepSpec
+
+CSV_NAME = "sweep.csv"
+# Recorded in sweep.json but not compared on resume: the same trace may be reached by another path
+# (its content hash is compared instead).
+INFORMATIONAL = frozenset({"trace"})
+SETTINGS_NAME = "sweep.json"
+# Metric columns of every row, after the knob columns (missing ones are left empty).
+METRIC_COLUMNS = (
+    "frames_per_s",
+    "env_steps_per_s",
+    "learner_updates_per_s",
+    "gpu_util",
+    "gpu_sm_util",
+    "cpu_util",
+    "gpu_power_w",
+    "cpu_power_w",
+    "avg_power_w",
+    "energy_per_mframes_j",
+    "frames_per_joule",
+    "actor_wait_s_per_step",
+    "inference_batch_mean",
+    "recorded_inference_batch_mean",  # SEED traces: the capture's own mean batch
+    "inference_queue_mean",
+    "inference_wait_mean_us",
+    "cpu_run_queue_mean",
+    "cpu_run_wait_mean_us",
+    "gpu_inference_queue_mean",
+    "gpu_learner_queue_mean",
+    "replay_insert_wait_mean_us",
+    "replay_sample_wait_mean_us",
+    "hw_threads",
+    "sms_total",
+    "path",
+    "events",
+    "wall_s",
+)
+
+
+def _read_text(path: Path) -> str:
+    """A results file's text; one ArchsimError naming it when it is not UTF-8."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ArchsimError(
+            f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}), so not "
+            "a sweep's own file (use a new --out, or --force to start over)"
+        ) from None
+
+
+class ResultsFile:
+    """sweep.csv plus sweep.json: append one row at a time, durably; read back finished points."""
+
+    def __init__(self, out: Path, spec: SweepSpec) -> None:
+        self.out = Path(out)
+        self.csv = self.out / CSV_NAME
+        self.settings = self.out / SETTINGS_NAME
+        self.spec = spec
+        self.columns = spec.knob_names + list(METRIC_COLUMNS)
+
+    def open(self, force: bool) -> set[tuple[str, ...]]:
+        """Prepare the directory; returns the keys of points already finished (resume). A file
+        that cannot be read or written is one ArchsimError naming it."""
+        try:
+            return self._open(force)
+        except OSError as exc:
+            raise ArchsimError(
+                f"{exc.filename or self.out}: cannot prepare the sweep output ({exc.strerror})"
+            ) from None
+
+    def _open(self, force: bool) -> set[tuple[str, ...]]:
+        from archsim.atomic import atomic_output_file
+
+        fingerprint = self.spec.fingerprint()
+        if force or self._nothing_finished():
+            self.csv.unlink(missing_ok=True)
+            self.settings.unlink(missing_ok=True)
+        if self.csv.exists():
+            self._check_settings(fingerprint)
+            return self._finished_keys()
+        if self.out.is_dir() and any(self.out.iterdir()) and not force:
+            stray = [p.name for p in self.out.iterdir() if p.name != SETTINGS_NAME]
+            if stray:
+                raise ArchsimError(
+                    f"{self.out}: output directory holds no {CSV_NAME} to resume but is not empty "
+                    "(use --force to replace it, or a new --out)"
+                )
+        self.out.mkdir(parents=True, exist_ok=True)
+        with atomic_output_file(self.settings) as handle:
+            json.dump(fingerprint, handle, indent=2)
+        with atomic_output_file(self.csv) as handle:
+            csv.writer(handle).writerow(self.columns)
+        return set()
+
+    def _check_settings(self, fingerprint: dict[str, Any]) -> None:
+        if not self.settings.exists():
+            raise ArchsimError(
+                f"{self.csv}: no {SETTINGS_NAME} beside it, so it cannot be resumed safely "
+                "(use --force to start over, or a new --out)"
+            )
+        try:
+            stored = json.loads(_read_text(self.settings))
+        except json.JSONDecodeError:
+            raise ArchsimError(f"{self.settings}: not valid JSON") from None
+        for key, value in fingerprint.items():
+            if key in INFORMATIONAL:
+                continue
+            old = stored.get(key)
+            if key == "trace_sha256" and old != value:
+                raise ArchsimError(
+                    f"{self.csv}: was written by a sweep of another trace: the tables of "
+                    f"{self.spec.trace} differ from those of {stored.get('trace')} that it ran on "
+                    "(use a new --out, or --force to start over)"
+                )
+            if isinstance(value, dict) and isinstance(old, dict) and old != value:
+                name = next(k for k in sorted({*old, *value}) if old.get(k) != value.get(k))
+                raise ArchsimError(
+                    f"{self.csv}: was written by a sweep with different settings: fixed knob "
+                    f"{name} was {old.get(name, 'not set')!r}, now {value.get(name, 'not set')!r} "
+                    "(use a new --out, or --force to start over)"
+                )
+            if old != value:
+                raise ArchsimError(
+                    f"{self.csv}: was written by a sweep with different settings: {key} was "
+                    f"{stored.get(key)!r}, now {value!r} (use a new --out, or --force to start over)"
+                )
+
+    def _finished_keys(self) -> set[tuple[str, ...]]:
+        """Keys of complete rows; a torn last line (a crash mid-write) is cut off."""
+        lines = _read_text(self.csv).splitlines(keepends=True)
+        if not lines:
+            raise ArchsimError(f"{self.csv}: empty file (expected a header row)")
+        header = next(csv.reader([lines[0]]))
+        if header != self.columns:
+            at = next(
+                (i for i, (a, b) in enumerate(zip(header, self.columns, strict=False)) if a != b),
+                min(len(header), len(self.columns)),
+            )
+            found = repr(header[at]) if at < len(header) else "nothing"
+            wanted = repr(self.columns[at]) if at < len(self.columns) else "nothing"
+            raise ArchsimError(
+                f"{self.csv}: header column {at + 1} is {found} where this sweep writes {wanted} "
+                "(use a new --out, or --force to start over)"
+            )
+        keep = [lines[0]]
+        keys = set()
+        for line in lines[1:]:
+            row = next(csv.reader([line]), [])
+            if len(row) != len(self.columns) or not line.endswith("\n"):
+                break  # torn write: everything before it is intact
+            keep.append(line)
+            keys.add(tuple(row[self.columns.index(name)] for name in sorted(self.spec.knob_names)))
+        if len(keep) != len(lines):
+            from archsim.atomic import atomic_output_file
+
+            with atomic_output_file(self.csv) as handle:
+                handle.write("".join(keep))
+        return keys
+
+    def _nothing_finished(self) -> bool:
+        """A sweep killed before its first point finished: only its own two files, no data row.
+        Nothing is lost by starting it over, whatever its settings were."""
+        if not self.csv.is_file() or self.finished_rows() > 0:
+            return False
+        return {p.name for p in self.out.iterdir()} <= {CSV_NAME, SETTINGS_NAME}
+
+    def finished_rows(self) -> int:
+        """Complete data rows in sweep.csv (0 when it is missing or holds only its header)."""
+        if not self.csv.is_file():
+            return 0
+        lines = _read_text(self.csv).splitlines(keepends=True)
+        return sum(1 for line in lines[1:] if line.endswith("\n"))
+
+    def remove(self, remove_dir: bool) -> None:
+        """Remove sweep.csv and sweep.json (a sweep that finished no point), and with
+        ``remove_dir`` the output directory too when nothing else is in it."""
+        self.csv.unlink(missing_ok=True)
+        self.settings.unlink(missing_ok=True)
+        if remove_dir:
+            with contextlib.suppress(OSError):
+                self.out.rmdir()  # fails unless empty: never removes anything else
+
+    def append(self, row: dict[str, Any]) -> None:
+        with open(self.csv, "a", newline="") as handle:
+            csv.DictWriter(handle, fieldnames=self.columns, extrasaction="ignore").writerow(row)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def read(self):
+        import pandas as pd
+
+        return pd.read_csv(self.csv)
