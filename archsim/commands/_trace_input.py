@@ -15,9 +15,9 @@ def load_trace_input(path: Path):  # -> archsim.trace.format.Trace
 
         return load(path)
     if path.is_file() and (path.name.endswith(".json") or path.name.endswith(".json.gz")):
-        from archsim.trace.ingest import ingest
+        from archsim.commands.ingest import ingest_with_progress
 
-        return ingest(path)
+        return ingest_with_progress(path)  # a progress bar on a terminal
     if not path.exists():
         raise ArchsimError(f"{path}: no such trace directory or file")
     raise ArchsimError(f"{path}: expected a trace directory or a Kineto .json/.json.gz file")

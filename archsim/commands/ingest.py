@@ -25,22 +25,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from archsim.atomic import check_output_dir
-    from archsim.capture.progress import Progress
     from archsim.trace.format import save
-    from archsim.trace.ingest import describe_repairs, ingest
+    from archsim.trace.ingest import describe_repairs
 
     check_output_dir(args.out, args.force)  # refuse before spending time on parsing
     meta = {"workload": {"name": args.name}} if args.name else None
-    # A bar by bytes of the file read (then linking, saving), on a terminal only: nothing in pipes
-    # and CI logs.
-    size = args.trace.stat().st_size if args.trace.is_file() else None
-    progress = Progress(size, desc=f"ingest {args.trace.name}", unit="B", unit_scale=True)
-    try:
-        trace = ingest(args.trace, meta, on_bytes=progress.set_to)
-        progress.note("saving")
-        save(trace, args.out, force=args.force)
-    finally:
-        progress.close()
+    trace = ingest_with_progress(args.trace, meta)
+    save(trace, args.out, force=args.force)
     info = trace.meta["ingest"]
     kinds = trace.ops["kind"].value_counts().to_dict()
     print(
@@ -52,3 +43,17 @@ def run(args: argparse.Namespace) -> int:
     if repairs:
         print(repairs)
     return 0
+
+
+def ingest_with_progress(path: Path, meta: dict | None = None):  # -> archsim.trace.format.Trace
+    """``archsim.trace.ingest.ingest`` with a bar by bytes of the file read, on a terminal only
+    (nothing in pipes and CI logs); used by every command that takes a raw Kineto file."""
+    from archsim.capture.progress import Progress
+    from archsim.trace.ingest import ingest
+
+    size = path.stat().st_size if path.is_file() else None
+    progress = Progress(size, desc=f"ingest {path.name}", unit="B", unit_scale=True)
+    try:
+        return ingest(path, meta, on_bytes=progress.set_to)
+    finally:
+        progress.close()
