@@ -4,6 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/archsim ] || bash scripts/setup.sh
 . .venv/bin/activate
-ruff check archsim workloads tests benchmarks
-ruff format --check archsim workloads tests benchmarks
+ruff check archsim workloads tests benchmarks examples
+ruff format --check archsim workloads tests benchmarks examples
 python -m pytest -q "$@"

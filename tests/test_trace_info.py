@@ -44,7 +44,9 @@ def test_summary_names_the_source_gpu(v100):
     text = format_summary(summary)
     assert "Tesla V100-SXM2-32GB (80 SMs, 8 GPUs)" in text
     # no archsim markers: learner steps inferred from torch's optimizer records, one line per rule
-    assert summary["steps"]["learner"]["steps"] == 5  # 5 ProfilerStep windows, one optimizer step each
+    assert (
+        summary["steps"]["learner"]["steps"] == 5
+    )  # 5 ProfilerStep windows, one optimizer step each
     assert "inferred learner steps: one per outermost 'Optimizer.step#...' annotation" in text
     assert "inferred no actor steps:" in text
 
