@@ -182,6 +182,14 @@ def _sweep_section(folder: Path) -> Section:
     from archsim.analysis.limiter import knee, limiter
 
     table = _csv(folder / "sweep.csv")
+    # knob columns come first in sweep.csv: rows in knob order, as the points were swept
+    knobs = (
+        list(table.columns[: list(table.columns).index("frames_per_s")])
+        if "frames_per_s" in table
+        else []
+    )
+    if knobs:
+        table = table.sort_values(knobs, kind="stable").reset_index(drop=True)
     settings = _json(folder / "sweep.json")
     section = Section("sweep", folder, f"Sweep {folder.name}", settings=settings)
     if "frames_per_s" in table and len(table):
