@@ -72,7 +72,14 @@ def check_run(out: Path, placement: str) -> pd.DataFrame:
     assert set(inserts.src) == {"actor-0", "actor-1"} and set(inserts.dst) == {replay}
     assert (inserts["items"] == 16).all() and (inserts.bytes > 16 * 56_448).all()
     applied = inserts[inserts.server_us.notna()]
-    assert len(applied) >= len(inserts) - 2  # the stop may cut the last in flight
+    # The stop may cut the inserts still in flight (how many depends on how busy the machine is:
+    # with the replay in the learner they queue behind training steps), but only the last ones:
+    # per actor, every insert sent before an applied one was applied too.
+    assert len(applied) >= len(inserts) / 2
+    for src, sent in inserts.groupby("src"):
+        unapplied = sent[sent.server_us.isna()]
+        if len(unapplied):
+            assert sent[sent.server_us.notna()].seq.max() < unapplied.seq.min(), src
     assert (applied.latency_us >= applied.server_us).all()
     # CPU time of the work never exceeds its wall time (the CPU window is stamped a few us wider)
     served = table[table.server_us.notna()]
