@@ -39,14 +39,28 @@ DQN_TRACE = PROJECT_ROOT / "traces" / "dqn-pong-cpu"
 # (The inputs below took 4.3 GB and 12 GB before they were bounded.)
 REFUSAL_RSS_LIMIT_KB = 1_000_000
 LIMITS = "docs/LIMITS.md"
-# archsim's main in a process that prints its own peak RSS as it exits.
+# archsim's main in a process that prints its own peak RSS as it exits. VmHWM, not getrusage's
+# ru_maxrss: Linux carries the pre-exec high-water mark into ru_maxrss, so a child forked from a
+# test runner that has grown to 1.7 GB reports 1.7 GB however little it uses itself; VmHWM belongs
+# to the process's own address space, which exec replaces.
 MEASURED_MAIN = """
 import resource, sys
 from archsim.cli import main
+
+def peak_kb():
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
 try:
     code = main(sys.argv[1:])
 finally:
-    print(f"maxrss_kb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}")
+    print(f"maxrss_kb={peak_kb()}")
 sys.exit(code)
 """
 
