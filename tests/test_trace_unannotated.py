@@ -112,9 +112,12 @@ def test_plain_trace_training_forward_is_train_forward_and_acting_is_act(plain):
     assert (linear["phase"] == "act").sum() == 2 * 8
     assert (linear["phase"] == "train_forward").sum() == 2 * 4
     assert "train_forward" in set(ops["phase"])
-    assert not (ops["phase"] == "other").any() or (
-        ops.loc[ops["phase"] == "other", "dur_us"].sum() < 0.05 * ops["dur_us"].sum()
-    )
+    # What stays "other" is the loop's own glue, outside the network, backward and optimizer calls:
+    # the action's argmax after each acting forward (8), the env-less loop's randn for the next
+    # observation (8) and the loss's gradient seed before each backward (4). Counted, not timed:
+    # these ops last microseconds, so their share of the time is whatever the scheduler made it.
+    other = ops.loc[ops["phase"] == "other", "name"].value_counts().to_dict()
+    assert other == {"aten::argmax": 8, "aten::normal_": 8, "aten::ones_like": 4}
 
 
 def test_plain_trace_actor_steps_tile_the_windows_outside_learning(plain):
