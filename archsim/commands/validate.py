@@ -80,7 +80,11 @@ def handle(args: argparse.Namespace) -> int:
             shutil.copytree(args.from_dir / "traces", tmp / "traces")
             shutil.copy2(args.from_dir / MEASUREMENTS_FILE, tmp / MEASUREMENTS_FILE)
         else:
-            rows = run_validation(plan, tmp, progress=True)
+            from archsim.capture.quiet import quiet_profiler_noise
+
+            # its captures' profiler chatter (Kineto's USDT lines) stays off stderr, as in capture
+            with quiet_profiler_noise():
+                rows = run_validation(plan, tmp, progress=True)
         write_csv(rows, tmp / "validation.csv")
         table = markdown_table(rows)
         (tmp / "validation.md").write_text(table)
