@@ -12,7 +12,6 @@ Rows are (group, item, a, b, ratio b/a, change b-a), one table for every kind, s
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.errors import ArchsimError
+from archsim.json_object import read_json_object
 from archsim.sim.config import KNOB_NAMES
 
 COLUMNS = ("group", "item", "unit", "a", "b", "ratio", "change")
@@ -125,7 +125,7 @@ def load_pair(path_a: Path, path_b: Path) -> tuple[str, pd.DataFrame]:
             f"{path_b}: is a {kinds[1]} but {path_a} is a {kinds[0]}; compare two of one kind"
         )
     if kinds[0] == "simulation":
-        a, b = (_metrics(Path(p)) for p in (path_a, path_b))
+        a, b = (read_json_object(Path(p) / "metrics.json") for p in (path_a, path_b))
         return "simulations", compare_metrics(a, b)
     from archsim.commands._trace_input import load_trace_input
 
@@ -143,17 +143,6 @@ def _kind(path: Path) -> str:
         f"{path}: expected a trace (directory with meta.yaml, or Kineto .json/.json.gz) or a "
         "simulation output (directory with metrics.json)"
     )
-
-
-def _metrics(folder: Path) -> dict:
-    path = folder / "metrics.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise ArchsimError(f"{path}: not a readable metrics.json ({exc})") from None
-    if not isinstance(data, dict):
-        raise ArchsimError(f"{path}: expected a JSON object")
-    return data
 
 
 def format_table(table: pd.DataFrame, limit: int = 60) -> str:

@@ -14,7 +14,6 @@ bounded depth and number of sections so a report of a huge tree stays bounded.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from archsim.errors import ArchsimError
+from archsim.json_object import read_json_object
 
 MAX_DEPTH = 4
 MAX_SECTIONS = 60
@@ -132,16 +132,6 @@ def _csv(path: Path) -> pd.DataFrame:
         raise ArchsimError(f"{path}: not a readable CSV table ({exc})") from None
 
 
-def _json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise ArchsimError(f"{path}: not a readable JSON file ({exc})") from None
-    if not isinstance(data, dict):
-        raise ArchsimError(f"{path}: expected a JSON object")
-    return data
-
-
 def _fmt(value: object, pattern: str) -> str:
     try:
         number = float(value)  # type: ignore[arg-type]
@@ -166,7 +156,7 @@ def _trace_section(folder: Path) -> Section:
 def _simulate_section(folder: Path) -> Section:
     from archsim.analysis.limiter import limiter
 
-    record = _json(folder / "metrics.json")
+    record = read_json_object(folder / "metrics.json")
     section = Section("simulate", folder, f"Simulation {folder.name}")
     section.headline = _headline(record)
     section.limiter = limiter(record)
@@ -190,7 +180,7 @@ def _sweep_section(folder: Path) -> Section:
     )
     if knobs:
         table = table.sort_values(knobs, kind="stable").reset_index(drop=True)
-    settings = _json(folder / "sweep.json")
+    settings = read_json_object(folder / "sweep.json")
     section = Section("sweep", folder, f"Sweep {folder.name}", settings=settings)
     if "frames_per_s" in table and len(table):
         best = table.loc[table["frames_per_s"].idxmax()].to_dict()
@@ -212,7 +202,7 @@ def _table_section(kind: str, folder: Path, csv_name: str, title: str) -> Sectio
         if (folder / extra).exists():
             section.tables.append((extra, _csv(folder / extra)))
     if (folder / "summary.json").exists():
-        summary = _json(folder / "summary.json")
+        summary = read_json_object(folder / "summary.json")
         section.headline = [
             (k.replace("_", " "), _fmt(v, "{:.1%}" if "mae" in k or "worst" in k else "{:,.3g}"))
             for k, v in summary.items()
