@@ -27,7 +27,6 @@ from typing import Any
 import pandas as pd
 
 from archsim.atomic import atomic_output_file, check_output_dir
-from archsim.capture.merge import ProcessPart, merge_process_traces
 from archsim.errors import ArchsimError
 from archsim.trace.format import RAW_FILE
 from workloads.apex.runner import RECORDED_FRACTION, run_apex
@@ -148,7 +147,7 @@ def capture_apex(
     from archsim.capture.machine import source_description
     from archsim.capture.session import ingest_and_save
     from workloads.dqn.env import FRAME_SKIP
-    from workloads.r2d2.capture import unprofiled_by_role
+    from workloads.r2d2.capture import merge_processes, unprofiled_by_role
 
     out_dir = Path(out_dir)
     check_output_dir(out_dir, force)
@@ -159,16 +158,8 @@ def capture_apex(
     with tempfile.TemporaryDirectory(prefix="archsim-apex-") as tmp:
         tmp_dir = Path(tmp)
         result, logs = run_apex(settings, Path(process_dir) if process_dir else tmp_dir / "procs")
-        parts = [
-            ProcessPart(
-                r.role, r.index, r.pid, Path(r.trace) if r.trace else None, r.sidecar, r.exitcode
-            )
-            for r in result.processes
-        ]
-        if not any(p.trace_path for p in parts):
-            raise ArchsimError(f"no process exported a trace: {result.failure or 'unknown reason'}")
         raw_path = tmp_dir / RAW_FILE
-        merged = merge_process_traces(parts, raw_path)
+        merged = merge_processes(result, raw_path)
         stopped = {
             f"{r.role}-{r.index}": int(r.sidecar["recording_stopped_time_ns"])
             for r in result.processes

@@ -23,7 +23,7 @@ from archsim.capture.progress import Progress
 from archsim.errors import ArchsimError
 from workloads.apex.nodes import messages_path, node_main
 from workloads.apex.settings import ApexSettings
-from workloads.r2d2.seed.profiling import STOP_RECORDING_FILE, part_paths
+from workloads.r2d2.seed.profiling import STOP_RECORDING_FILE
 from workloads.r2d2.seed.runner import (
     ABORT_GRACE_S,
     RECORDED_FRACTION,
@@ -33,6 +33,7 @@ from workloads.r2d2.seed.runner import (
     _child_thread_limits,
     _first_exit,
     _stop_all,
+    collect_processes,
 )
 
 PROCESSES_FILE = "processes.json"
@@ -165,21 +166,7 @@ def _run(settings: ApexSettings, raw_dir: Path, labels: list[str], topo: Any) ->
         raise
     run_seconds = time.monotonic() - started
     _stop_all(procs, stop, settings.shutdown_timeout_s)
-    for record, proc in procs:
-        record.exitcode = proc.exitcode
-        trace_path, sidecar_path = part_paths(raw_dir, record.role, record.index)
-        if trace_path.exists() and sidecar_path.exists():
-            record.trace = str(trace_path)
-            record.sidecar = json.loads(sidecar_path.read_text())
-        if failure is None and proc.exitcode != 0:
-            failure = f"{record.label} process (pid {record.pid}) exited with code {proc.exitcode} at shutdown"
-    while True:  # a process's own error message makes the failure line more useful
-        try:
-            kind, who, message = status.get_nowait()
-        except (queue.Empty, ValueError, OSError):
-            break
-        if kind == "error" and failure is not None and who.replace("-", " ") in failure:
-            failure += f": {message}"
+    failure = collect_processes(procs, raw_dir, status, failure)
     return SeedRunResult(records, failure is None, failure, run_seconds, peers["learner"][1])
 
 

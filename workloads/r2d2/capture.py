@@ -44,21 +44,8 @@ def capture_r2d2(
     with tempfile.TemporaryDirectory(prefix="archsim-r2d2-") as tmp:
         tmp_dir = Path(tmp)
         result = run_seed(settings, Path(process_dir) if process_dir else tmp_dir / "processes")
-        parts = [
-            ProcessPart(
-                r.role,
-                r.index,
-                r.pid,
-                Path(r.trace) if r.trace else None,
-                r.sidecar,
-                r.exitcode,
-            )
-            for r in result.processes
-        ]
-        if not any(p.trace_path for p in parts):
-            raise ArchsimError(f"no process exported a trace: {result.failure or 'unknown reason'}")
         raw_path = tmp_dir / RAW_FILE
-        merged = merge_process_traces(parts, raw_path)
+        merged = merge_processes(result, raw_path)
         meta = {
             "workload": {
                 "name": "r2d2",
@@ -122,3 +109,19 @@ def unprofiled_by_role(processes: list[dict]) -> dict:
                     figures[key] = round(total / steps, 3)
             merged.setdefault(role, {})[name] = figures
     return merged
+
+
+def merge_processes(result, raw_path: Path) -> dict:
+    """Merge the per-process traces of a multi-process run (``result.processes``: role, index, pid,
+    trace path, sidecar, exit code) into one raw Kineto trace at ``raw_path``; one line when no
+    process exported a trace. Shared by the R2D2 and Ape-X captures."""
+
+    parts = [
+        ProcessPart(
+            r.role, r.index, r.pid, Path(r.trace) if r.trace else None, r.sidecar, r.exitcode
+        )
+        for r in result.processes
+    ]
+    if not any(p.trace_path for p in parts):
+        raise ArchsimError(f"no process exported a trace: {result.failure or 'unknown reason'}")
+    return merge_process_traces(parts, raw_path)

@@ -211,6 +211,14 @@ def run_seed(settings: SeedSettings, raw_dir: Path) -> SeedRunResult:
         _stop_all(procs, stop, ABORT_GRACE_S)
         raise
     _stop_all(procs, stop, settings.shutdown_timeout_s)
+    failure = collect_processes(procs, raw_dir, status, failure)
+    return SeedRunResult(records, failure is None, failure, run_seconds, port)
+
+
+def collect_processes(procs: list, raw_dir: Path, status: Any, failure: str | None) -> str | None:
+    """After the processes stopped: each record's exit code, trace and sidecar, and the run's failure
+    line (a non-zero exit at shutdown; a process's own error message appended when it sent one).
+    Shared by the R2D2 and Ape-X runners."""
     for record, proc in procs:
         record.exitcode = proc.exitcode
         trace_path, sidecar_path = part_paths(raw_dir, record.role, record.index)
@@ -222,8 +230,11 @@ def run_seed(settings: SeedSettings, raw_dir: Path) -> SeedRunResult:
     while True:  # a process's own error message makes the failure line more useful
         try:
             kind, who, message = status.get_nowait()
-        except (queue.Empty, ValueError):
+        except (queue.Empty, ValueError, OSError):
             break
-        if kind == "error" and failure is not None and failure.startswith(who):
+        named = failure is not None and (
+            failure.startswith(who) or who.replace("-", " ") in failure
+        )
+        if kind == "error" and named:
             failure += f": {message}"
-    return SeedRunResult(records, failure is None, failure, run_seconds, port)
+    return failure
