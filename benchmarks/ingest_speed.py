@@ -3,7 +3,9 @@
 Default: a real fixture tiled to about ``--mb`` MB of JSON (its events repeated with timestamps,
 correlation and external ids shifted so that no copy is a duplicate), written to a temporary
 directory (deleted afterwards). Each measurement runs in a fresh interpreter that reports its own
-wall time and peak resident memory (``resource.getrusage(RUSAGE_SELF).ru_maxrss``):
+wall time and peak resident memory (``VmHWM`` of ``/proc/self/status``: the high-water mark of the
+interpreter's own address space; ``ru_maxrss`` would also carry the forking parent's, which Linux keeps
+across exec):
 
 * ``json.load``: stdlib parse of the whole file (the reference);
 * ``archsim ingest``: ``ingest()`` plus ``save()`` (tables and the raw copy), as the CLI does.
@@ -29,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "kineto"
 
 _CHILD = r"""
-import json, resource, sys, time, tempfile
+import json, sys, time, tempfile
 from pathlib import Path
 mode, path = sys.argv[1], sys.argv[2]
 start = time.perf_counter()
@@ -38,14 +40,20 @@ if mode == "json":
         doc = json.load(handle)
     n = len(doc["traceEvents"])
 else:
+    from archsim.errors import ArchsimError
     from archsim.trace import save
     from archsim.trace.ingest import ingest
-    trace = ingest(path)
+    try:
+        trace = ingest(path)
+    except ArchsimError as refused:  # a trace ingest refuses in one line (e.g. no kernels)
+        print(json.dumps({"refused": str(refused)}))
+        sys.exit(0)
     with tempfile.TemporaryDirectory() as out:
         save(trace, Path(out) / "t")
     n = len(trace.ops)
 seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+status = Path("/proc/self/status").read_text().splitlines()
+peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) * 1024  # kB
 print(json.dumps({"s": seconds, "peak": peak, "n": n}))
 """
 
@@ -123,6 +131,11 @@ def per_fixture(files: list[Path]) -> None:
         raw = path.read_bytes()
         json_bytes = len(gzip.decompress(raw)) if raw[:2] == b"\x1f\x8b" else len(raw)
         r = _child("ingest", path)
+        if "refused" in r:
+            print(
+                f"{path.name:<38}{len(raw) / 1e6:>7.2f}{json_bytes / 1e6:>9.2f}  refused: {r['refused']}"
+            )
+            continue
         print(
             f"{path.name:<38}{len(raw) / 1e6:>7.2f}{json_bytes / 1e6:>9.2f}{r['n']:>8}"
             f"{r['s']:>8.2f}{r['peak'] / 1e6:>9.1f}{r['peak'] / json_bytes:>8.2f}"
