@@ -30,6 +30,8 @@ METRIC_COLUMNS = (
     "gpu_util",
     "gpu_sm_util",
     "cpu_util",
+    "cpu_core_util_max",  # issue 15: the busiest core and the mean over cores (archsim.sim.metrics)
+    "cpu_core_util_mean",
     "gpu_power_w",
     "cpu_power_w",
     "avg_power_w",

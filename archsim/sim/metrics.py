@@ -235,6 +235,17 @@ def _power_w(
     return cpu_w, gpu_w
 
 
+def core_utilization(cpu_busy_s: np.ndarray, cores: int, window_s: float) -> np.ndarray:
+    """Busy fraction of each core over ``window_s``: the busy seconds of its hardware threads
+    (thread ``t`` lives on core ``t % cores``, archsim.perf.cpu) summed, at most 1. With one
+    thread per core it is that thread's busy fraction; with two busy SMT siblings the sum is an
+    upper bound on the time the core had work, so it is capped at the whole window."""
+    cores = max(int(cores), 1)
+    threads = np.arange(len(cpu_busy_s))
+    busy = np.bincount(threads % cores, weights=np.asarray(cpu_busy_s, float), minlength=cores)
+    return np.minimum(busy / window_s, 1.0)
+
+
 def summarize(
     rec: Recorder,
     power: PowerModel,
@@ -261,11 +272,17 @@ def summarize(
     gpu_sm_util = rec.gpu_sm_busy_s / t
     avg_power_w = cpu_power_w + gpu_power_w
     energy = avg_power_w * t
+    # Cores in use: the hardware threads that are no core's second (SMT) thread.
+    cores = rec.hw_threads if smt_sibling is None else int((~smt_sibling).sum())
+    per_core = core_utilization(rec.cpu_busy_s, cores, t)
     out = {
         "frames_per_s": frames / t,
         "env_steps_per_s": rec.env_steps / t,
         "learner_updates_per_s": rec.learner_updates / t,
         "cpu_util": cpu_util,
+        # per core (issue 15): the busiest core (a single loop's or a saturated actor's) and the mean
+        "cpu_core_util_max": float(per_core.max()),
+        "cpu_core_util_mean": float(per_core.mean()),
         "gpu_util": rec.gpu_any_busy_s / t,
         "gpu_sm_util": gpu_sm_util,
         "inference_batches_per_s": rec.inference_batches / t,

@@ -276,14 +276,8 @@ def loop_metrics(
     metrics["samples_per_insert"] = u * learner_batch / e
     metrics["seconds_per_1000_steps"] = 1000.0 * t / e
     metrics["iteration_s"] = t
-    # Per core (one hardware thread per core here, the loop's on core 0): the busiest and the mean.
-    per_core = np.bincount(
-        np.arange(machine.hw_threads) % max(machine.cores, 1),
-        weights=rec.cpu_busy_s[: machine.hw_threads] / t,
-        minlength=max(machine.cores, 1),
-    )
-    metrics["cpu_core_util_max"] = float(per_core.max())
-    metrics["cpu_core_util_mean"] = float(per_core.mean())
+    # cpu_core_util_max / _mean come from summarize (archsim.sim.metrics.core_utilization): the
+    # loop's core is the busiest, the mean is over every core of the machine.
     return metrics
 
 
