@@ -269,9 +269,16 @@ def name_trace_in_errors(path: object):
 
 
 def simulate(
-    trace, hw, config: SimConfig, timeline: bool = False, series_bins: int = 0
+    trace,
+    hw,
+    config: SimConfig,
+    timeline: bool = False,
+    series_bins: int = 0,
+    service_times=None,
 ) -> SimResult:
-    """Simulate ``trace``'s workload on ``hw`` (a HardwareConfig) with the knobs of ``config``."""
+    """Simulate ``trace``'s workload on ``hw`` (a HardwareConfig) with the knobs of ``config``.
+    ``service_times``: a stand-in for ``derive_service_times`` with its signature (sweeps pass a
+    memoized one: archsim.analysis.sweep_cache), so many points reuse one derivation."""
     from archsim.sim.pacing import resolve_pacing
     from archsim.sim.recorded import recorded_inference_batch_mean
     from archsim.sim.workload import derive_machine, derive_service_times, trace_learner_batch
@@ -289,7 +296,7 @@ def simulate(
             result.notes = notes
             return result
     machine = derive_machine(hw, config)
-    times = derive_service_times(trace, hw, config, learner_batch)
+    times = (service_times or derive_service_times)(trace, hw, config, learner_batch)
     result = simulate_system(times, machine, config, learner_batch, timeline, series_bins)
     result.notes = notes
     env_steps_per_s = result.metrics["env_steps_per_s"]  # issue 15: beside frames/s, both loops
