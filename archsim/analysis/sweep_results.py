@@ -1,5 +1,5 @@
 """The results of a sweep on disk: ``sweep.csv`` (one row per finished point, appended and fsynced as
-each point finishes, so an interrupted sweep resumes where it stopped) and ``sweep.json`` (the settings
+each batch of points finishes, so an interrupted sweep resumes where it stopped) and ``sweep.json`` (the settings
 fingerprint a resumed sweep must match). Every problem with these files is one ArchsimError naming it.
 """
 
@@ -9,9 +9,11 @@ import contextlib
 import csv
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from archsim.analysis.sweep_store import PARQUET_NAME, PARTIAL_PARQUET_NAME
 from archsim.errors import ArchsimError
 
 if TYPE_CHECKING:
@@ -22,10 +24,15 @@ CSV_NAME = "sweep.csv"
 # (its content hash is compared instead).
 INFORMATIONAL = frozenset({"trace"})
 SETTINGS_NAME = "sweep.json"
+# Added after format 1's first release: an older sweep.csv without it is given the column on
+# resume, each value derived from its row's env_steps_per_s as the simulator defines it
+# (archsim.sim.run.simulate: 1000 / env_steps_per_s).
+ADDED_COLUMN = "seconds_per_1000_steps"
 # Metric columns of every row, after the knob columns (missing ones are left empty).
 METRIC_COLUMNS = (
     "frames_per_s",
     "env_steps_per_s",
+    "seconds_per_1000_steps",  # wall seconds per 1000 env steps (issue 15), both loops
     "learner_updates_per_s",
     "gpu_util",
     "gpu_sm_util",
@@ -93,8 +100,12 @@ class ResultsFile:
 
         fingerprint = self.spec.fingerprint()
         if force or self._nothing_finished():
+            from archsim.analysis.sweep_store import remove_stale_streams
+
             self.csv.unlink(missing_ok=True)
             self.settings.unlink(missing_ok=True)
+            (self.out / PARQUET_NAME).unlink(missing_ok=True)
+            remove_stale_streams(self.out)
         if self.csv.exists():
             self._check_settings(fingerprint)
             return self._finished_keys()
@@ -151,6 +162,9 @@ class ResultsFile:
         if not lines:
             raise ArchsimError(f"{self.csv}: empty file (expected a header row)")
         header = next(csv.reader([lines[0]]))
+        if header != self.columns and header == [c for c in self.columns if c != ADDED_COLUMN]:
+            lines = self._add_column(lines)
+            header = self.columns
         if header != self.columns:
             at = next(
                 (i for i, (a, b) in enumerate(zip(header, self.columns, strict=False)) if a != b),
@@ -177,12 +191,47 @@ class ResultsFile:
                 handle.write("".join(keep))
         return keys
 
+    def _add_column(self, lines: list[str]) -> list[str]:
+        """An older sweep.csv's lines with ``seconds_per_1000_steps`` added (rewritten in place,
+        atomically); a torn last line is left for the caller to cut."""
+        import io
+
+        from archsim.atomic import atomic_output_file
+
+        old = [c for c in self.columns if c != ADDED_COLUMN]
+        steps_at = old.index("env_steps_per_s")
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(self.columns)
+        new_lines = [buffer.getvalue()]
+        for line in lines[1:]:
+            row = next(csv.reader([line]), [])
+            if len(row) != len(old) or not line.endswith("\n"):
+                new_lines.append(line)  # torn: cut by the caller
+                continue
+            try:
+                steps_per_s = float(row[steps_at])
+                value = repr(1000.0 / steps_per_s if steps_per_s > 0 else float("inf"))
+            except ValueError:
+                value = ""  # no env_steps_per_s in that row: left empty like any missing metric
+            cells = dict(zip(old, row, strict=True))
+            cells[ADDED_COLUMN] = value
+            buffer = io.StringIO()
+            csv.writer(buffer).writerow([cells[c] for c in self.columns])
+            new_lines.append(buffer.getvalue())
+        with atomic_output_file(self.csv) as handle:
+            handle.write("".join(new_lines))
+        return new_lines
+
     def _nothing_finished(self) -> bool:
-        """A sweep killed before its first point finished: only its own two files, no data row.
+        """A sweep killed before its first point finished: only its own files, no data row.
         Nothing is lost by starting it over, whatever its settings were."""
         if not self.csv.is_file() or self.finished_rows() > 0:
             return False
-        return {p.name for p in self.out.iterdir()} <= {CSV_NAME, SETTINGS_NAME}
+        own = {CSV_NAME, SETTINGS_NAME, PARQUET_NAME, PARTIAL_PARQUET_NAME}
+        return all(
+            p.name in own or p.name.startswith(f".{PARQUET_NAME}.tmp-") for p in self.out.iterdir()
+        )
 
     def finished_rows(self) -> int:
         """Complete data rows in sweep.csv (0 when it is missing or holds only its header)."""
@@ -194,17 +243,28 @@ class ResultsFile:
     def remove(self, remove_dir: bool) -> None:
         """Remove sweep.csv and sweep.json (a sweep that finished no point), and with
         ``remove_dir`` the output directory too when nothing else is in it."""
+        from archsim.analysis.sweep_store import remove_stale_streams
+
         self.csv.unlink(missing_ok=True)
         self.settings.unlink(missing_ok=True)
+        remove_stale_streams(self.out)
         if remove_dir:
             with contextlib.suppress(OSError):
                 self.out.rmdir()  # fails unless empty: never removes anything else
 
-    def append(self, row: dict[str, Any]) -> None:
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        """Append finished rows with one write and one fsync (a batch of points at a time)."""
+        if not rows:
+            return
         with open(self.csv, "a", newline="") as handle:
-            csv.DictWriter(handle, fieldnames=self.columns, extrasaction="ignore").writerow(row)
+            csv.DictWriter(handle, fieldnames=self.columns, extrasaction="ignore").writerows(rows)
             handle.flush()
             os.fsync(handle.fileno())
+
+    def rows(self) -> Iterator[dict[str, str]]:
+        """The finished rows as text, one at a time (to stream them into Parquet on resume)."""
+        with open(self.csv, newline="", encoding="utf-8") as handle:
+            yield from csv.DictReader(handle)
 
     def read(self):
         import pandas as pd

@@ -1,7 +1,8 @@
 """``archsim sweep TRACE --hw NAME --actors 4,8,...`` : simulate the product of the knob lists.
 
-Writes ``sweep.csv`` (one row per point, appended as points finish; an interrupted sweep resumes),
-``sweep.json`` (the settings a resume must match), ``sweep.parquet`` and charts (PNG and SVG).
+Writes ``sweep.csv`` (one row per point, appended as batches of points finish; an interrupted sweep
+resumes), ``sweep.json`` (the settings a resume must match), ``sweep.parquet`` (streamed as points
+finish, renamed into place when complete) and charts (PNG and SVG).
 """
 
 from __future__ import annotations
@@ -84,10 +85,9 @@ def handle(args: argparse.Namespace) -> int:
 def _run_and_write(
     args, spec, swept: list[str], knobs: dict, jobs: int, out: Path, force: bool
 ) -> None:
-    """Run the sweep into ``out`` (resuming what it holds unless ``force``), then its Parquet table
-    and charts, and print the summary."""
+    """Run the sweep into ``out`` (resuming what it holds unless ``force``; it streams sweep.csv and
+    sweep.parquet), then the charts, and print the summary."""
     from archsim.analysis.sweep import run_sweep
-    from archsim.atomic import atomic_output_file
     from archsim.report.sweep_charts import sweep_charts
 
     table = run_sweep(
@@ -100,8 +100,6 @@ def _run_and_write(
         progress=not args.no_progress,
     )
     _note_unpaced(args.trace, knobs)  # after the points: an error stays the one stderr line
-    with atomic_output_file(out / "sweep.parquet", "wb") as handle:
-        table.to_parquet(handle, index=False)
     charts = sweep_charts(table, swept, out, f"{args.trace.name} on {args.hw}")
     columns = [*swept, "frames_per_s", "learner_updates_per_s", "gpu_util", "cpu_util"]
     columns += ["gpu_power_w", "frames_per_joule"]
