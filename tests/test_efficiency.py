@@ -80,7 +80,8 @@ def test_golden_sgemm_and_add(preset: str) -> None:
 def test_generations_of_presets_and_trace_configs() -> None:
     assert generation(load_hw("dgx1-v100").gpu) == "volta"
     assert generation(load_hw("jetson-tx1").gpu) == "maxwell"
-    assert generation(load_hw("mi300x").gpu) == "cdna"
+    assert generation(load_hw("mi300x").gpu) == "cdna3"
+    assert generation(load_hw("mi210").gpu) == "cdna2"
     assert generation(load_hw("t4").gpu) == "turing"
     assert generation(load_hw("dgx-h100").gpu) == "hopper"
     assert generation(load_hw("dgx-a100").gpu, "trace-sm_80") == "ampere"

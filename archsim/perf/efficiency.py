@@ -13,6 +13,8 @@ with its source, and nothing fitted to archsim's own accuracy table:
   cuDNN's convolutions are implicit GEMMs, Chetlur et al. 2014, "cuDNN: Efficient Primitives for Deep
   Learning", arXiv:1410.0759). Problem size is the wave/tail model's (archsim.perf.terms): a small
   GEMM fills few SMs and pays for its last wave there, not here.
+- ``attention``: fused (flash) attention on matrix units over their peak; its softmax between the
+  two GEMMs keeps it below a GEMM's fraction.
 
 Element-wise, reduction and normalization kernels keep math fraction 1: they are bound by DRAM,
 whose fraction they share. Under the breakdown's ``sm_utilization`` idealization the math fraction
@@ -41,8 +43,23 @@ class Achieved:
     gemm: float  # FP32 (or FP16-on-vector-pipes) GEMM engines
     gemm_tensor: float  # matrix units (tensor cores, MFMA)
     source: str
+    # fused (flash) attention on matrix units: its softmax runs on the vector pipes and special
+    # function units between the two GEMMs, so it stays further below peak than a GEMM
+    attention: float = 0.35
 
 
+# The matrix-unit GEMM fractions of Ampere, Hopper and CDNA2/3 are the "Maximum Achievable Matmul
+# FLOPS" (MAMF) table of S. Bekman, "Machine Learning Engineering Open Book" (github.com/stas00/
+# ml-engineering, compute/accelerator/README.md): the best BF16 torch.matmul over a brute-force
+# sweep of shapes, over the datasheet peak: A100 SXM 267.9 of 312 (0.859, CUDA 12.1), H100 SXM
+# 792.1 of 989 (0.801, CUDA 12.1), MI250X one GCD 147.0 of 191.5 (0.767, ROCm 6.2), MI300X 781.9 of
+# 1300 (0.601, ROCm 6.2; 450 TFLOP/s = 0.35 with ROCm 6.1, the same table's notes). Best shapes:
+# smaller GEMMs lose more to tile and wave quantization, which archsim.perf.terms models itself.
+# Attention: FlashAttention-2 reaches 50-73% of the A100's peak (Dao 2023, arXiv:2307.08691,
+# abstract; the low end is the head-dim-64 forward pass, the common case) and 35% of the H100's
+# (Shah et al. 2024, "FlashAttention-3", arXiv:2407.08608, abstract); on the MI300X the Triton
+# FlashAttention-2 kernel runs B=4, H=48, S=4096, D=64 (8.25e11 FLOPs) in 2.29 ms (meta-pytorch/
+# tritonbench pull request 612, "triton_tutorial_flash_v2" on MI300): 360 TFLOP/s of 1307 = 0.275.
 # Each row: the published measurement it comes from. Fractions are measured / datasheet peak.
 ACHIEVED: dict[str, Achieved] = {
     # Maxwell GM20B (Jetson TX1, 2015-era cuBLAS 7 / cuDNN 4): no published stream or SGEMM
@@ -66,20 +83,35 @@ ACHIEVED: dict[str, Achieved] = {
     "turing": Achieved(0.69, 0.85, 0.66, "Jia et al. 2019 (arXiv:1903.07486); Volta GEMM rows"),
     # Ampere: BabelStream (Deakin et al., "Evaluating attainable memory bandwidth of parallel
     # programming models via BabelStream", IJCSE 2018; A100-40GB results in the BabelStream
-    # repository) ~1.35-1.4 of 1.555 TB/s: 0.88. GEMM: Volta fractions (no independent A100 cuBLAS
-    # measurement at hand).
-    "ampere": Achieved(0.88, 0.85, 0.66, "BabelStream A100 results; Volta GEMM rows"),
-    "ada": Achieved(0.82, 0.85, 0.66, "default (median of the measured rows)"),
-    # Hopper: no stream figure at hand for the SXM part: the default row.
-    "hopper": Achieved(0.82, 0.85, 0.66, "default (median of the measured rows)"),
-    "blackwell": Achieved(0.82, 0.85, 0.66, "default (no published B200 microbenchmark found)"),
-    # CDNA2/3: BabelStream on one MI250X GCD ~1.3-1.4 of 1.6384 TB/s (OLCF Crusher/Frontier
-    # BabelStream results): 0.82; MI210 and MI300X taken as the same (CDNA) family's.
-    "cdna": Achieved(0.82, 0.85, 0.66, "BabelStream MI250X GCD; Volta GEMM rows"),
+    # repository) ~1.35-1.4 of 1.555 TB/s: 0.88. SGEMM: the Volta fraction (no independent A100
+    # cuBLAS SGEMM measurement at hand); matrix units and attention: see above.
+    "ampere": Achieved(
+        0.88, 0.85, 0.859, "BabelStream A100; Bekman MAMF A100; Dao 2023 (FA2)", attention=0.50
+    ),
+    "ada": Achieved(0.82, 0.85, 0.767, "default (median of the measured rows)"),
+    # Hopper: no stream figure at hand for the SXM part: the default DRAM row.
+    "hopper": Achieved(
+        0.82, 0.85, 0.801, "Bekman MAMF H100 SXM; Shah et al. 2024 (FA2 on H100)", attention=0.35
+    ),
+    "blackwell": Achieved(0.82, 0.85, 0.767, "default (no published B200 microbenchmark found)"),
+    # CDNA2 (MI210, MI250, MI250X; MI100's CDNA1 taken as the same): BabelStream on one MI250X GCD
+    # ~1.3-1.4 of 1.6384 TB/s (OLCF Crusher/Frontier BabelStream results): 0.82.
+    "cdna2": Achieved(0.82, 0.85, 0.767, "BabelStream MI250X GCD; Bekman MAMF MI250X"),
+    # CDNA3 (MI300X): the CDNA2 DRAM fraction (no MI300X stream figure at hand).
+    "cdna3": Achieved(
+        0.82,
+        0.85,
+        0.601,
+        "BabelStream MI250X GCD; Bekman MAMF MI300X; tritonbench FA2",
+        attention=0.275,
+    ),
 }
-# Median of the measured DRAM rows (0.69, 0.70, 0.83, 0.88, 0.82) and the Volta GEMM fractions, for
-# generations with no measurement of their own (Ada, Hopper, Blackwell, unknown GPUs).
-ACHIEVED["default"] = Achieved(0.82, 0.85, 0.66, "median of the measured rows")
+# An AMD GPU of no recognized CDNA generation: the CDNA2 row.
+ACHIEVED["cdna"] = ACHIEVED["cdna2"]
+# Medians of the measured rows, for generations with no measurement of their own (Ada, Blackwell,
+# unknown GPUs): DRAM (0.69, 0.70, 0.83, 0.88, 0.82) -> 0.82; matrix units (0.66, 0.859, 0.801,
+# 0.767, 0.601) -> 0.767; attention (0.50, 0.35, 0.275) -> 0.35; SGEMM: the Volta figure.
+ACHIEVED["default"] = Achieved(0.82, 0.85, 0.767, "median of the measured rows", attention=0.35)
 
 # GPU name (or trace config name) -> generation; first match wins.
 GENERATION_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -91,6 +123,8 @@ GENERATION_PATTERNS: tuple[tuple[str, str], ...] = (
     ("hopper", r"h100|h200|h800|gh200|hopper|sm_90"),
     ("blackwell", r"b200|gb200|b100|blackwell|sm_100"),
     ("ampere", r"a100|a800|\ba10\b|a30\b|a40\b|rtx 30\d0|orin|ampere|sm_8\d"),
+    ("cdna3", r"mi3\d\d|gfx94\w*|cdna ?3"),
+    ("cdna2", r"mi2\d\d|mi100|gfx90\w*|gfx908|cdna ?2"),
     ("cdna", r"mi\d{3}|instinct|cdna|gfx9[04]\w*|amd"),
 )
 
@@ -104,12 +138,22 @@ def generation(gpu: GpuConfig, config_name: str = "") -> str:
     return "default"
 
 
-def achieved_fractions(tiled: np.ndarray, tensor: np.ndarray, gen: str) -> tuple[np.ndarray, float]:
+def is_cdna(gen: str) -> bool:
+    """Whether ``gen`` is an AMD CDNA generation (64-wide wavefronts, HIP launch conventions)."""
+    return gen.startswith("cdna")
+
+
+def achieved_fractions(
+    tiled: np.ndarray, tensor: np.ndarray, gen: str, attention: np.ndarray | None = None
+) -> tuple[np.ndarray, float]:
     """(math fraction per op, DRAM fraction) for ops on a GPU of generation ``gen``: tiled kernels
-    (GEMM/conv engines) get the library's GEMM fraction on the unit they run on, others 1."""
+    (GEMM/conv engines) get the library's GEMM fraction on the unit they run on, fused attention
+    on matrix units the attention fraction, others 1."""
     row = ACHIEVED.get(gen, ACHIEVED["default"])
     gemm = np.where(tensor, row.gemm_tensor, row.gemm)
+    if attention is not None:
+        gemm = np.where(np.asarray(attention, dtype=bool) & tensor, row.attention, gemm)
     return np.where(tiled, gemm, 1.0), row.dram
 
 
-__all__ = ["ACHIEVED", "Achieved", "achieved_fractions", "generation"]
+__all__ = ["ACHIEVED", "Achieved", "achieved_fractions", "generation", "is_cdna"]

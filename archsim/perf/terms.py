@@ -46,7 +46,7 @@ from archsim.perf.blocks import (
 from archsim.perf.columns import by_unique
 from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
-from archsim.perf.efficiency import achieved_fractions, generation
+from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
 from archsim.perf.occupancy import blocks_per_sm
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
@@ -198,7 +198,7 @@ def kernel_terms(
     )
     blocks, threads, registers, shared = launch_shape(ops)
     gen = generation(gpu, config_name)
-    if gen == "cdna":
+    if is_cdna(gen):
         blocks = np.where(_work_item_grid(ops, blocks, threads), blocks / threads, blocks)
     # Kernels from a real GPU trace without the launching op's shapes carry no FLOPs/bytes: infer the
     # missing one(s) from the launch shape (archsim.perf.blocks.estimate_work_from_launch).
@@ -235,7 +235,8 @@ def kernel_terms(
             terms[k][rows] = v
     # Achieved, not peak: the library's GEMM fraction on tiled engines (1 under perfect SM
     # utilization, which idealizes away what keeps SMs below peak) and the stream fraction of DRAM.
-    math_fraction, dram_fraction = achieved_fractions(tiled, tensor, gen)
+    attention = (_strings(ops, "op_class") == "attention").to_numpy(dtype=bool)
+    math_fraction, dram_fraction = achieved_fractions(tiled, tensor, gen, attention)
     if "sm_utilization" not in idealize:
         terms["comp"] = terms["comp"] / math_fraction
     terms["bw"] = terms["bw"] / dram_fraction
