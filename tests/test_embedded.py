@@ -125,7 +125,7 @@ def test_phase_classes_and_fallback():
     assert class_of_phase("act") == SIMD and class_of_phase("train_backward") == SIMD
     assert class_of_phase("replay_sample") == INTERPRETER
     assert class_of_phase("other") == INTERPRETER
-    cpu = _cpu()
+    cpu = _cpu(emulator_speed_rel=None, interpreter_speed_rel=None, simd_speed_rel=None)
     for kind in (EMULATOR, INTERPRETER, SIMD):  # none given: thread_speed_rel for all
         assert class_speed(cpu, kind) == cpu.thread_speed_rel
     cpu = _cpu(emulator_speed_rel=0.5, interpreter_speed_rel=0.25, simd_speed_rel=0.125)
