@@ -46,6 +46,7 @@ def plain_local_actor(system: System, actor: int):
     thread = int(system.actor_threads[actor])
     envs = system.config.envs_per_actor
     track, timeline = f"actor {actor}", rec.timeline
+    net = getattr(system, "net", None)  # set by archsim.sim.run for --nodes / --replay-placement
     while True:
         args = None if timeline is None else {"step": timeline.next_step(actor)}
         yield from system.threads.execute(thread, streams.next(actor), "env_step", track, args)
@@ -59,6 +60,8 @@ def plain_local_actor(system: System, actor: int):
         rec.actor_wait_s += min(env.now, rec.end) - min(done, rec.end)
         if timeline is not None and env.now > done:  # held by the replay rate limiter
             record(rec, "await_replay", track, done, env.now - done, args)
+        if net is not None:  # replay inserts over the network (archsim.sim.replay_server)
+            yield from net.actor_step(system, actor, net.actor_nodes[actor], thread, track, envs)
 
 
 class ActorFleet:

@@ -15,6 +15,9 @@ ENGINES = ("auto", "fast", "simpy")
 SMT_MODELS = ("busy", "static")
 CPU_SCHEDULERS = ("pinned", "shared")
 SWITCHES = ("off", "on")
+# --replay-placement (issue 14): replay memory in the learner process, on its own node, or in the
+# network path (a switch or smart NIC); archsim.sim.replay_server.
+REPLAY_PLACEMENTS = ("learner", "server", "in-network")
 REPLAY_LIMITS = ("both", "learner")
 # --replay-ratio trace and --replay-limit trace (the defaults): the captured workload's pacing
 # (archsim.trace.pacing), resolved by archsim.sim.run.simulate; unpaced and "both" when the trace
@@ -42,6 +45,8 @@ DISTRIBUTED_KNOBS = (
     "replay_limit",
     "smt_model",
     "engine",
+    "nodes",
+    "replay_placement",
 )
 # Knobs that take one of a few words, and the words.
 CHOICES = {
@@ -52,6 +57,7 @@ CHOICES = {
     "replay_limit": (*REPLAY_LIMITS, REPLAY_RATIO_TRACE),
     "engine": ENGINES,
     "loop": (*LOOPS, LOOP_TRACE),
+    "replay_placement": REPLAY_PLACEMENTS,
 }
 # Default largest inference batch: R2D2's batch of 64 (REFERENCE.md "RL workloads"); SEED RL leaves
 # it a knob. A design default, capped at the number of environments so a batch can fill.
@@ -106,6 +112,12 @@ class SimConfig:
     # "distributed" here (the defaults above are that system's); the CLI passes "trace" unless a
     # distributed-only knob is given (archsim.sim.knobs.split_point), resolved by the trace.
     loop: str = "distributed"
+    # Actor nodes, each with the hardware config's CPU; the learner runs on node 0 beside its share
+    # of the actors (1: today's single machine). archsim.sim.nodes.
+    nodes: int = 1
+    # Where the prioritized replay lives: "learner" (in the learner process), "server" (its own
+    # node) or "in-network" (a switch / smart-NIC in the path). archsim.sim.replay_server.
+    replay_placement: str = "learner"
 
     def __post_init__(self) -> None:
         if self.inference_batch is None and isinstance(self.actors, int):
@@ -113,7 +125,14 @@ class SimConfig:
             batch = min(DEFAULT_INFERENCE_BATCH, envs)
             batch -= batch % max(1, self.envs_per_actor)
             object.__setattr__(self, "inference_batch", max(batch, self.envs_per_actor))
-        positive_ints = ("actors", "envs_per_actor", "inference_batch", "gpus", "publish_every")
+        positive_ints = (
+            "actors",
+            "envs_per_actor",
+            "inference_batch",
+            "gpus",
+            "publish_every",
+            "nodes",
+        )
         for name in positive_ints:
             _check_int(name, getattr(self, name), minimum=1)
         for name in ("learner_batch", "cpu_threads", "learner_cpu_threads"):
@@ -154,6 +173,11 @@ class SimConfig:
                     f"--inference-batch: {self.inference_batch} is smaller than one actor's "
                     f"request of --envs-per-actor {self.envs_per_actor} observations"
                 )
+        if self.nodes > self.actors:
+            raise ArchsimError(
+                f"--nodes: {self.nodes} actor nodes is more than the {self.actors} actors "
+                "(every node needs at least one actor)"
+            )
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ArchsimError(f"--seed: expected a non-negative integer, got {self.seed!r}")
         if self.loop == "sequential":

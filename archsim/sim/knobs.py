@@ -19,6 +19,7 @@ from archsim.sim.config import (
     LOOP_TRACE,
     LOOPS,
     REPLAY_LIMITS,
+    REPLAY_PLACEMENTS,
     REPLAY_RATIO_TRACE,
     SMT_MODELS,
     SWITCHES,
@@ -110,6 +111,19 @@ KNOBS: tuple[Knob, ...] = (
         "inference and parameter updates exclude each other (CPU-only; default off)",
     ),
     Knob("sms", _int, "integer", "SMs of the GPU (sets gpu.sms)", hw_field="gpu.sms"),
+    Knob(
+        "nodes",
+        _int,
+        "integer",
+        "actor nodes, each with --hw's CPU; actors split evenly, the learner on node 0 (default 1)",
+    ),
+    Knob(
+        "replay_placement",
+        _choice(REPLAY_PLACEMENTS),
+        "learner|server|in-network",
+        "prioritized replay in the learner process (default), on its own node, or in the network "
+        "path (switch / smart NIC); network stack: --set network.stack=kernel_tcp|kernel_bypass|rdma",
+    ),
     Knob(
         "loop",
         _choice(LOOPS),

@@ -22,8 +22,11 @@ def learner_process(system: System):
     updates = 0
     if rec.timeline is not None:
         rec.timeline.name_thread(thread, "learner")
+    net = getattr(system, "net", None)  # set by archsim.sim.run for --nodes / --replay-placement
     while True:
         yield from replay.sample(batch)
+        if net is not None:  # the prioritized sample's messages (archsim.sim.replay_server)
+            yield from net.sample(system, thread, batch)
         yield from locked(
             lock,
             run_burst(
@@ -53,6 +56,8 @@ def learner_process(system: System):
         updates += 1
         if env.now < rec.end:
             rec.learner_updates += 1
+        if net is not None:  # the batch's new priorities back to the replay
+            yield from net.priority_update(system, thread, batch)
         if cfg.inference == "local" and updates % cfg.publish_every == 0:
             # a socket send and a copy of the parameters: native, no GIL (archsim.sim.python_share)
             yield from threads.execute(thread, times.publish_cpu_s, "param_publish")

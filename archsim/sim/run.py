@@ -27,13 +27,21 @@ from archsim.sim.actors import (
 )
 from archsim.sim.config import SimConfig
 from archsim.sim.cpu import LindleyThreads, SimpyThreads
-from archsim.sim.gil import Gil
+from archsim.sim.fast_gil import choose_gil
 from archsim.sim.gpu import SharedGpu
 from archsim.sim.inference import FleetBatcher, PlainBatcher
 from archsim.sim.learner import learner_process
 from archsim.sim.limits import check_simulated_work
 from archsim.sim.metrics import Recorder, power_series, summarize
+from archsim.sim.nodes import node_of_thread, place_node_threads
 from archsim.sim.replay import RateLimitedReplay
+from archsim.sim.replay_server import (
+    ReplayNetwork,
+    check_network_knobs,
+    network_in_use,
+    no_network_metrics,
+    polling_cores,
+)
 from archsim.sim.shared_cpu import SharedThreads
 from archsim.sim.system import ActorStreams, Machine, ServiceTimes, System
 from archsim.sim.timeline import Timeline
@@ -52,6 +60,9 @@ class SimResult:
     timeline: list | None = None
     power_series: tuple[np.ndarray, np.ndarray] | None = None  # (bin start s, power W)
     notes: tuple[str, ...] = ()  # one-line notes for the user (e.g. an unpaced default learner)
+    # per-link and per-component detail of the replay's network (archsim.sim.replay_server), for
+    # metrics.json's nested "network" key; None when no message crosses a network
+    network: dict | None = None
 
 
 # SMT calibration: short runs that measure each hardware thread's busy fraction, from which the
@@ -68,8 +79,12 @@ def simulate_system(
     learner_batch: int,
     timeline: bool = False,
     series_bins: int = 0,
+    network=None,
+    traffic=None,
 ) -> SimResult:
-    """Simulate ``config.sim_seconds`` of the system and summarise it."""
+    """Simulate ``config.sim_seconds`` of the system and summarise it. ``network`` (the hardware
+    config's NetworkConfig) and ``traffic`` (archsim.sim.replay_traffic.ReplayTraffic) are needed
+    when replay traffic crosses a network (``--nodes`` > 1 or a remote ``--replay-placement``)."""
     times.check(config)
     check_simulated_work(times, machine, config, learner_batch)  # bounded run time (LIMITS.md)
     hw_threads = machine.hw_threads
@@ -80,24 +95,30 @@ def simulate_system(
                 "hardware threads of the hardware config"
             )
         hw_threads = config.cpu_threads
-    layout = place_threads(
-        n_reserved=config.learner_threads,
-        n_actors=config.actors,
-        hw_threads=hw_threads,
-        cores=machine.cores,
-        sockets=machine.sockets,
-        cores_per_socket=machine.cores_per_socket,
-        thread_speed_rel=machine.thread_speed_rel,
-        smt_yield=machine.smt_yield,
-    )
+    net_setup = None
+    if network_in_use(config):
+        layout, net_setup = _node_layout(config, machine, hw_threads, network, traffic)
+    else:
+        layout = place_threads(
+            n_reserved=config.learner_threads,
+            n_actors=config.actors,
+            hw_threads=hw_threads,
+            cores=machine.cores,
+            sockets=machine.sockets,
+            cores_per_socket=machine.cores_per_socket,
+            thread_speed_rel=machine.thread_speed_rel,
+            smt_yield=machine.smt_yield,
+        )
     shared = config.cpu_sched == "shared"
     if not shared and config.smt_model == "busy" and layout.shared.any() and machine.smt_yield < 1:
         short = config.replace(sim_seconds=config.sim_seconds * SMT_CALIBRATION_FRACTION)
         for _ in range(SMT_CALIBRATION_PASSES):
-            rec, _, _ = _run(times, layout, machine, short, learner_batch, False, 0)
+            rec, _, _ = _run(times, layout, machine, short, learner_batch, False, 0, net_setup)
             busy = rec.cpu_busy_s / short.sim_seconds
             layout = smt_speeds(layout, busy, machine.thread_speed_rel, machine.smt_yield)
-    rec, engine, events = _run(times, layout, machine, config, learner_batch, timeline, series_bins)
+    rec, engine, events = _run(
+        times, layout, machine, config, learner_batch, timeline, series_bins, net_setup
+    )
     socket_of_thread = layout.socket_of_thread()
     threads_per_socket = np.bincount(socket_of_thread, minlength=machine.sockets)
     # a hardware thread beyond the first ``layout.cores`` is its core's second (SMT) thread
@@ -111,6 +132,12 @@ def simulate_system(
         if env_steps_per_s > 0
         else 0.0
     )
+    detail = None
+    if net_setup is not None:
+        flat, detail = rec.replay_network.summary()
+        metrics.update(flat)
+    else:
+        metrics.update(no_network_metrics())
     series = None
     if series_bins:
         series = power_series(rec, machine.power, socket_of_thread, threads_per_socket, smt_sibling)
@@ -121,7 +148,32 @@ def simulate_system(
         events=events,
         timeline=rec.timeline,
         power_series=series,
+        network=detail,
     )
+
+
+def _node_layout(config: SimConfig, machine: Machine, hw_threads: int, network, traffic):
+    """Thread layout of ``config.nodes`` nodes and what the replay network needs."""
+    if network is None or traffic is None:
+        raise ArchsimError(
+            f"--nodes {config.nodes} --replay-placement {config.replay_placement}: the network "
+            "config and the trace's replay traffic are needed (archsim.sim.replay_traffic)"
+        )
+    check_network_knobs(config, network)
+    layout, polling = place_node_threads(
+        n_reserved=config.learner_threads,
+        actors=config.actors,
+        nodes=config.nodes,
+        hw_threads=hw_threads,
+        cores=machine.cores,
+        sockets=machine.sockets,
+        cores_per_socket=machine.cores_per_socket,
+        thread_speed_rel=machine.thread_speed_rel,
+        smt_yield=machine.smt_yield,
+        polling_cores=polling_cores(config, network),
+    )
+    cores_per_node = layout.cores // config.nodes
+    return layout, (network, traffic, polling, cores_per_node)
 
 
 def _run(
@@ -132,6 +184,7 @@ def _run(
     learner_batch: int,
     timeline: bool,
     series_bins: int,
+    net_setup: tuple | None = None,
 ) -> tuple[Recorder, str, int]:
     """One simulation of ``config.sim_seconds`` with fixed thread speeds: (recorder, path, events)."""
     n_learner = config.learner_threads
@@ -200,9 +253,11 @@ def _run(
                 "the lock (it needs recorded inference batches, as SEED-style R2D2 traces have)"
             )
         system.params_lock = simpy.Resource(env, capacity=1)
+    if net_setup is not None:
+        _attach_network(system, machine, net_setup)
     if times.python.any() and len({system.learner_thread, *system.server_threads}) > 1:
         # the learner process's threads take turns on its GIL (one thread alone never waits)
-        system.gil = Gil(env, threads)
+        system.gil = choose_gil(system, threads)  # fast where it is the same model
     engine = _start_processes(system, plain or shared, timeline)
     if shared:
         engine = "shared"
@@ -215,6 +270,23 @@ def _run(
     env.run(until=config.sim_seconds)
     threads.flush()
     return rec, engine, _events_processed(env)
+
+
+def _attach_network(system: System, machine: Machine, net_setup: tuple) -> None:
+    """The replay network of a multi-node or remote-replay run (archsim.sim.replay_server): its
+    NICs and replay, each actor's node, and the polling cores (busy the whole window)."""
+    network, traffic, polling, cores_per_node = net_setup
+    rec = system.rec
+    net = ReplayNetwork(
+        system.env, system.config, network, traffic, machine.thread_speed_rel, rec.end
+    )
+    net.timeline = rec.timeline
+    node_of = node_of_thread(system.layout, cores_per_node)
+    net.actor_nodes = [int(node_of[t]) for t in system.actor_threads]
+    for thread in polling:
+        rec.cpu_busy(int(thread), 0.0, rec.end)
+    system.net = net  # read by the actor and learner hooks (getattr, None without a network)
+    rec.replay_network = net
 
 
 def _start_processes(system: System, plain: bool, timeline: bool) -> str:
@@ -232,7 +304,8 @@ def _start_processes(system: System, plain: bool, timeline: bool) -> str:
         fleet.start()
         return "fast"
     unpaced = config.samples_per_insert is None
-    if not plain and not timeline and _actors_own_threads(system) and unpaced:
+    networked = getattr(system, "net", None) is not None
+    if not plain and not timeline and _actors_own_threads(system) and unpaced and not networked:
         closed_form_local(system)
         return "closed_form"
     for actor in range(config.actors):
@@ -297,7 +370,22 @@ def simulate(
             return result
     machine = derive_machine(hw, config)
     times = (service_times or derive_service_times)(trace, hw, config, learner_batch)
-    result = simulate_system(times, machine, config, learner_batch, timeline, series_bins)
+    traffic = None
+    if network_in_use(config):
+        from archsim.sim.replay_traffic import trace_replay_traffic
+
+        check_network_knobs(config, hw.network)
+        traffic = trace_replay_traffic(trace, config)
+    result = simulate_system(
+        times,
+        machine,
+        config,
+        learner_batch,
+        timeline,
+        series_bins,
+        network=hw.network,
+        traffic=traffic,
+    )
     result.notes = notes
     env_steps_per_s = result.metrics["env_steps_per_s"]  # issue 15: beside frames/s, both loops
     result.metrics["seconds_per_1000_steps"] = (

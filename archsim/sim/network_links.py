@@ -1,0 +1,135 @@
+"""NIC links and message paths between nodes (issue 14 item 3): what the simulator adds to the pure
+network model of ``archsim.perf.network``.
+
+Each node's NIC is two FIFO servers, one per direction (full-duplex Ethernet): the uplink carries the
+node's messages to the switch, the downlink the switch's messages to the node, so many senders to one
+node queue on its downlink (incast at the switch's egress port). A message holds each for its wire
+time (``message_breakdown``'s ``wire_s``: frames at the MTU, Ethernet framing, line rate); switch
+forwarding and propagation are delays, not servers; the sender's and receiver's stack parts are the
+ends of the message's latency. Uncontended, a message takes exactly ``message_breakdown(...).total_s``.
+
+An in-network replay (a switch or smart-NIC placement) is one hop closer to both sides: a message to
+it crosses ``switch_hops - 1`` switches and ``switch_hops`` cables (a node-to-node message crosses
+``switch_hops`` and ``switch_hops + 1``), has no host stack at the switch end, and the switch port
+it leaves or enters by is the other end's downlink or uplink.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from archsim.perf.network import MessageTime, message_breakdown, stack_cpu_seconds
+
+
+class Link:
+    """One direction of a NIC port: FIFO at line rate (a Lindley recursion), busy time and bytes
+    clipped to the measured window [0, end]."""
+
+    __slots__ = ("name", "end", "free_at", "busy_s", "bytes", "messages")
+
+    def __init__(self, name: str, end: float) -> None:
+        self.name = name
+        self.end = end
+        self.free_at = 0.0
+        self.busy_s = 0.0
+        self.bytes = 0.0
+        self.messages = 0
+
+    def occupy(self, ready: float, wire_s: float, n_bytes: float) -> float:
+        """A message ready at ``ready`` takes the link for ``wire_s``: returns when it starts."""
+        start = ready if ready > self.free_at else self.free_at
+        finish = start + wire_s
+        self.free_at = finish
+        end = self.end
+        s, f = min(start, end), min(finish, end)
+        if f > s:
+            self.busy_s += f - s
+            self.bytes += n_bytes * (f - s) / wire_s
+        if start < end:
+            self.messages += 1
+        return start
+
+
+@dataclass
+class Endpoint:
+    """A node's NIC (``host``: a stack runs there) or an in-network replay (no host stack; the
+    links are the other ends')."""
+
+    name: str
+    host: bool
+    uplink: Link | None
+    downlink: Link | None
+
+
+@dataclass(frozen=True)
+class PathParts:
+    """One message's one-way parts on one path, seconds (``message_breakdown`` less absent ends)."""
+
+    stack_send_s: float
+    wire_s: float
+    switch_s: float
+    propagation_s: float
+    stack_recv_s: float
+    send_cpu_s: float  # the sender's whole stack work (>= stack_send_s: part overlaps the wire)
+    recv_cpu_s: float
+
+    @property
+    def total_s(self) -> float:
+        return (
+            self.stack_send_s + self.wire_s + self.switch_s + self.propagation_s + self.stack_recv_s
+        )
+
+
+@dataclass
+class Paths:
+    """Message parts by (bytes, sender is a host, receiver is a host), cached."""
+
+    network: object  # archsim.hw.schema.NetworkConfig
+    _cache: dict = field(default_factory=dict)
+
+    def parts(self, n_bytes: float, src_host: bool, dst_host: bool) -> PathParts:
+        key = (n_bytes, src_host, dst_host)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._parts(n_bytes, src_host, dst_host)
+        return hit
+
+    def _parts(self, n_bytes: float, src_host: bool, dst_host: bool) -> PathParts:
+        net = self.network
+        if not (src_host and dst_host):  # to or from the switch that holds the replay
+            net = net.model_copy(update={"switch_hops": max(net.switch_hops - 1, 0)})
+        m: MessageTime = message_breakdown(n_bytes, net)
+        cpu_per_end = stack_cpu_seconds(n_bytes, net) / 2
+        return PathParts(
+            stack_send_s=m.stack_send_s if src_host else 0.0,
+            wire_s=m.wire_s,
+            switch_s=m.switch_s,
+            propagation_s=m.propagation_s,
+            stack_recv_s=m.stack_recv_s if dst_host else 0.0,
+            send_cpu_s=cpu_per_end if src_host else 0.0,
+            recv_cpu_s=cpu_per_end if dst_host else 0.0,
+        )
+
+
+def transfer(env, src: Endpoint, dst: Endpoint, parts: PathParts, n_bytes: float, tx_ready: float):
+    """simpy generator: a message ready for ``src``'s uplink at ``tx_ready`` crosses the network;
+    returns when ``dst``'s application has it (after its stack's share), and when it entered the
+    wire (for the timeline)."""
+    if tx_ready > env.now:
+        yield env.timeout(tx_ready - env.now)
+    start = env.now
+    if src.uplink is not None:
+        start = src.uplink.occupy(start, parts.wire_s, n_bytes)
+    # the first byte reaches the far end's downlink after the switches and cables (a
+    # store-and-forward switch's frame time is in switch_s)
+    first = start + parts.switch_s + parts.propagation_s
+    if first > env.now:
+        yield env.timeout(first - env.now)
+    if dst.downlink is not None:
+        arrived = dst.downlink.occupy(env.now, parts.wire_s, n_bytes) + parts.wire_s
+    else:
+        arrived = first + parts.wire_s
+    delivered = arrived + parts.stack_recv_s
+    if delivered > env.now:
+        yield env.timeout(delivered - env.now)
+    return delivered, start
