@@ -247,6 +247,12 @@ def arch_from_kernel_names(names: Iterable[str]) -> GpuArch | None:
     return ARCHS[amd[-1] if amd else nvidia[-1]]
 
 
+def named_dram_bw_gbs(gpu_name: str) -> float | None:
+    """Datasheet DRAM bandwidth of a GPU whose name says its memory (NAMED_DRAM_BW_GBS), or None."""
+    lowered = gpu_name.lower()
+    return next((bw for needle, bw in NAMED_DRAM_BW_GBS if needle.lower() in lowered), None)
+
+
 def gpu_overrides(arch: GpuArch, props: Mapping[str, Any] | None, count: int) -> dict[str, Any]:
     """GPU-section fields of a config for ``arch`` with the trace's own figures (``props``: checked
     deviceProperties, or None when only kernel names said the architecture)."""
@@ -254,10 +260,8 @@ def gpu_overrides(arch: GpuArch, props: Mapping[str, Any] | None, count: int) ->
     name = props.get("name") or f"unnamed {arch.family} GPU"
     sms = props.get("numSms") or arch.ref_sms
     scale = sms / arch.ref_sms
-    dram = next(
-        (bw for needle, bw in NAMED_DRAM_BW_GBS if needle.lower() in name.lower()),
-        arch.ref_dram_bw_gbs * scale,
-    )
+    named = named_dram_bw_gbs(name)
+    dram = named if named is not None else arch.ref_dram_bw_gbs * scale
     tensor = arch.tensor_flops_per_clk_per_sm
     if "geforce" in name.lower():
         tensor *= arch.geforce_tensor_factor

@@ -20,6 +20,7 @@ from archsim.hw.arch_table import (
     arch_from_kernel_names,
     check_device_properties,
     gpu_overrides,
+    named_dram_bw_gbs,
 )
 from archsim.hw.schema import HardwareConfig
 from archsim.perf.columns import MEASURED_KINDS
@@ -80,9 +81,17 @@ def source_hw_for_gpu_name(gpu_name: str, num_sms: Any = None) -> HardwareConfig
             f"trace GPU {gpu_name!r}: no hardware preset matches it (known: "
             f"{', '.join(sorted({p for _, p in GPU_NAME_PRESETS}))}); pass its config with --source-hw"
         )
+    overrides = [f"gpu.sms={sms}"] if sms else []
+    # A sibling part of the preset's GPU with other memory (an A100-SXM4-80GB on the 40 GB dgx-a100
+    # preset) keeps its own datasheet bandwidth (arch_table.NAMED_DRAM_BW_GBS).
+    named_bw = named_dram_bw_gbs(gpu_name)
+    if named_bw is not None:
+        overrides.append(f"gpu.dram_bw_gbs={named_bw}")
     hw = load_hw(preset)
-    if sms and hw.gpu is not None and sms != hw.gpu.sms:
-        hw = load_hw(preset, [f"gpu.sms={sms}"])
+    if hw.gpu is not None and (
+        (sms and sms != hw.gpu.sms) or (named_bw is not None and named_bw != hw.gpu.dram_bw_gbs)
+    ):
+        hw = load_hw(preset, overrides)
     return hw
 
 

@@ -48,6 +48,7 @@ from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
 from archsim.perf.occupancy import blocks_per_sm
+from archsim.perf.passes import reread_terms, row_passes
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
 
@@ -206,6 +207,17 @@ def kernel_terms(
     est_flops, est_bytes = estimate_work_from_launch(_name_view(ops), blocks, threads, grid)
     flops = np.where(flops > 0, flops, est_flops)
     dram_bytes = np.where(dram_bytes > 0, dram_bytes, est_bytes)
+    # Block-per-row kernels that re-read their row (softmax, layer norm: archsim.perf.passes).
+    passes = row_passes(_strings(ops, "name"))
+    multi_pass = passes > 1
+    if multi_pass.any():
+        resident = blocks_per_sm(threads, registers, shared, gpu)
+        read = np.nan_to_num(_column(ops, "bytes_read"), nan=0.0)
+        read = np.where(read > 0, read, dram_bytes / 2)  # inferred work: half read, half written
+        extra_dram, extra_l2, pass_latency = reread_terms(
+            passes, read, blocks, resident, gpu, gen, idealize
+        )
+        dram_bytes = dram_bytes + extra_dram
     rate, tensor = math_units(ops, gpu)
     size = element_bytes(_strings(ops, "dtype"))
     grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
@@ -235,6 +247,10 @@ def kernel_terms(
             terms[k][rows] = v
     # Achieved, not peak: the library's GEMM fraction on tiled engines (1 under perfect SM
     # utilization, which idealizes away what keeps SMs below peak) and the stream fraction of DRAM.
+    if multi_pass.any():
+        terms["lat"] = np.maximum(terms["lat"], pass_latency)
+        if "memory_system" not in idealize:
+            terms["mem"] = terms["mem"] + extra_l2 / (gpu.l2_bw_gbs * 1e9)
     attention = (_strings(ops, "op_class") == "attention").to_numpy(dtype=bool)
     math_fraction, dram_fraction = achieved_fractions(tiled, tensor, gen, attention)
     if "sm_utilization" not in idealize:

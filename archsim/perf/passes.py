@@ -1,0 +1,111 @@
+"""Kernels that sweep one row per block several times (softmax, layer norm): re-read traffic and
+dependent passes, for :mod:`archsim.perf.terms`.
+
+PyTorch's block-per-row softmax (aten/src/ATen/native/cuda/SoftMax.cu, ``cunn_SoftMaxForward``)
+reads its row three times from global memory: ``ilpReduce`` for the max, ``ilpReduce`` for the sum
+of exponentials, then ``WriteFpropResults`` reads it again to write the output, with a
+``blockReduce`` (``__syncthreads``) between passes, so each pass waits for the previous one.
+``cunn_SoftMaxForwardSmem`` stages the row in shared memory and reads global memory once;
+``cunn_SoftMaxBackward`` reads (grad_output, output) twice: the row sum, then the gradient. The
+layer-norm kernels (aten/src/ATen/native/cuda/layer_norm_kernel.cu) read their row twice: the Welford
+statistics (``compute_stats``), then the normalization (``vectorized_layer_norm_kernel``); the
+backward ``layer_norm_grad_input_kernel`` sums over the row, then writes it.
+
+Where the re-reads come from: a row that fits in its block's share of the SM's on-chip L1 is re-read
+there; one that does not, from L2 when every resident block's row fits in L2 together, else from
+DRAM. Each pass costs at least one round trip to where its row is (the first pass to DRAM), so a
+kernel of W waves of blocks takes at least W x (L_dram + (P - 1) x L_reread). The op's bytes
+(archsim.trace.flops) count one read of the input and one write; these extra bytes are per kernel
+and per GPU, which is why they live here.
+
+Kernels captured on a CPU have no kernel name or grid and are priced at one pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from archsim.hw.schema import GpuConfig
+from archsim.perf.columns import by_unique
+
+# (kernel-name pattern, passes over the row), first match wins; see the module docstring.
+ROW_PASS_KERNELS: tuple[tuple[str, int], ...] = (
+    (r"cunn_SoftMaxForwardSmem", 1),
+    (r"cunn_SoftMaxForward", 3),
+    (r"cunn_SoftMaxBackward", 2),
+    (r"vectorized_layer_norm_kernel|layer_norm_grad_input_kernel", 2),
+)
+
+# Load latencies on a hit, in SM clock cycles: Jia et al. 2018, "Dissecting the NVIDIA Volta GPU
+# Architecture via Microbenchmarking" (arXiv:1804.06826), V100: L1 hit 28 cycles, L2 hit 193 cycles;
+# taken for every generation (no per-generation figures are held).
+L1_HIT_CYCLES = 28
+L2_HIT_CYCLES = 193
+# L1 per CU on AMD CDNA, separate from the 64 KB LDS (unlike NVIDIA's unified L1/shared memory, whose
+# size the config's shared_mem_per_sm_kb bounds): CDNA2 whitepaper 16 KB, CDNA3 whitepaper 32 KB.
+CDNA2_L1_KB, CDNA3_L1_KB = 16, 32
+
+
+def row_passes(names: pd.Series) -> np.ndarray:
+    """Passes over its row of each kernel (0: not a block-per-row multi-pass kernel)."""
+
+    def passes(unique: pd.Series) -> pd.Series:
+        out = pd.Series(0, index=unique.index)
+        for pattern, count in reversed(ROW_PASS_KERNELS):  # first match wins: apply it last
+            out = out.where(~unique.str.contains(pattern, regex=True), count)
+        return out
+
+    return by_unique(names, passes).astype(float)
+
+
+def _l1_bytes_per_sm(gpu: GpuConfig, generation: str) -> float:
+    if generation == "cdna":
+        return (CDNA3_L1_KB if "mi300" in gpu.name.lower() else CDNA2_L1_KB) * 1024.0
+    return gpu.shared_mem_per_sm_kb * 1024.0
+
+
+def reread_terms(
+    passes: np.ndarray,
+    bytes_read: np.ndarray,
+    blocks: np.ndarray,
+    resident_per_sm: np.ndarray,
+    gpu: GpuConfig,
+    generation: str,
+    idealize: frozenset[str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(extra DRAM bytes, extra L2 bytes, latency floor in seconds) of the re-read passes.
+
+    ``bytes_read`` is the kernel's input read once; ``resident_per_sm`` the blocks an SM holds at
+    once (archsim.perf.occupancy). Kernels with ``passes`` 0 or 1 get zeros."""
+    multi = passes > 1
+    blocks = np.maximum(blocks, 1.0)
+    resident = np.maximum(resident_per_sm, 1.0)
+    row_bytes = bytes_read / blocks
+    concurrent = np.minimum(blocks, gpu.sms * resident)
+    in_l1 = row_bytes <= _l1_bytes_per_sm(gpu, generation) / resident
+    in_l2 = concurrent * row_bytes <= gpu.l2_size_mb * 1e6
+    rereads = np.where(multi, passes - 1, 0.0) * bytes_read
+    extra_dram = np.where(~in_l1 & ~in_l2, rereads, 0.0)
+    extra_l2 = np.where(~in_l1 & in_l2, rereads, 0.0)
+
+    cycle_s = 1e-6 / gpu.clock_mhz
+    dram_s = 0.0 if "dram_latency" in idealize else gpu.dram_latency_ns * 1e-9
+    on_chip_s = np.where(in_l1, L1_HIT_CYCLES, L2_HIT_CYCLES) * cycle_s
+    if "memory_system" in idealize:
+        on_chip_s = np.zeros_like(on_chip_s)
+    reread_s = np.where(in_l1 | in_l2, on_chip_s, dram_s)
+    waves = np.ceil(blocks / concurrent)
+    latency = np.where(multi, waves * (dram_s + (passes - 1) * reread_s), 0.0)
+    return extra_dram, extra_l2, latency
+
+
+__all__ = [
+    "CDNA2_L1_KB",
+    "CDNA3_L1_KB",
+    "L1_HIT_CYCLES",
+    "L2_HIT_CYCLES",
+    "ROW_PASS_KERNELS",
+    "reread_terms",
+    "row_passes",
+]

@@ -1,0 +1,120 @@
+"""Memory side of the kernel model (issue 12): block-per-row kernels that re-read their row
+(archsim.perf.passes), per-architecture kernel floors, and the datasheet bandwidth of a GPU whose
+name says its memory. Values worked by hand on the dgx-h100 preset (132 SMs, 1980 MHz, 228 KB
+shared memory per SM, 50 MB L2 at 8512 GB/s, DRAM 3350 GB/s at 500 ns, Hopper DRAM fraction 0.82)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archsim.hw import load_hw
+from archsim.perf.kernel import body_seconds
+from archsim.perf.passes import reread_terms, row_passes
+from archsim.perf.source import source_hw_for_gpu_name
+from archsim.perf.terms import kernel_terms
+from archsim.trace.schema import OPS_COLUMNS, conform
+
+H100 = load_hw("dgx-h100")
+SOFTMAX = "void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, float, float, float>"
+SOFTMAX_SMEM = "void at::native::(anonymous namespace)::cunn_SoftMaxForwardSmem<4, float, float>"
+WARP_SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10>"
+
+
+def _kernel(name: str, read: float, blocks: int, threads: int = 1024) -> pd.DataFrame:
+    row = {
+        "kind": "kernel", "name": name, "op_class": "softmax", "dtype": "float32",
+        "bytes_read": read, "bytes_written": read, "flops": 5.0 * read / 4,
+        "grid_x": blocks, "grid_y": 1, "grid_z": 1, "block_x": threads, "block_y": 1,
+        "block_z": 1, "registers_per_thread": 32, "shared_memory_bytes": 128,
+    }  # fmt: skip
+    return conform(pd.DataFrame([row]), OPS_COLUMNS)
+
+
+def test_passes_from_kernel_names() -> None:
+    names = pd.Series([SOFTMAX, SOFTMAX_SMEM, WARP_SOFTMAX, "cunn_SoftMaxBackward<4, float>",
+                       "vectorized_layer_norm_kernel<float>", "elementwise_kernel"])  # fmt: skip
+    assert list(row_passes(names)) == [3, 1, 0, 2, 2, 0]
+
+
+def test_row_in_l1_costs_no_extra_traffic_only_latency() -> None:
+    # 264 blocks of 8 KB rows, 2 resident per SM: one wave; 8 KB <= 228 KB / 2 stays in L1.
+    extra_dram, extra_l2, latency = reread_terms(
+        np.array([3.0]), np.array([264 * 8192.0]), np.array([264.0]), np.array([2.0]),
+        H100.gpu, "hopper", frozenset(),
+    )  # fmt: skip
+    assert extra_dram[0] == 0 and extra_l2[0] == 0
+    # one wave: a DRAM round trip (500 ns) + two L1 hits (28 cycles at 1980 MHz = 14.14 ns each)
+    assert latency[0] == pytest.approx(500e-9 + 2 * 28 / 1980e6)
+
+
+def test_row_beyond_l1_rereads_from_l2_or_dram() -> None:
+    gpu = H100.gpu
+    # 132 blocks, 1 per SM, 300 KB rows: beyond 228 KB of L1; 132 x 300 KB = 39.6 MB fits the 50 MB
+    # L2, so the two re-reads come from L2: 2 x 39.6 MB of L2 traffic, latency 500 ns + 2 x 193 cycles.
+    read = 132 * 300e3
+    extra_dram, extra_l2, latency = reread_terms(
+        np.array([3.0]), np.array([read]), np.array([132.0]), np.array([1.0]), gpu, "hopper",
+        frozenset(),
+    )  # fmt: skip
+    assert extra_dram[0] == 0
+    assert extra_l2[0] == pytest.approx(2 * read)
+    assert latency[0] == pytest.approx(500e-9 + 2 * 193 / 1980e6)
+    # 400 KB rows: 132 x 400 KB = 52.8 MB > 50 MB of L2: both re-reads go to DRAM, 3 DRAM round trips
+    read = 132 * 400e3
+    extra_dram, extra_l2, latency = reread_terms(
+        np.array([3.0]), np.array([read]), np.array([132.0]), np.array([1.0]), gpu, "hopper",
+        frozenset(),
+    )  # fmt: skip
+    assert extra_dram[0] == pytest.approx(2 * read) and extra_l2[0] == 0
+    assert latency[0] == pytest.approx(3 * 500e-9)
+
+
+def test_softmax_bytes_golden_through_the_kernel_model() -> None:
+    # cunn_SoftMaxForward over 132 rows of 400 KB (fp32, 102,400 columns): reads 3 x 52.8 MB and
+    # writes 52.8 MB from DRAM = 211.2 MB at 3350 GB/s x 0.82 = 76.88 us.
+    read = 132 * 400e3
+    terms = kernel_terms(_kernel(SOFTMAX, read, 132), H100.gpu, frozenset(), H100.name)
+    assert terms["bw"][0] == pytest.approx(4 * read / (3350e9 * 0.82))
+    # the same rows in shared memory (cunn_SoftMaxForwardSmem): one read, one write = 38.44 us
+    smem = kernel_terms(_kernel(SOFTMAX_SMEM, read, 132), H100.gpu, frozenset(), H100.name)
+    assert smem["bw"][0] == pytest.approx(2 * read / (3350e9 * 0.82))
+    # rows that fit in L1 (8 KB): no extra DRAM bytes, the same as the one-pass kernel
+    small = kernel_terms(_kernel(SOFTMAX, 264 * 8192.0, 264), H100.gpu, frozenset(), H100.name)
+    assert small["bw"][0] == pytest.approx(2 * 264 * 8192.0 / (3350e9 * 0.82))
+
+
+def test_floor_bound_kernel_on_mi300x() -> None:
+    # a 512-byte copy kernel of one workgroup: every term is under the MI300X floor of 2.0 us
+    mi300x = load_hw("mi300x")
+    ops = _kernel("void at::native::vectorized_elementwise_kernel<4>", 512.0, 1, 128)
+    assert body_seconds(ops, mi300x)[0] == pytest.approx(2.0e-6)
+    assert mi300x.gpu.kernel_min_us == 2.0
+    assert load_hw("mi210").gpu.kernel_min_us == load_hw("mi250x").gpu.kernel_min_us == 3.7
+
+
+def test_a100_80gb_gets_its_own_bandwidth() -> None:
+    assert source_hw_for_gpu_name("NVIDIA A100-SXM4-80GB").gpu.dram_bw_gbs == 2039
+    assert source_hw_for_gpu_name("NVIDIA A100-SXM4-40GB").gpu.dram_bw_gbs == 1555
+    assert source_hw_for_gpu_name("NVIDIA A100-SXM4-80GB", 98).gpu.sms == 98
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    row_kb=st.floats(1, 4096),
+    blocks=st.integers(1, 100_000),
+    factor=st.floats(1.0, 8.0),
+    name=st.sampled_from([SOFTMAX, SOFTMAX_SMEM, WARP_SOFTMAX]),
+)
+def test_more_bandwidth_or_l2_never_slower(
+    row_kb: float, blocks: int, factor: float, name: str
+) -> None:
+    ops = _kernel(name, row_kb * 1024 * blocks, blocks)
+    base = body_seconds(ops, H100)[0]
+    for key in ("dram_bw_gbs", "l2_size_mb", "l2_bw_gbs"):
+        value = getattr(H100.gpu, key) * factor
+        faster = load_hw("dgx-h100", [f"gpu.{key}={value}"])
+        assert body_seconds(ops, faster)[0] <= base * (1 + 1e-12), key
