@@ -55,6 +55,12 @@ METRIC_COLUMNS = (
     "gpu_learner_queue_mean",
     "replay_insert_wait_mean_us",
     "replay_sample_wait_mean_us",
+    # issue 14 item 3 (archsim.sim.replay_server): 0 for a run without a network
+    "replay_access_latency_us",
+    "priority_sampling_latency_us",
+    "network_bytes_per_s",
+    "nic_util_max",
+    "replay_server_util",
     "hw_threads",
     "sms_total",
     "path",

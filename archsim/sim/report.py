@@ -30,6 +30,9 @@ def result_record(
         "path": result.engine,
         "events": result.events,
         **result.metrics,
+        # per-link and per-component detail of the replay's network (archsim.sim.replay_server);
+        # metrics.json only, the flat metrics above are the CSV's
+        **({"network": result.network} if getattr(result, "network", None) else {}),
     }
 
 
@@ -54,6 +57,7 @@ def write_metrics(directory: Path, record: dict[str, Any]) -> None:
     text = json.dumps(strict, indent=2, sort_keys=False, allow_nan=False)
     (directory / "metrics.json").write_text(text + "\n")
     with open(directory / "metrics.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(strict))
+        flat = {k: v for k, v in strict.items() if not isinstance(v, dict)}  # nested: JSON only
+        writer = csv.DictWriter(handle, fieldnames=list(flat))
         writer.writeheader()
-        writer.writerow({k: "" if v is None else v for k, v in strict.items()})
+        writer.writerow({k: "" if v is None else v for k, v in flat.items()})
