@@ -87,6 +87,20 @@ def test_softmax_bytes_golden_through_the_kernel_model() -> None:
     assert small["bw"][0] == pytest.approx(2 * 264 * 8192.0 / (3350e9 * 0.82))
 
 
+def test_passes_add_latency_to_transfer() -> None:
+    # cunn_SoftMaxForward, 264 blocks of 1024 threads x 32 registers: 2 per SM, one wave of 8 KB
+    # rows (in L1). Its blocks wait at each pass's barrier: 500 ns + 2 x 14.14 ns of round trips
+    # plus the transfer 2 x 2.16 MB / (3350 GB/s x 0.82) = 1.574 us: 2.103 us in all.
+    read = 264 * 8192.0
+    ops = _kernel(SOFTMAX, read, 264)
+    expected = 500e-9 + 2 * 28 / 1980e6 + 2 * read / (3350e9 * 0.82)
+    assert kernel_terms(ops, H100.gpu, frozenset(), H100.name)["lat"][0] == pytest.approx(expected)
+    assert body_seconds(ops, H100)[0] == pytest.approx(expected)
+    # the one-pass warp softmax on the same bytes is bandwidth-bound: the larger term, not the sum
+    warp = body_seconds(_kernel(WARP_SOFTMAX, read, 264), H100)[0]
+    assert warp == pytest.approx(2 * read / (3350e9 * 0.82))
+
+
 def test_floor_bound_kernel_on_mi300x() -> None:
     # a 512-byte copy kernel of one workgroup: every term is under the MI300X floor of 2.0 us
     mi300x = load_hw("mi300x")

@@ -15,6 +15,10 @@ blocks per SM, per-SM peak P, DRAM bandwidth W and latency L, and the achieved f
     T_mem  = L2 bytes / L2 bandwidth            on-chip memory system
     T      = max(T_comp, T_bw, T_lat, T_mem)    (archsim.perf.kernel adds floor, launch, calibration)
 
+Block-per-row kernels that re-read their row (softmax, layer norm) add the re-reads that miss L1 to
+D or the L2 bytes, and T_lat becomes at least their dependent passes' round trips plus the transfer
+time (archsim.perf.passes).
+
 Idealizations (the breakdown's steps, Inci et al. 2020): ``dram_bw`` W = inf, ``dram_latency`` L = 0,
 ``memory_system`` T_mem = 0, ``sm_utilization`` the op on a single SM divided by N: T_comp =
 T_math x padding / u1 (u1: the usable fraction of one SM running all B blocks), e_math = 1 and no
@@ -48,7 +52,7 @@ from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
 from archsim.perf.occupancy import blocks_per_sm
-from archsim.perf.passes import reread_terms, row_passes
+from archsim.perf.passes import add_pass_terms, row_pass_work
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
 
@@ -208,16 +212,10 @@ def kernel_terms(
     flops = np.where(flops > 0, flops, est_flops)
     dram_bytes = np.where(dram_bytes > 0, dram_bytes, est_bytes)
     # Block-per-row kernels that re-read their row (softmax, layer norm: archsim.perf.passes).
-    passes = row_passes(_strings(ops, "name"))
-    multi_pass = passes > 1
-    if multi_pass.any():
-        resident = blocks_per_sm(threads, registers, shared, gpu)
-        read = np.nan_to_num(_column(ops, "bytes_read"), nan=0.0)
-        read = np.where(read > 0, read, dram_bytes / 2)  # inferred work: half read, half written
-        extra_dram, extra_l2, pass_latency = reread_terms(
-            passes, read, blocks, resident, gpu, gen, idealize
-        )
-        dram_bytes = dram_bytes + extra_dram
+    row_work = row_pass_work(_strings(ops, "name"), _column(ops, "bytes_read"), dram_bytes,
+                         (blocks, threads, registers, shared), gpu, gen, idealize)  # fmt: skip
+    if row_work is not None:
+        dram_bytes = dram_bytes + row_work.extra_dram
     rate, tensor = math_units(ops, gpu)
     size = element_bytes(_strings(ops, "dtype"))
     grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
@@ -247,15 +245,13 @@ def kernel_terms(
             terms[k][rows] = v
     # Achieved, not peak: the library's GEMM fraction on tiled engines (1 under perfect SM
     # utilization, which idealizes away what keeps SMs below peak) and the stream fraction of DRAM.
-    if multi_pass.any():
-        terms["lat"] = np.maximum(terms["lat"], pass_latency)
-        if "memory_system" not in idealize:
-            terms["mem"] = terms["mem"] + extra_l2 / (gpu.l2_bw_gbs * 1e9)
     attention = (_strings(ops, "op_class") == "attention").to_numpy(dtype=bool)
     math_fraction, dram_fraction = achieved_fractions(tiled, tensor, gen, attention)
     if "sm_utilization" not in idealize:
         terms["comp"] = terms["comp"] / math_fraction
     terms["bw"] = terms["bw"] / dram_fraction
+    if row_work is not None:
+        add_pass_terms(terms, row_work, gpu, idealize)
     return terms
 
 
