@@ -115,9 +115,11 @@ def transfer(env, src: Endpoint, dst: Endpoint, parts: PathParts, n_bytes: float
     """simpy generator: a message ready for ``src``'s uplink at ``tx_ready`` crosses the network;
     returns when ``dst``'s application has it (after its stack's share), and when it entered the
     wire (for the timeline)."""
+    # ``tx_ready`` may lie a little in the past: a kernel stack streams a message's first segments
+    # to the NIC while the sender's thread still does the rest of its stack work
     if tx_ready > env.now:
         yield env.timeout(tx_ready - env.now)
-    start = env.now
+    start = tx_ready
     if src.uplink is not None:
         start = src.uplink.occupy(start, parts.wire_s, n_bytes)
     # the first byte reaches the far end's downlink after the switches and cables (a
@@ -126,7 +128,7 @@ def transfer(env, src: Endpoint, dst: Endpoint, parts: PathParts, n_bytes: float
     if first > env.now:
         yield env.timeout(first - env.now)
     if dst.downlink is not None:
-        arrived = dst.downlink.occupy(env.now, parts.wire_s, n_bytes) + parts.wire_s
+        arrived = dst.downlink.occupy(first, parts.wire_s, n_bytes) + parts.wire_s
     else:
         arrived = first + parts.wire_s
     delivered = arrived + parts.stack_recv_s
