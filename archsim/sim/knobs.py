@@ -25,6 +25,9 @@ from archsim.sim.config import (
     SWITCHES,
 )
 
+# archsim.hw.schema.NetworkConfig.stack's words (archsim.perf.network)
+NETWORK_STACKS = ("kernel_tcp", "kernel_bypass", "rdma")
+
 
 def _int(text: str) -> int:
     return int(text)
@@ -123,6 +126,13 @@ KNOBS: tuple[Knob, ...] = (
         "learner|server|in-network",
         "prioritized replay in the learner process (default), on its own node, or in the network "
         "path (switch / smart NIC); network stack: --set network.stack=kernel_tcp|kernel_bypass|rdma",
+    ),
+    Knob(
+        "network_stack",
+        _choice(NETWORK_STACKS),
+        "kernel_tcp|kernel_bypass|rdma",
+        "node-to-node stack (sets network.stack; a sweep column)",
+        hw_field="network.stack",
     ),
     Knob(
         "loop",
