@@ -74,13 +74,19 @@ HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.
 # Kernel names of cuBLAS/cuDNN/CUTLASS tensor-core kernels (HMMA instruction shapes 884/1688/16816,
 # "tensorop", xmma, Hopper wgmma, TF32).
 TENSOR_CORE_NAME_PATTERN = r"hmma|884|1688|16816|tensorop|xmma|wgmma|tf32"
-# Op classes whose fp16 kernels run packed half2 (two FP16 FMAs per instruction, the source of the
-# "FP16 = 2x FP32" rates of GP100, GM20B and later vector pipes; CUDA C Programming Guide,
-# "Arithmetic Instructions": the 2x rate needs __half2 operands): cuBLAS HGEMM and cuDNN FP16
-# convolutions (Tegra X1 whitepaper: "FP16 ... up to 2x" for cuDNN 4 inference) and PyTorch's
-# vectorized element-wise loops. Reductions, normalization and softmax accumulate in float
-# (PyTorch's acc_type / opmath_type for Half is float), so their math runs at the FP32 rate.
-HALF2_CLASSES = frozenset({"gemm", "conv", "matmul", "attention", "elementwise"})
+# fp16 on vector pipes: the "FP16 = 2x FP32" rates of GM20B, GP100 and later vector pipes need packed
+# __half2 math (CUDA C Programming Guide, "Arithmetic Instructions"). PyTorch's fp16 kernels do not
+# use it: GEMMs call cublasGemmEx with CUDA_R_16F operands and CUDA_R_32F compute (rocblas_gemm_ex
+# with f32 compute on ROCm; aten/src/ATen/cuda/CUDABlas.cpp, gemm<at::Half>), convolutions set
+# cuDNN's math type to CUDNN_DATA_FLOAT for half data (aten/src/ATen/cudnn/Descriptors.h,
+# ConvolutionDescriptor::set), element-wise and reduction loops compute in opmath_type<Half> =
+# float. So no op class runs fp16 math at the half2 rate: fp16 halves their bytes, and their math
+# runs at the FP32 rate unless they reach matrix units. The 2x applies to kernels that are named as
+# native-FP16 cuBLAS/cuDNN kernels in a GPU trace (maxwell_hgemm_*, *_hcudnn_*; the fp16-storage,
+# fp32-compute ones are *_fp16_sgemm_* / *_fp16_scudnn_*), as called by frameworks that ask for
+# FP16 compute (NVIDIA's Caffe FP16 path of the Tegra X1 whitepaper).
+HALF2_CLASSES: frozenset[str] = frozenset()
+HALF2_KERNEL_PATTERN = r"hgemm|hcudnn"
 
 
 def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
@@ -91,11 +97,14 @@ def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
 def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarray]:
     """(FLOP/s of one SM, runs on matrix units) for each op: tensor cores for fp16/bf16 GEMM/conv (or
     a tensor-core kernel name) when the GPU has them, else the vector pipes: the fp16 rate only for
-    half2-vectorized classes (HALF2_CLASSES), the fp32 rate for every other op."""
+    kernels named as native-FP16 ones (HALF2_KERNEL_PATTERN), the fp32 rate for every other op."""
     half = by_unique(_strings(ops, "dtype"), lambda u: u.str.lower().isin(HALF_DTYPES)).astype(bool)
     tiled = by_unique(_strings(ops, "op_class"), lambda u: u.isin(TILED_OP_CLASSES)).astype(bool)
-    half2 = by_unique(_strings(ops, "op_class"), lambda u: u.isin(HALF2_CLASSES)).astype(bool)
     names = _strings(ops, "name")
+    half2 = by_unique(_strings(ops, "op_class"), lambda u: u.isin(HALF2_CLASSES)).astype(bool)
+    half2 |= by_unique(
+        names, lambda u: u.str.lower().str.contains(HALF2_KERNEL_PATTERN, regex=True)
+    ).astype(bool)
     named_tensor = by_unique(
         names, lambda u: u.str.lower().str.contains(TENSOR_CORE_NAME_PATTERN, regex=True)
     ).astype(bool)
