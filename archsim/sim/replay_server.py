@@ -30,6 +30,9 @@ from archsim.perf.network import polling_cores_per_node
 from archsim.sim.network_links import Endpoint, Link, Paths, transfer
 from archsim.sim.replay_traffic import ReplayTraffic
 
+# Perfetto process ids of the timeline's other nodes (node 0 is archsim.sim.timeline.NODE_PID)
+NODE_PID0, REPLAY_PID = 100, 90
+
 
 def network_in_use(config) -> bool:
     """True when replay traffic crosses a network: more than one node or a remote replay."""
@@ -111,6 +114,11 @@ class ReplayNetwork:
             self.replay = Endpoint("in-network replay", False, None, None)
         else:
             self.replay = self.nodes[0]
+        # the timeline track of the replay's work (learner placement: a thread of the learner)
+        self.replay_track = {"learner": "replay (learner process)"}.get(
+            self.placement, self.replay.name
+        )
+        self.service_start = 0.0  # when the replay began its latest request (timeline)
         self.replay_free_at = 0.0
         self.replay_busy_s = 0.0
         self.inserts, self.samples, self.priority = _Stat(), _Stat(), _Stat()
@@ -131,6 +139,7 @@ class ReplayNetwork:
         the bytes arrived (it ends at ``delivered``), then ``work_s``, then a reply's send work
         ``post_s`` (busy after the returned time). Returns when the work is done."""
         start = max(delivered - pre_s, self.replay_free_at)
+        self.service_start = start
         done = start + pre_s + work_s
         self.replay_free_at = done + post_s
         s, f = min(start, self.end), min(self.replay_free_at, self.end)
@@ -254,9 +263,10 @@ class ReplayNetwork:
         timeline = self.timeline
         if timeline is None or t0 >= self.end:
             return
-        replay_track = self.replay.name
-        start = min(on_wire, delivered)
-        timeline.append((kind, replay_track, start, max(done - start, 1e-9), {"bytes": n_bytes}))
+        replay_track = self.replay_track
+        start = self.service_start  # the replay's own work on it (FIFO: slices never overlap)
+        args = {"bytes": n_bytes, "on_wire_us": 1e6 * on_wire, "delivered_us": 1e6 * delivered}
+        timeline.append((kind, replay_track, start, max(done - start, 1e-9), args))
         timeline.flow(kind, (track, t0, "after"), (replay_track, start, "after"))
 
     def _flow_back(self, kind, done, on_wire, got, n_bytes) -> None:
@@ -267,8 +277,21 @@ class ReplayNetwork:
             ("sample_in_flight", "sampled batches in flight", done, max(got - done, 1e-9), None)
         )
         timeline.flow(
-            kind, (self.replay.name, done, "before"), ("sampled batches in flight", got, "before")
+            kind, (self.replay_track, done, "before"), ("sampled batches in flight", got, "before")
         )
+
+    def name_tracks(self, actor_nodes: list[int]) -> None:
+        """Perfetto processes for the tracks outside node 0: other nodes' actors, the replay."""
+        timeline = self.timeline
+        if timeline is None:
+            return
+        for actor, node in enumerate(actor_nodes):
+            if node > 0:
+                timeline.track_process[f"actor {actor}"] = (NODE_PID0 + node, f"node {node} CPU")
+        if self.placement == "server":
+            timeline.track_process[self.replay_track] = (REPLAY_PID, "replay server node")
+        elif self.placement == "in-network":
+            timeline.track_process[self.replay_track] = (REPLAY_PID, "switch (in-network replay)")
 
     # --- metrics -----------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from archsim.sim.replay_server import (
 from archsim.sim.shared_cpu import SharedThreads
 from archsim.sim.system import ActorStreams, Machine, ServiceTimes, System
 from archsim.sim.timeline import Timeline
+from archsim.sim.vector_shared import start_shared_fleet
 
 
 @dataclass
@@ -258,9 +259,12 @@ def _run(
     if times.python.any() and len({system.learner_thread, *system.server_threads}) > 1:
         # the learner process's threads take turns on its GIL (one thread alone never waits)
         system.gil = choose_gil(system, threads)  # fast where it is the same model
-    engine = _start_processes(system, plain or shared, timeline)
+    if shared and not plain and not timeline and config.inference == "central":
+        engine = start_shared_fleet(system)  # actors without processes (archsim.sim.vector_shared)
+    else:
+        engine = _start_processes(system, plain or shared, timeline)
+        engine = "shared" if shared else engine
     if shared:
-        engine = "shared"
         # one burst at a time: a learner thread that also serves inference, and a server thread
         # (batches queued for it are served one after another, as on a pinned thread)
         threads.serialize(
@@ -283,6 +287,7 @@ def _attach_network(system: System, machine: Machine, net_setup: tuple) -> None:
     net.timeline = rec.timeline
     node_of = node_of_thread(system.layout, cores_per_node)
     net.actor_nodes = [int(node_of[t]) for t in system.actor_threads]
+    net.name_tracks(net.actor_nodes)
     for thread in polling:
         rec.cpu_busy(int(thread), 0.0, rec.end)
     system.net = net  # read by the actor and learner hooks (getattr, None without a network)

@@ -6,6 +6,11 @@ simulator's executors see it:
   thread), "actor 0", "actor 1", ... (an actor's own track, whichever hardware thread it ran on: the
   hardware thread goes into the slice's args);
 - process "node 0 GPU 0": one track per stream ("inference stream", "learner stream");
+- with ``--nodes`` / ``--replay-placement`` (archsim.sim.replay_server): processes "node K CPU" for the
+  actors of other nodes and "replay server node" or "switch (in-network replay)" for the replay's
+  track, whose slices (``insert``, ``sample_request``, ``priority_update``, category "net") are the
+  replay's work on each message, with flows from the sender's ``net_send`` slice to them and from
+  each sample to the learner's ``sample_in_flight`` slice;
 - slices with stable names (``env_step``, ``await_actions``, ``inference_server``,
   ``inference_batch``, ``replay_sample``, ``train_step``, ``kernel_launches``, ``param_publish``)
   and their numbers in args (step, batch size, queue wait, hardware thread);
@@ -36,6 +41,8 @@ COUNTER_LIMIT = 20_000  # samples kept per counter
 FLOW_INSET_S = 10e-9
 
 NODE_PID, GPU_PID = 1, 2
+# Slices of replay messages (archsim.sim.replay_server), category "net"
+NET_SLICES = frozenset(("insert", "sample_request", "priority_update", "sample_in_flight"))
 # Chrome-trace thread ids: learner and server first, actors after (tid = ACTOR_TID0 + actor).
 LEARNER_TID, SERVER_TID0, ACTOR_TID0, OTHER_TID0 = 1, 10, 1000, 1_000_000
 GPU_TRACKS = {"gpu_inference": (1, "inference stream"), "gpu_learner": (2, "learner stream")}
@@ -54,6 +61,9 @@ class Timeline(list):
         self.steps: dict[int, int] = {}  # actor -> env steps recorded so far
         self.thread_names: dict[int, str] = {}  # executor thread -> role track
         self.power: tuple | None = None  # (bin start s, CPU W, GPU W), set by metrics.power_series
+        # track -> (pid, process name) for tracks outside node 0 (other actor nodes, the replay
+        # server's node, an in-network replay; archsim.sim.replay_server)
+        self.track_process: dict[str, tuple[int, str]] = {}
 
     def name_thread(self, thread: int, name: str) -> None:
         """The track for slices of executor ``thread`` that name no track (several roles: joined)."""
@@ -99,18 +109,27 @@ def chrome_trace(timeline: list, power_series=None) -> dict:
     ]
     ids: dict[str, tuple[int, int]] = {}
     by_track: dict[str, list[tuple[float, float]]] = {}
+    processes = getattr(timeline, "track_process", {})
+    named = {NODE_PID, GPU_PID}
     for item in timeline:
         label, track, start, duration = item[:4]
         args = item[4] if len(item) > 4 else None
         if track not in ids:
             ids[track] = _track_id(track, len(ids))
+            if track in processes:  # a track of another node: its own Perfetto process
+                pid, process = processes[track]
+                ids[track] = (pid, ids[track][1])
+                if pid not in named:
+                    named.add(pid)
+                    events.append(_meta("process_name", pid, None, process))
+                    events.append(_meta("process_sort_index", pid, None, pid, key="sort_index"))
             pid, tid = ids[track]
             events.append(_meta("thread_name", pid, tid, _display_name(track)))
             events.append(_meta("thread_sort_index", pid, tid, tid, key="sort_index"))
         pid, tid = ids[track]
         event = {
             "ph": "X",
-            "cat": "gpu" if pid == GPU_PID else "cpu",
+            "cat": "gpu" if pid == GPU_PID else "net" if label in NET_SLICES else "cpu",
             "name": label,
             "pid": pid,
             "tid": tid,
