@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
 import time
 
 import ale_py
@@ -36,6 +37,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--total-timesteps", type=int, default=10_000_000)
     p.add_argument("--learning-rate", type=float, default=1e-4)
     p.add_argument("--num-envs", type=int, default=1)
+    p.add_argument(
+        "--async-envs",
+        action="store_true",
+        help="step the environments in worker processes (gymnasium AsyncVectorEnv)",
+    )
     # CleanRL's default is 1,000,000; each stored transition here takes 2 x 28 KB (obs and next obs)
     p.add_argument("--buffer-size", type=int, default=10_000)
     p.add_argument("--gamma", type=float, default=0.99)
@@ -247,9 +253,8 @@ def main() -> None:
         torch.set_num_threads(args.torch_threads)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    envs = gym.vector.SyncVectorEnv(
-        [make_env(args.env_id, args.seed + i) for i in range(args.num_envs)]
-    )
+    vector_env = gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv
+    envs = vector_env([make_env(args.env_id, args.seed + i) for i in range(args.num_envs)])
     q_network = QNetwork(envs.single_action_space.n).to(device)
     optimizer = torch.optim.Adam(q_network.parameters(), lr=args.learning_rate)
     target_network = QNetwork(envs.single_action_space.n).to(device)
@@ -308,6 +313,9 @@ def main() -> None:
             f"  SPS: {trained / wall_s:.1f}  env steps per CPU-second: {trained / cpu_s:.1f}"
         )
     envs.close()
+    if args.async_envs:  # the figures above are this process's CPU; the workers' is their own
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)  # reaped by close()
+        print(f"worker processes: CPU: {children.ru_utime + children.ru_stime:.2f} s")
 
 
 if __name__ == "__main__":

@@ -383,9 +383,10 @@ def test_worker_processes_are_named_in_one_line(tmp_path, capsys):
     )
     notes = [line for line in capsys.readouterr().err.splitlines() if "worker" in line]
     assert notes == [
-        "archsim: note: capture run: workers started 1 worker process(es); only this process is in "
-        "the trace (their work shows as waiting in the steps that used them)"
+        "archsim: note: capture run: workers started 1 worker process(es); none has a trace of env "
+        "steps, so only this process is in the trace"
     ]
+    assert "processes" not in load(out).meta["capture"]  # the trace is this process's alone
 
 
 class _ToyEnv(gymnasium.Env):

@@ -19,7 +19,10 @@ next iteration's ``act``/``env_step`` starts or a learner phase starts; a learne
 learner phase and closes after the optimizer step. So all of one thread's time between two steps
 belongs to one of them, as the sequential loop ran it. Nested calls (wrappers' ``step``, submodules,
 a forward inside a marked function) are not marked again. Only the thread that runs the program is
-marked. Every patch is undone on exit.
+marked. Every patch is undone on exit. ``multiprocessing`` processes the program starts are counted
+and, given ``workers`` (archsim.capture.child_capture.Workers), wrapped so that each worker marks
+and profiles itself: there a marker numbers its actor steps ``actor`` and ticks once ``ready`` says
+the parent's training has started.
 
 Before the first optimizer step nothing ticks the profiler's schedule, so its windows count from the
 first learner step on (a replay fill of thousands of acting steps records nothing).
@@ -75,12 +78,32 @@ class Counts:
     worker_processes: int = 0  # multiprocessing processes the program started
 
 
+_active: AutoMarker | None = (
+    None  # the installed marker of this process (a forked child forgets it)
+)
+
+
+def active_marker() -> AutoMarker | None:
+    return _active
+
+
 class AutoMarker:
     """Sequential step/phase state of the marked thread; ``install()`` patches, ``uninstall()`` undoes."""
 
-    def __init__(self, on_tick: Callable[[], None], phase_fns: tuple[PhaseFn, ...] = ()) -> None:
+    def __init__(
+        self,
+        on_tick: Callable[[], None],
+        phase_fns: tuple[PhaseFn, ...] = (),
+        *,
+        actor: int = 0,
+        ready: Callable[[], bool] | None = None,
+        workers: Any = None,
+    ) -> None:
         self._on_tick = on_tick
         self._phase_fns = phase_fns
+        self._actor_index = actor  # the actor index of this process's steps (a worker's number)
+        self._ready = ready  # a worker: ticks from when this says the parent's training started
+        self._workers = workers  # archsim.capture.child_capture.Workers: capture started processes
         self._patches = Patches()
         self._removers: list[Any] = []
         self._thread = threading.get_ident()
@@ -108,6 +131,8 @@ class AutoMarker:
             learner.__exit__(None, None, None)
 
     def _tick(self) -> None:
+        if not self.seen_learner and self._ready is not None and self._ready():
+            self.seen_learner = True
         if self.seen_learner:
             self.counts.ticks += 1
             self._on_tick()
@@ -125,7 +150,9 @@ class AutoMarker:
                 return  # e.g. a replay insert: part of whatever step is open
             if self._actor is None:
                 self._tick()
-                self._actor = markers.step("actor", actor=0, batch_size=self.env_batch or 1)
+                self._actor = markers.step(
+                    "actor", actor=self._actor_index, batch_size=self.env_batch or 1
+                )
                 self._actor.__enter__()
                 self._actor_stepped = False
                 self.counts.actor_steps += 1
@@ -310,6 +337,8 @@ class AutoMarker:
         marker.__exit__(None, None, None)
         self._depth -= 1
         self._close_learner()
+        if not self.seen_learner and self._workers is not None:
+            self._workers.learning_started()
         self.seen_learner = True
 
     # ---- install / uninstall -----------------------------------------------------------------
@@ -370,30 +399,36 @@ class AutoMarker:
         if gymnasium is not None:
             self._patch_env_tree(gymnasium.Env)
             self._patch_env_tree(gymnasium.vector.VectorEnv)
-        import multiprocessing.process as mp_process
+        from archsim.capture.child_capture import patch_process_start
 
-        start = mp_process.BaseProcess.start
-
-        def counting_start(process: Any, *args: Any, **kwargs: Any) -> Any:
-            self.counts.worker_processes += 1
-            return start(process, *args, **kwargs)
-
-        self._patches.set(mp_process.BaseProcess, "start", counting_start)
+        patch_process_start(self._patches, self.counts, self._workers)
 
     def uninstall(self) -> None:
+        global _active
         for remover in self._removers:
             remover.remove()
         self._removers.clear()
         self._patches.undo()
+        if _active is self:
+            _active = None
+
+    def forget(self) -> None:
+        """In a forked child: undo the parent's patches; its open steps are the parent's, not ours."""
+        self._actor = self._learner = None
+        self._workers = None
+        self.uninstall()
 
 
 @contextlib.contextmanager
 def auto_markers(
-    on_tick: Callable[[], None], phase_fns: tuple[PhaseFn, ...] = ()
+    on_tick: Callable[[], None], phase_fns: tuple[PhaseFn, ...] = (), **options: Any
 ) -> Iterator[AutoMarker]:
-    """Patch the running process so that the block's RL loop is marked; undo everything after."""
-    marker = AutoMarker(on_tick, phase_fns)
+    """Patch the running process so that the block's RL loop is marked; undo everything after.
+    ``options``: AutoMarker's ``actor``, ``ready`` and ``workers``."""
+    global _active
+    marker = AutoMarker(on_tick, phase_fns, **options)
     try:
+        _active = marker
         marker.install()
         yield marker
     finally:

@@ -67,9 +67,10 @@ def _clock_offset_us(
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        with open(path) as handle:
+        opener = gzip.open if str(path).endswith(".gz") else open  # capture run's workers: gzip
+        with opener(path, "rt") as handle:
             data = json.load(handle)
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, EOFError, json.JSONDecodeError) as exc:
         raise ArchsimError(
             f"{path}: cannot read process trace ({exc.__class__.__name__})"
         ) from None

@@ -8,9 +8,14 @@ end the capture refuses, in one line, a trace without both actor and learner ste
 could do nothing with it. Nothing is written to ``--out`` unless the capture succeeds.
 
 Worker processes the program starts (``multiprocessing``: gymnasium's AsyncVectorEnv, SB3's
-SubprocVecEnv) are counted and named in one line, not profiled: their env steps show in this
-process's ``env_step`` as the time spent waiting for them. meta.capture.schedule is the profiler's
-schedule, whose ``skip_first`` is one more than given (its step 0 is the program's start).
+SubprocVecEnv) capture themselves (archsim.capture.child_capture): each marks its env steps as actor
+steps on its own pid and writes its own trace, which is merged with this process's as ``capture
+r2d2`` merges its processes (archsim.capture.merge; meta.capture.processes lists them). Such a trace
+is no longer one thread's loop, so ``simulate`` runs it as ``--loop distributed`` by default
+(archsim.trace.info.loop_of_steps): its environments step in other processes, on other cores, which
+the sequential closed form, charging the env step to the loop's own thread, cannot express.
+meta.capture.schedule is the profiler's schedule, whose ``skip_first`` is one more than given (its
+step 0 is the program's start).
 """
 
 from __future__ import annotations
@@ -203,7 +208,10 @@ def capture_program(
     phase_fns: tuple[Any, ...] = (),
 ) -> tuple[Any, Any]:
     """Run ``program`` marked and profiled; save the trace to ``out_dir``. Returns (trace, counts)."""
+    import tempfile
+
     from archsim.capture.auto_markers import auto_markers
+    from archsim.capture.child_capture import Workers
     from archsim.capture.cpu_clock import process_cpu_time
     from archsim.capture.session import capture
 
@@ -211,21 +219,69 @@ def capture_program(
     # The profiler's step 0 is the program's start up to the first learner step (no tick before it):
     # skipped, so that the user's schedule counts from the first learner step on.
     profiled = dataclasses.replace(schedule, skip_first=schedule.skip_first + 1)
-    with capture(out_dir, meta, schedule=profiled, device=device, force=True) as cap:
-        with process_cpu_time(), auto_markers(cap.step, phase_fns) as marker:
-            cap._progress.note("until the first optimizer step")
-            _run_program(program)
-        counts = marker.counts
-        _check_counts(program, counts, schedule)
-        _describe_workload(meta, counts, marker.env_batch)
-    if counts.worker_processes:
-        print(
-            f"archsim: note: capture run: {program.name} started {counts.worker_processes} worker "
-            "process(es); only this process is in the trace (their work shows as waiting in the "
-            "steps that used them)",
-            file=sys.stderr,
-        )
-    return cap.trace, counts
+    with tempfile.TemporaryDirectory(prefix="archsim-workers-") as folder:
+        workers = Workers(Path(folder), profiled, device)
+        try:
+            with capture(out_dir, meta, schedule=profiled, device=device, force=True) as cap:
+                try:
+                    with (
+                        process_cpu_time(),
+                        auto_markers(cap.step, phase_fns, workers=workers) as marker,
+                    ):
+                        cap._progress.note("until the first optimizer step")
+                        _run_program(program)
+                finally:
+                    workers.stop_all()  # no worker outlives the program, whatever happened
+                counts = marker.counts
+                _check_counts(program, counts, schedule)
+                _describe_workload(meta, counts, marker.env_batch)
+        finally:
+            workers.stop_all()
+        trace = merge_workers(cap.trace, workers, out_dir, program.name)
+    return trace, counts
+
+
+def merge_workers(trace: Any, workers: Any, out_dir: Path, name: str) -> Any:
+    """The parent's saved trace merged with its workers' (archsim.capture.merge), re-ingested into
+    ``out_dir``; the same trace when no worker stepped an environment. Notes name what is missing."""
+    from archsim.capture.child_capture import note
+    from archsim.capture.merge import ProcessPart, merge_process_traces
+    from archsim.capture.session import ingest_and_save
+    from archsim.trace.format import RAW_FILE
+
+    parts, notes = workers.parts()
+    for line in notes:
+        note(line)
+    if not any(part.trace_path for part in parts):
+        if workers.started:
+            note(
+                f"{name} started {len(workers.started)} worker process(es); none has a trace of "
+                "env steps, so only this process is in the trace"
+            )
+        return trace
+    # the program's own process: its training, acting and waiting for the workers' env steps
+    parent = ProcessPart("learner", 0, os.getpid(), out_dir / RAW_FILE, {"complete": True})
+    raw_path = workers.folder / RAW_FILE
+    merged = merge_process_traces([parent, *parts], raw_path)
+    meta = {k: trace.meta[k] for k in ("workload", "source", "torch_version") if k in trace.meta}
+    capture_meta = dict(trace.meta.get("capture") or {})
+    capture_meta["multi_process"] = True
+    capture_meta["processes"] = merged["processes"]
+    pooled = _pooled_unprofiled(capture_meta.get("unprofiled_cpu_us") or {}, merged["processes"])
+    capture_meta["unprofiled_cpu_us"] = pooled
+    meta["capture"] = capture_meta
+    trace = ingest_and_save(raw_path, meta, out_dir, force=True)
+    traced = sum(1 for part in parts if part.trace_path)
+    note(f"merged the traces of {traced} worker process(es) with this process's")
+    return trace
+
+
+def _pooled_unprofiled(parent: dict, processes: list[dict]) -> dict:
+    """Unprofiled step times of the parent and its workers pooled per role, as ``capture r2d2``
+    pools its actors (archsim.sim.profiler_cost compares them with every process's rows)."""
+    from workloads.r2d2.capture import unprofiled_by_role
+
+    return unprofiled_by_role([{"unprofiled_cpu_us": parent}, *processes])
 
 
 def _check_counts(program: Program, counts: Any, schedule: Any) -> None:

@@ -1,0 +1,188 @@
+"""``archsim capture run`` of programs that start worker processes: each worker captures itself, the
+traces are merged with the program's, and no worker outlives the capture."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import pytest
+
+from archsim.capture import child_capture
+from archsim.cli import main
+from archsim.trace.format import load
+from tests.conftest import PROJECT_ROOT
+
+EXAMPLE = PROJECT_ROOT / "examples" / "dqn_single_file.py"
+# A short schedule: windows of 6 steps from 3 steps after the first optimizer step.
+SCHEDULE = ["--wait", "2", "--warmup", "1", "--active", "6", "--repeat", "2"]
+
+# A toy program: 2 environments in worker processes (AsyncVectorEnv with the given start method), an
+# acting forward per step, a training step every 2 steps; or a worker that never ends ("spin") or
+# that is killed ("kill") beside a loop stepping an environment in the program's own process.
+WORKERS_TOY = textwrap.dedent(
+    """
+    import os, signal, sys
+    import multiprocessing
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    class ToyEnv(gym.Env):
+        observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, seed=None, options=None):
+            return np.zeros(4, np.float32), {}
+
+        def step(self, action):
+            return np.full(4, 0.5, np.float32), 1.0, False, False, {}
+
+    def spin():
+        env = ToyEnv()
+        while True:
+            env.step(0)
+
+    def die():
+        env = ToyEnv()
+        for _ in range(50):
+            env.step(0)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def train(net, opt, obs):
+        loss = net(torch.as_tensor(obs).reshape(-1, 4).repeat(4, 1)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    def main():
+        mode, steps = sys.argv[1], int(sys.argv[2])
+        torch.manual_seed(0)
+        net = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        if mode in ("spin", "kill"):
+            worker = multiprocessing.get_context("fork").Process(
+                target=spin if mode == "spin" else die, daemon=True
+            )
+            worker.start()
+            print("worker pid", worker.pid, flush=True)
+            envs = gym.vector.SyncVectorEnv([ToyEnv])
+        else:
+            envs = gym.vector.AsyncVectorEnv([ToyEnv, ToyEnv], context=mode)
+        obs, _ = envs.reset(seed=0)
+        for t in range(steps):
+            with torch.no_grad():
+                actions = net(torch.as_tensor(obs)).argmax(1).numpy()
+            obs, *_ = envs.step(actions)
+            if t >= 4 and t % 2 == 0:
+                train(net, opt, obs)
+        envs.close()
+
+    if __name__ == "__main__":
+        main()
+    """
+)
+
+
+def _capture(tmp_path, *program: str) -> tuple[int, str]:
+    out = tmp_path / "cap"
+    return main(["capture", "run", "--out", str(out), *SCHEDULE, "--", *program]), str(out)
+
+
+def _toy(tmp_path):
+    script = tmp_path / "workers_toy.py"
+    script.write_text(WORKERS_TOY)
+    return str(script)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as handle:  # a zombie is not running
+        return handle.read().split(") ")[-1][:1] != "Z"
+
+
+def _steps_by_pid(trace) -> tuple[dict, dict]:
+    steps = trace.steps
+    actor, learner = steps[steps["role"] == "actor"], steps[steps["role"] == "learner"]
+    return actor.groupby("pid").size().to_dict(), learner.groupby("pid").size().to_dict()
+
+
+@pytest.mark.slow
+def test_async_vector_env_example_is_captured_per_process_and_simulates(tmp_path, capsys):
+    """The single-file DQN with AsyncVectorEnv (fork): every worker's env steps are actor steps on
+    its own pid, learner steps are the program's own, and ``simulate --hw local`` runs the merged
+    trace as the distributed system (the steps come from 3 processes)."""
+    args = ["--total-timesteps", "120", "--learning-starts", "40", "--num-envs", "2"]
+    args += ["--async-envs", "--torch-threads", "1"]
+    code, out = _capture(tmp_path, str(EXAMPLE), *args)
+    assert code == 0
+    assert "merged the traces of 2 worker process(es)" in capsys.readouterr().err
+    trace = load(out)
+    processes = trace.meta["capture"]["processes"]
+    parent = [p["pid"] for p in processes if p["role"] == "learner"]
+    workers = [p["pid"] for p in processes if p["role"] == "actor"]
+    assert parent == [os.getpid()] and len(workers) == 2
+    assert all(p["complete"] and p["exitcode"] == 0 for p in processes if p["role"] == "actor")
+    actor, learner = _steps_by_pid(trace)
+    assert set(learner) == {os.getpid()}
+    assert set(workers) <= set(actor)  # every worker's env steps are in the recorded windows
+    steps = trace.steps
+    worker_rows = steps[steps["pid"].isin(workers)]
+    assert worker_rows["env_step_us"].notna().all() and (worker_rows["batch_size"] == 1).all()
+    assert sorted(worker_rows["actor"].unique()) == [1, 2]
+    for pid in workers:
+        assert not _alive(pid)
+    sim = tmp_path / "sim"
+    assert main(["simulate", out, "--hw", "local", "--out", str(sim)]) == 0
+    metrics = json.loads((sim / "metrics.json").read_text())
+    assert metrics["env_steps_per_s"] > 0
+
+
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_spawned_workers_capture_themselves(tmp_path, context):
+    """spawn and forkserver children start a fresh interpreter: the wrapped target brings the
+    capture with it (pickled), and each worker's steps land on its own pid."""
+    code, out = _capture(tmp_path, _toy(tmp_path), context, "40")
+    assert code == 0
+    trace = load(out)
+    workers = [p["pid"] for p in trace.meta["capture"]["processes"] if p["role"] == "actor"]
+    actor, learner = _steps_by_pid(trace)
+    assert len(workers) == 2 and set(workers) <= set(actor)
+    assert set(learner) == {os.getpid()}
+
+
+def test_a_worker_that_never_exits_is_stopped_and_its_partial_trace_merged(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(child_capture, "JOIN_TIMEOUT_S", 0.5)
+    code, out = _capture(tmp_path, _toy(tmp_path), "spin", "40")
+    assert code == 0
+    printed = capsys.readouterr()
+    pid = int(printed.out.split("worker pid ")[1].split()[0])
+    assert not _alive(pid)
+    assert (
+        f"archsim: note: capture run: worker 1 (pid {pid})'s trace is partial (terminated by "
+        "archsim after the program ended); merged as is"
+    ) in printed.err.splitlines()
+    trace = load(out)
+    (worker,) = [p for p in trace.meta["capture"]["processes"] if p["role"] == "actor"]
+    assert worker["pid"] == pid and worker["complete"] is False
+    actor, _ = _steps_by_pid(trace)
+    assert actor.get(pid, 0) > 0
+
+
+def test_a_killed_worker_is_named_and_the_rest_is_kept(tmp_path, capsys):
+    code, out = _capture(tmp_path, _toy(tmp_path), "kill", "40")
+    assert code == 0
+    printed = capsys.readouterr()
+    pid = int(printed.out.split("worker pid ")[1].split()[0])
+    assert (
+        f"archsim: note: capture run: worker 1 (pid {pid}) exited with code -9 and wrote no "
+        "trace (killed?)"
+    ) in printed.err.splitlines()
+    actor, learner = _steps_by_pid(load(out))
+    assert set(actor) == set(learner) == {os.getpid()}
