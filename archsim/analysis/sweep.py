@@ -23,6 +23,7 @@ from archsim.analysis.sweep_exec import (  # noqa: F401 (names re-exported for c
     Batcher,
     BatchResult,
     format_value,
+    locality_order,
     point_label,
     run_batch,
     run_point,
@@ -208,7 +209,7 @@ def _batches(
 ) -> Iterator[BatchResult]:
     args = (str(spec.trace), spec.hw, list(spec.hw_set))
     workers = min(jobs, len(todo))  # never a worker without a point
-    batcher = Batcher(todo, workers)
+    batcher = Batcher(locality_order(todo), workers)
     if backend == "dask":
         return sweep_exec.dask(args, batcher, max(1, workers), scheduler)
     if workers <= 1:  # no pool for one worker (or a single point left to resume)

@@ -28,6 +28,7 @@ MAX_CACHED_DERIVATIONS = 256
 # depends on the whole config.
 _WHOLE_CONFIG_NAMES = frozenset({"__dict__", "__getstate__", "__reduce__", "__reduce_ex__"})
 _FIELDS = frozenset(f.name for f in dataclasses.fields(SimConfig))
+_NO_LOG = object()
 
 
 class _ReadLog(SimConfig):
@@ -36,11 +37,12 @@ class _ReadLog(SimConfig):
 
     def __getattribute__(self, name: str) -> Any:
         value = object.__getattribute__(self, name)
+        # A copy made by ``replace`` has no log: making it read every field of this one already.
+        log = object.__getattribute__(self, "__dict__").get("_archsim_reads", _NO_LOG)
         if name in _FIELDS:
-            reads = object.__getattribute__(self, "_archsim_reads")
-            if reads is not None:
-                reads[name] = value
-        elif name in _WHOLE_CONFIG_NAMES:
+            if log is not None and log is not _NO_LOG:
+                log[name] = value
+        elif name in _WHOLE_CONFIG_NAMES and log is not _NO_LOG:
             object.__setattr__(self, "_archsim_reads", None)
         return value
 

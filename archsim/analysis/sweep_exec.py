@@ -28,6 +28,8 @@ from archsim.sim.knobs import split_point
 # 1% of it, short enough that the bar moves and a Ctrl-C is answered within about a second.
 TARGET_TASK_S = 0.5
 MAX_BATCH_POINTS = 1000  # bounds one task's argument and result (~1000 rows of ~40 fields)
+# Weight of the latest batch in the running seconds-per-point estimate (an exponential average).
+RECENT_WEIGHT = 0.5
 # Tasks in flight per worker: one running, one queued, so a worker never waits for the parent.
 TASKS_PER_WORKER = 2
 # How often a pool worker checks that the sweep that started it is still alive (seconds).
@@ -102,18 +104,24 @@ class Batcher:
         self._points = points
         self._next = 0
         self.workers = max(1, workers)
-        self._timed_points = 0
-        self._timed_s = 0.0
+        self._per_point_s: float | None = None
 
     def observe(self, result: BatchResult) -> None:
-        self._timed_points += len(result.rows)
-        self._timed_s += result.seconds
+        """Fold a finished batch's seconds per point into the estimate. Recent batches weigh
+        most: a worker's first batch also loads the trace and derives service times."""
+        if not result.rows:
+            return
+        latest = result.seconds / len(result.rows)
+        last = self._per_point_s
+        self._per_point_s = (
+            latest if last is None else RECENT_WEIGHT * latest + (1 - RECENT_WEIGHT) * last
+        )
 
     def size(self) -> int:
         left = len(self._points) - self._next
-        if self._timed_points == 0:
+        if self._per_point_s is None:
             return 1
-        per_point_s = max(self._timed_s / self._timed_points, 1e-6)
+        per_point_s = max(self._per_point_s, 1e-6)
         by_time = int(TARGET_TASK_S / per_point_s)
         balance = math.ceil(left / (TASKS_PER_WORKER * self.workers))  # even out the tail
         return max(1, min(by_time, balance, MAX_BATCH_POINTS))
@@ -125,6 +133,24 @@ class Batcher:
         batch = self._points[self._next : self._next + size]
         self._next += len(batch)
         return batch
+
+
+def locality_order(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``points`` with the hardware knobs (``--sms``) varying slowest, then the knobs in their flag
+    order: neighbouring points, so the points of one batch, mostly share a hardware point and
+    inference batch, whose service times their worker derives once."""
+    from archsim.sim.knobs import KNOB_BY_NAME
+
+    if not points:
+        return points
+    names = sorted(
+        points[0], key=lambda n: (KNOB_BY_NAME[n].hw_field is None, list(KNOB_BY_NAME).index(n))
+    )
+    values = {name: {} for name in names}
+    for point in points:  # each knob's values in first-seen order (the order given on the flag)
+        for name in names:
+            values[name].setdefault(format_value(point[name]), len(values[name]))
+    return sorted(points, key=lambda p: tuple(values[n][format_value(p[n])] for n in names))
 
 
 def in_process(args: tuple, batcher: Batcher) -> Iterator[BatchResult]:
