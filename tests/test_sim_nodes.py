@@ -286,3 +286,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, flag):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and flag in lines[0] and "Traceback" not in done.stderr
     assert not out.exists()
+
+
+def test_in_network_replay_smaller_than_the_traces_is_refused(tmp_path):
+    out = tmp_path / "run"
+    args = ["--hw", "dgx1-v100", "--inference", "local", "--actors", "2"]
+    args += ["--replay-placement", "in-network"]
+    # the Ape-X trace's replay holds 4,096 transitions (workload.settings.replay_capacity)
+    args += ["--set", "network.in_network_capacity_transitions=1000"]
+    done = _cli(str(APEX), *args, out=out)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "4096" in done.stderr
+    assert not out.exists()

@@ -133,3 +133,19 @@ def trace_replay_traffic(trace, config) -> ReplayTraffic:
         "(meta workload.obs_shape) to size it; use --replay-placement learner --nodes 1 or an "
         "Ape-X trace (archsim capture apex)"
     )
+
+
+def check_in_network_capacity(trace, config, network) -> None:
+    """An in-network replay holds at most ``network.in_network_capacity_transitions``: a trace whose
+    replay is larger (``workload.settings.replay_capacity``) cannot be placed there (one line)."""
+    capacity = network.in_network_capacity_transitions
+    if config.replay_placement != "in-network" or capacity is None:
+        return
+    settings = (trace.meta.get("workload") or {}).get("settings") or {}
+    wanted = settings.get("replay_capacity")
+    if isinstance(wanted, int) and wanted > capacity:
+        raise ArchsimError(
+            f"network.in_network_capacity_transitions: {capacity} transitions is less than the "
+            f"trace's replay of {wanted} (workload.settings.replay_capacity); the in-network "
+            "replay cannot hold it"
+        )

@@ -377,10 +377,11 @@ def simulate(
     times = (service_times or derive_service_times)(trace, hw, config, learner_batch)
     traffic = None
     if network_in_use(config):
-        from archsim.sim.replay_traffic import trace_replay_traffic
+        from archsim.sim.replay_traffic import check_in_network_capacity, trace_replay_traffic
 
         check_network_knobs(config, hw.network)
         traffic = trace_replay_traffic(trace, config)
+        check_in_network_capacity(trace, config, hw.network)
     result = simulate_system(
         times,
         machine,
