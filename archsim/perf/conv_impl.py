@@ -12,13 +12,16 @@ GEMMs: archsim.perf.efficiency), so the difference is DRAM traffic and one more 
 - unfold: im2col ``(input + buffer) / (W e_dram)`` then the GEMM ``max(F / (peak e_gemm),
   (buffer + weights + output) / (W e_dram))``, two kernels;
 
-each kernel at least ``gpu.kernel_min_us``. A trace captured with ``--conv-impl unfold`` holds the
-real unfold and matmul ops, which the kernel model prices op by op; this module is the what-if for a
-layer list (docs/EMBEDDED.md) and the check that unfold never beats the library.
+each kernel at least ``gpu.kernel_min_us``. This closed form is the per-layer what-if for a layer
+list (docs/EMBEDDED.md). In the simulator, :func:`trace_with_conv_impl` (``archsim simulate
+--conv-impl cudnn|unfold``) rewrites a trace's convolutions into the other implementation's ops
+(archsim.perf.conv_rewrite), which the kernel model then prices op by op with these same fractions;
+a trace captured with unfold is priced with its im2col writing the column buffer.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 FP32_BYTES = 4
@@ -94,3 +97,45 @@ def network_cost(layers, batch: int, impl: str, hw) -> ConvCost:
         sum(c.dram_bytes for c in costs),
         sum(c.kernels for c in costs),
     )
+
+
+def trace_with_conv_impl(trace, hw, conv_impl: str):
+    """``trace`` with its convolutions as ``conv_impl`` ("trace": as captured; "cudnn" or "unfold":
+    the what-if), priced on ``hw``'s GPU by the kernel model. One line for a what-if that cannot
+    apply: no GPU to price kernels on, a GPU-captured trace (its measured kernels are not rewritten),
+    or no convolution layers."""
+    from archsim.errors import ArchsimError
+    from archsim.perf.columns import MEASURED_KINDS
+    from archsim.perf.conv_rewrite import (
+        captured_impl,
+        has_conv_layers,
+        ops_as,
+        with_im2col_buffers,
+    )
+
+    ops = trace.ops
+    if ops is None or ops.empty or "name" not in ops:
+        if conv_impl == "trace":
+            return trace
+        raise ArchsimError(f"--conv-impl {conv_impl}: the trace holds no ops to rewrite")
+    captured = captured_impl(trace.meta, ops)
+    if conv_impl == "trace":
+        if captured != "unfold" or not bool((ops["name"] == "aten::im2col").any()):
+            return trace
+        return dataclasses.replace(trace, ops=with_im2col_buffers(ops))
+    if hw.gpu is None:
+        raise ArchsimError(
+            f"--conv-impl {conv_impl}: hardware config {hw.name} has no GPU; the CPU time of the "
+            "captured convolutions is measured, not modelled, so only a GPU target can swap them"
+        )
+    if bool(ops["kind"].isin(MEASURED_KINDS).any()):
+        raise ArchsimError(
+            f"--conv-impl {conv_impl}: the trace was captured on a GPU; its measured kernels are "
+            "not rewritten (capture with the workload's --conv-impl instead)"
+        )
+    if not has_conv_layers(ops):
+        raise ArchsimError(
+            f"--conv-impl {conv_impl}: the trace has no convolution layers (no conv2d ops with "
+            "input shapes, no im2col + matmul pairs)"
+        )
+    return dataclasses.replace(trace, ops=ops_as(ops, captured, conv_impl))

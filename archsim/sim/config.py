@@ -27,6 +27,9 @@ REPLAY_RATIO_TRACE = "trace"
 # "trace" (what the CLI passes when no distributed-only knob is given) resolves to sequential for a
 # trace of one single-threaded loop (archsim.trace.info.loop_of_steps), else distributed.
 LOOPS = ("sequential", "distributed")
+# --conv-impl: the trace's convolutions as captured ("trace"), or as library convolutions / unfold +
+# GEMM on the target GPU (a what-if; archsim.perf.conv_rewrite).
+CONV_IMPLS = ("trace", "cudnn", "unfold")
 LOOP_TRACE = "trace"
 # Knobs that only mean something for the distributed system: given on the command line without
 # --loop they select --loop distributed; --loop sequential refuses them.
@@ -57,6 +60,7 @@ CHOICES = {
     "replay_limit": (*REPLAY_LIMITS, REPLAY_RATIO_TRACE),
     "engine": ENGINES,
     "loop": (*LOOPS, LOOP_TRACE),
+    "conv_impl": CONV_IMPLS,
     "replay_placement": REPLAY_PLACEMENTS,
 }
 # Default largest inference batch: R2D2's batch of 64 (REFERENCE.md "RL workloads"); SEED RL leaves
@@ -112,6 +116,7 @@ class SimConfig:
     # "distributed" here (the defaults above are that system's); the CLI passes "trace" unless a
     # distributed-only knob is given (archsim.sim.knobs.split_point), resolved by the trace.
     loop: str = "distributed"
+    conv_impl: str = "trace"  # CONV_IMPLS: the captured convolutions, or the other implementation
     # Actor nodes, each with the hardware config's CPU; the learner runs on node 0 beside its share
     # of the actors (1: today's single machine). archsim.sim.nodes.
     nodes: int = 1

@@ -12,6 +12,7 @@ from typing import Any
 
 from archsim.errors import ArchsimError
 from archsim.sim.config import (
+    CONV_IMPLS,
     CPU_SCHEDULERS,
     DISTRIBUTED_KNOBS,
     ENGINES,
@@ -141,6 +142,13 @@ KNOBS: tuple[Knob, ...] = (
         "the program as it ran (one thread: env step, act, train every k steps) or the "
         "actor/learner system (default: sequential for a single-threaded loop's trace unless a "
         "distributed-only knob such as --actors is given)",
+    ),
+    Knob(
+        "conv_impl",
+        _choice(CONV_IMPLS[1:]),
+        "cudnn|unfold",
+        "price the trace's convolutions on the target GPU as library convolutions or as unfold + "
+        "GEMM (default: as captured)",
     ),
 )
 KNOB_BY_NAME = {knob.name: knob for knob in KNOBS}

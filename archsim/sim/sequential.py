@@ -312,6 +312,7 @@ def simulate_sequential(
     trace, hw, config: SimConfig, learner_batch: int, timeline: bool, series_bins: int
 ):
     """``archsim.sim.run.simulate`` for ``--loop sequential``: a SimResult of the closed form."""
+    from archsim.perf.conv_impl import trace_with_conv_impl
     from archsim.sim.machine import derive_machine
     from archsim.sim.pacing import trace_frames_per_env_step
     from archsim.sim.profiler_cost import without_profiler_cost
@@ -319,6 +320,7 @@ def simulate_sequential(
     from archsim.sim.step_work import whole_steps
 
     check_sequential_trace(trace)
+    trace = trace_with_conv_impl(trace, hw, config.conv_impl)  # --conv-impl (issue 15)
     machine = derive_machine(hw, config)
     clean = without_profiler_cost(trace)
     clean = dataclasses.replace(clean, steps=whole_steps(clean.steps))

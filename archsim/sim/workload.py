@@ -36,8 +36,11 @@ __all__ = ["derive_machine", "derive_service_times", "trace_learner_batch"]
 
 def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> ServiceTimes:
     """Per-step work of every component for ``trace`` on ``hw`` under ``config``."""
+    from archsim.perf.conv_impl import trace_with_conv_impl
     from archsim.perf.kernel import source_hw_for_trace
 
+    # --conv-impl (issue 15): read here, so a sweep's memo of this derivation keys on it
+    trace = trace_with_conv_impl(trace, hw, config.conv_impl)
     # the Python share of the learner process's bursts: op and phase times both as profiled
     python = derive_python_share(trace)
     trace = without_profiler_cost(trace)
