@@ -153,3 +153,17 @@ def test_wave_quantization_grows_in_steps() -> None:
     assert np.allclose(comp, waves * TILE_FLOPS / MI300X_CU_FLOPS / 0.601, rtol=1e-9)
     assert np.all(np.diff(comp) >= -1e-12 * comp[1:])  # rounding only
     assert math.isclose(comp[304] / comp[303], 2.0, rel_tol=1e-9)
+
+
+def test_layout_transform_moves_each_element_once_each_way() -> None:
+    """cuDNN's nchwToNhwcKernel as traced in fixture v100_resnet50_train_2021 (4224 blocks of 256
+    threads, fp32, no shapes of its own): 4,325,376 elements at 4 per thread, read once and written
+    once: 4,325,376 x 2 x 4 B = 34,603,008 B. A kernel of unknown kind with the same grid counts an
+    element-wise op's three operands: 51,904,512 B."""
+    from archsim.perf.blocks import estimate_work_from_launch
+
+    names = ["void nchwToNhwcKernel<float, float, float, true, false>", "some_helper_kernel"]
+    ops = pd.DataFrame({"name": names, "dtype": ["float32"] * 2, "op_class": ["conv", "other"]})
+    blocks, threads = np.full(2, 4224.0), np.full(2, 256.0)
+    _, dram_bytes = estimate_work_from_launch(ops, blocks, threads)
+    assert dram_bytes.tolist() == [34_603_008.0, 51_904_512.0]

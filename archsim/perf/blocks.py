@@ -188,6 +188,11 @@ ASSUMED_TILE_K = 512  # reduction depth per tile: unknown from a trace; absorbed
 OUTPUTS_PER_THREAD = 64
 ELEMENTS_PER_THREAD = 4  # PyTorch vectorized_elementwise_kernel<4, ...>: 4 elements per thread
 OPERANDS_PER_ELEMENT = 3  # two inputs and one output, each of element size
+# Layout transforms and in-place scaling around a GEMM/conv engine (cudnn nchwToNhwcKernel /
+# nhwcToNchwKernel, MIOpen batched_transpose_*, cudnn::ops::scalePackedTensor_kernel: y = alpha * y)
+# read each element once and write it once: two operands, not an element-wise op's three.
+MOVE_KERNEL_PATTERN = r"nchwtonhwc|nhwctonchw|transpose|scalepacked"
+MOVE_OPERANDS_PER_ELEMENT = 2
 # PyTorch element-wise kernel names carry the operand count (at::detail::Array<char*, N>: outputs +
 # inputs) and the elements per thread (vectorized_elementwise_kernel<4, ...>,
 # elementwise_kernel<128, 4, ...>: block size, then elements per thread).
@@ -279,7 +284,11 @@ def estimate_work_from_launch(
     per_thread = by_unique(names, number(PER_THREAD_PATTERN)).astype(float)
     operands = by_unique(names, number(OPERANDS_PATTERN)).astype(float)
     elements = blocks * threads * np.nan_to_num(per_thread, nan=ELEMENTS_PER_THREAD)
-    operand_bytes = np.nan_to_num(operands, nan=OPERANDS_PER_ELEMENT) * size
+    moves = by_unique(
+        names, lambda u: u.str.lower().str.contains(MOVE_KERNEL_PATTERN, regex=True).to_numpy(bool)
+    ).astype(bool)
+    default_operands = np.where(moves, MOVE_OPERANDS_PER_ELEMENT, OPERANDS_PER_ELEMENT)
+    operand_bytes = np.where(np.isnan(operands), default_operands, operands) * size
     flops = np.where(tiled, blocks * tile_flops, elements)
     dram_bytes = np.where(tiled, gemm_bytes, elements * operand_bytes)
     depth = by_unique(names, number(MULTI_TENSOR_PATTERN)).astype(float)
