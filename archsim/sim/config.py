@@ -178,11 +178,6 @@ class SimConfig:
                     f"--inference-batch: {self.inference_batch} is smaller than one actor's "
                     f"request of --envs-per-actor {self.envs_per_actor} observations"
                 )
-        if self.nodes > self.actors:
-            raise ArchsimError(
-                f"--nodes: {self.nodes} actor nodes is more than the {self.actors} actors "
-                "(every node needs at least one actor)"
-            )
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ArchsimError(f"--seed: expected a non-negative integer, got {self.seed!r}")
         if self.loop == "sequential":
@@ -190,6 +185,11 @@ class SimConfig:
         from archsim.sim.limits import check_knob_ranges
 
         check_knob_ranges(self)  # documented ranges (docs/LIMITS.md), before any work
+        if self.nodes > self.actors:
+            raise ArchsimError(
+                f"--nodes: {self.nodes} actor nodes is more than the {self.actors} actors "
+                "(every node needs at least one actor)"
+            )
 
     @property
     def samples_per_insert(self) -> float | None:

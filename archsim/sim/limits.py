@@ -86,6 +86,9 @@ KNOB_RANGES: dict[str, Range] = {
     "learner_cpu_threads": Range(1, MAX_HW_THREADS, "the most hardware threads of a config"),
     # NVIDIA GB200 NVL72: 72 GPUs in one NVLink domain, the largest single system sold.
     "gpus": Range(1, 72, "GB200 NVL72, 72 GPUs in one NVLink domain"),
+    # Actor nodes (archsim.sim.nodes): Ape-X ran 360 actors (Horgan et al. 2018); 1,024 nodes of a
+    # 80-thread DGX-1 are 81,920 hardware threads in one layout.
+    "nodes": Range(1, 1024, "2.8x Ape-X's 360 actors, each on its own node"),
     # A million learner steps is hours of training at the ~600 updates/s of the DQN preset runs,
     # longer than a simulated run (MAX_SIM_SECONDS).
     "publish_every": Range(1, 1e6, "longer than any simulated run at hundreds of updates/s"),
