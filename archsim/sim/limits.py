@@ -151,6 +151,7 @@ def _step_rates(times, machine, config, learner_batch: int) -> tuple[float, floa
     to hold the actors back: a run of 16,384 paced DQN actors inserted 8x faster than its learner
     sampled (archsim.sim.replay lets inserts run ahead until the learner starts)."""
     threads = min(config.cpu_threads or machine.hw_threads, machine.hw_threads)
+    threads *= getattr(config, "nodes", 1)  # every actor node has the hardware config's CPU
     speed = machine.thread_speed_rel
     actor_step_s = config.envs_per_actor * float(np.mean(times.actor_step_cpu_s)) / speed
     parallel = min(config.actors, threads)
