@@ -298,3 +298,28 @@ def test_in_network_replay_smaller_than_the_traces_is_refused(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "4096" in done.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("placement", ["learner", "server", "in-network"])
+def test_fast_and_plain_engines_agree_with_a_network(placement):
+    """4 actors on 2 nodes of 2 threads (actors share threads with the learner and each other)."""
+    metrics = []
+    for engine in ("fast", "simpy"):
+        config = SimConfig(
+            actors=4,
+            inference="local",
+            nodes=2,
+            replay_placement=placement,
+            replay_ratio=None,
+            sim_seconds=0.05,
+            engine=engine,
+        )
+        times = service_times(actor_step_s=(200e-6, 300e-6, 450e-6), learner_gpu_s=2e-3)
+        result = simulate_system(
+            times, machine(threads=2), config, 8, network=network(), traffic=traffic(insert_items=4)
+        )
+        metrics.append(result.metrics)
+    fast, plain = metrics
+    for name in ("frames_per_s", "replay_access_latency_us", "priority_sampling_latency_us"):
+        assert fast[name] == pytest.approx(plain[name], rel=1e-12), name
+    assert fast["replay_access_latency_us"] > 0
