@@ -323,3 +323,11 @@ def test_fast_and_plain_engines_agree_with_a_network(placement):
     for name in ("frames_per_s", "replay_access_latency_us", "priority_sampling_latency_us"):
         assert fast[name] == pytest.approx(plain[name], rel=1e-12), name
     assert fast["replay_access_latency_us"] > 0
+
+
+def test_every_node_draws_its_cpu_power():
+    """machine(): one 40-135 W socket a node; two nodes idle at no less than twice one's idle."""
+    one = run(network(), nodes=1, actors=2).metrics["cpu_power_w"]
+    two = run(network(), nodes=2, actors=2).metrics["cpu_power_w"]
+    assert one >= 40 and two >= 2 * 40
+    assert two > one

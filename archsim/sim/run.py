@@ -12,6 +12,7 @@ the Lindley closed forms do not apply.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,10 +122,14 @@ def simulate_system(
         times, layout, machine, config, learner_batch, timeline, series_bins, net_setup
     )
     socket_of_thread = layout.socket_of_thread()
-    threads_per_socket = np.bincount(socket_of_thread, minlength=machine.sockets)
+    # every actor node has the hardware config's sockets (archsim.sim.nodes numbers them node by node)
+    power = machine.power
+    if net_setup is not None:
+        power = dataclasses.replace(power, sockets=layout.sockets)
+    threads_per_socket = np.bincount(socket_of_thread, minlength=layout.sockets)
     # a hardware thread beyond the first ``layout.cores`` is its core's second (SMT) thread
     smt_sibling = np.arange(layout.hw_threads) >= layout.cores
-    metrics = summarize(rec, machine.power, socket_of_thread, threads_per_socket, smt_sibling)
+    metrics = summarize(rec, power, socket_of_thread, threads_per_socket, smt_sibling)
     # Learner samples per inserted transition (each env step inserts one), over the window: the
     # replay ratio the run achieved, in the unit of the learner batch (R2D2: sequences).
     env_steps_per_s = metrics["env_steps_per_s"]
@@ -141,7 +146,7 @@ def simulate_system(
         metrics.update(no_network_metrics())
     series = None
     if series_bins:
-        series = power_series(rec, machine.power, socket_of_thread, threads_per_socket, smt_sibling)
+        series = power_series(rec, power, socket_of_thread, threads_per_socket, smt_sibling)
     return SimResult(
         metrics=metrics,
         config=config,
