@@ -191,6 +191,9 @@ def test_sigkilled_sweep_takes_its_workers_along_and_resumes_without_loss(trace_
     assert sorted(int(r["actors"]) for r in rows) == list(range(4, 12))
     for actors, frames in finished.items():
         assert [r["frames_per_s"] for r in rows if r["actors"] == actors] == [frames]
+    # the killed run's Parquet stream (no footer) is replaced by a complete one with every point
+    assert sorted(pd.read_parquet(out / "sweep.parquet")["actors"]) == list(range(4, 12))
+    assert not list(out.glob(".sweep.parquet.tmp-*"))
 
 
 def _refused(capsys, argv: list[str], *needles: str) -> str:

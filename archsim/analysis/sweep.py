@@ -207,6 +207,8 @@ def _stream_finished_rows(results: ResultsFile, stream) -> None:
 def _batches(
     spec: SweepSpec, todo: list[dict[str, Any]], jobs: int, backend: str, scheduler: str | None
 ) -> Iterator[BatchResult]:
+    if not todo:  # everything finished earlier: no pool, no cluster
+        return iter(())
     args = (str(spec.trace), spec.hw, list(spec.hw_set))
     workers = min(jobs, len(todo))  # never a worker without a point
     batcher = Batcher(locality_order(todo), workers)
