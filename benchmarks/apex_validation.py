@@ -43,7 +43,12 @@ LOOPBACK_SET = [
     "network.link_length_m=0",
 ]
 VETH_SET = [*LOOPBACK_SET[:1], "network.mtu_bytes=1500", *LOOPBACK_SET[2:]]
-METRICS = ("replay_access_latency_us", "priority_sampling_latency_us", "frames_per_s")
+METRICS = (
+    "replay_access_latency_us",
+    "priority_sampling_latency_us",
+    "frames_per_s",
+    "frames_per_cpu_s",
+)
 # The configurations of docs/VALIDATION.md (runs of 8 s: the first 4 s profiled, the rest timed).
 CONFIGS = {
     "base": ["--actors", "2", "--send-every", "16"],
@@ -54,12 +59,32 @@ CONFIGS = {
     "a4-learner-netns": ["--actors", "4", "--send-every", "16", "--replay-placement", "learner", "--netns"],
 }  # fmt: skip
 LOAD_FILE = "load.json"
+SAMPLE_S = 0.25  # CPU sampling period during a capture: 1/16 of the 4 s timed half
+
+
+def _tree_cpu_s(proc) -> float:
+    """CPU seconds (user + system) of ``proc`` and every live descendant (psutil)."""
+    import psutil
+
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:  # exited between the listing and the read
+            pass
+    return total
 
 
 def capture_all(root: Path, seconds: float, names: list[str]) -> None:
     """Capture each configuration into ROOT/NAME, with the CPUs other processes kept busy meanwhile
-    (archsim.validate.load) in ROOT/NAME/load.json."""
+    (archsim.validate.load) in ROOT/NAME/load.json, and every SAMPLE_S the machine's busy CPU
+    seconds and the capture's process tree's CPU seconds (``cpu_samples``: [time_ns, busy_s,
+    tree_cpu_s]) so that the CPU the run spent over any window can be read afterwards."""
     import subprocess
+    import time
+
+    import psutil
 
     from archsim.validate.load import load_between, snapshot
 
@@ -69,7 +94,17 @@ def capture_all(root: Path, seconds: float, names: list[str]) -> None:
         cmd += ["--force", *CONFIGS[name]]
         print("$", " ".join(cmd), flush=True)
         start = snapshot()
-        subprocess.run(cmd, check=True)
+        child = subprocess.Popen(cmd)
+        proc, samples = psutil.Process(child.pid), []
+        while child.poll() is None:
+            try:
+                tree = _tree_cpu_s(proc)
+            except psutil.Error:
+                break
+            samples.append([time.time_ns(), snapshot().busy_s, tree])
+            time.sleep(SAMPLE_S)
+        if child.wait() != 0:
+            raise SystemExit(f"{' '.join(cmd)}: exit {child.returncode}")
         end = snapshot()
         load = load_between(start, end)
         figures = {
@@ -78,16 +113,17 @@ def capture_all(root: Path, seconds: float, names: list[str]) -> None:
             "loadavg_1min": load.loadavg_1min,
             "capture_wall_s": end.wall_s - start.wall_s,
             "capture_cpu_s": end.own_cpu_s - start.own_cpu_s,
+            "cpu_samples": samples,
         }
         (out / LOAD_FILE).write_text(json.dumps(figures, indent=1))
         print(f"  others kept {load.other_busy_cpus:.2f} CPUs busy", flush=True)
 
 
-def other_busy_cpus(capture: Path) -> float:
+def load_figures(capture: Path) -> dict:
     try:
-        return float(json.loads((capture / LOAD_FILE).read_text())["other_busy_cpus"])
-    except (OSError, ValueError, KeyError):
-        return math.nan
+        return json.loads((capture / LOAD_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def network_set(m: ApexMeasurement) -> list[str]:
@@ -116,13 +152,63 @@ def simulated(base_dir: Path, m: ApexMeasurement, seconds: float) -> dict[str, f
     network (its latencies are 0, "not modelled"): those are reported as missing."""
     from archsim.report.network_charts import _simulate
 
+    key = f"{m.actors}-{m.placement}-{'veth' if m.netns else 'loopback'}-{m.send_every}"
+    if key in _SIMULATED:
+        return _SIMULATED[key]
     knobs = ["--hw", "local", "--inference", "local", "--actors", str(m.actors)]
     knobs += ["--replay-placement", m.placement, "--sim-seconds", str(seconds)]
-    metrics = _simulate(base_dir, Path("runs/apexval-sim") / m.name, knobs, network_set(m))
+    metrics = _simulate(base_dir, Path("runs/apexval-sim") / key, knobs, network_set(m))
     got = {k: float(metrics.get(k, math.nan)) for k in METRICS}
+    # per CPU-second of the simulated processes: frames/s over the busy hardware threads
+    busy_cpus = float(metrics["cpu_util"]) * int(metrics["hw_threads"])
+    got["frames_per_cpu_s"] = got["frames_per_s"] / busy_cpus if busy_cpus > 0 else math.nan
     if m.placement == "learner":
         got["replay_access_latency_us"] = got["priority_sampling_latency_us"] = math.nan
+    _SIMULATED[key] = got
     return got
+
+
+_SIMULATED: dict[str, dict[str, float]] = {}  # one simulation per configuration and run
+
+
+def _cell(value: float, measured: float | None = None) -> str:
+    if not math.isfinite(value):
+        return "n/a"
+    text = f"{value:,.0f}"
+    if measured is not None:
+        err = signed_error(value, measured)
+        text += "" if math.isnan(err) else f" ({err:+.0%})"
+    return text
+
+
+def print_table(rows: list[dict]) -> None:
+    """One markdown row per capture: measured, closed form and simulator (signed error)."""
+    print(
+        "| capture | actors | placement | send every | path | others' busy CPUs |"
+        " replay access us: measured | closed form | simulator |"
+        " prioritized sample us: measured | closed form | simulator |"
+        " frames/s: measured | simulator | frames/CPU-s: measured | simulator |"
+    )
+    print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        m, cf, sim = row["measured"], row["closed_form"], row.get("simulator", {})
+        cells = [m["name"], str(m["actors"]), m["placement"], str(m["send_every"])]
+        others = m["window_other_busy_cpus"]
+        if math.isnan(others):
+            others = m["other_busy_cpus"]
+        cells += ["veth" if m["netns"] else "loopback", "not recorded"]
+        cells[-1] = "not recorded" if math.isnan(others) else f"{others:.2f}"
+        for metric in METRICS[:2]:
+            cells += [_cell(m[metric]), _cell(cf[metric], m[metric])]
+            cells.append(_cell(sim.get(metric, math.nan), m[metric]))
+        cells += [
+            _cell(m["frames_per_s"]),
+            _cell(sim.get("frames_per_s", math.nan), m["frames_per_s"]),
+            _cell(m["frames_per_cpu_s"]),
+            _cell(sim.get("frames_per_cpu_s", math.nan), m["frames_per_cpu_s"]),
+        ]
+        print("| " + " | ".join(cells) + " |")
+    print()
 
 
 def main() -> None:
@@ -136,6 +222,9 @@ def main() -> None:
     ap.add_argument("--sim", action="store_true", help="also predict with archsim simulate")
     ap.add_argument("--sim-seconds", type=float, default=5.0)
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--from-json", type=Path, help="the simulator column of an earlier --sim --json run"
+    )
     args = ap.parse_args()
     if args.capture:
         capture_all(args.capture, args.seconds, args.configs.split(","))
@@ -143,38 +232,40 @@ def main() -> None:
             return
     if args.baseline is None:
         ap.error("--baseline DIR is needed for the table")
+    saved = {}
+    if args.from_json:
+        for old in json.loads(args.from_json.read_text()):
+            key = old.get("path") or old["measured"]["name"]
+            saved[key] = old.get("simulator", {})
     rows = []
     for d in [args.baseline] + [c for c in args.captures if c.resolve() != args.baseline.resolve()]:
-        m = measure_capture(d)
+        load = load_figures(d)
+        m = measure_capture(d, cpu_samples=load.get("cpu_samples"))
         row = {
             "measured": m.as_dict(),
             "closed_form": closed_form(args.baseline, m, args.batch_size),
         }
-        row["measured"]["other_busy_cpus"] = other_busy_cpus(d)
+        row["measured"]["other_busy_cpus"] = float(load.get("other_busy_cpus", math.nan))
         if args.sim:
             row["simulator"] = simulated(args.baseline, m, args.sim_seconds)
+        elif args.from_json:
+            row["simulator"] = saved.get(str(d)) or saved.get(
+                "baseline" if d is args.baseline else str(d), {}
+            )
+        row["baseline"] = d is args.baseline
+        row["path"] = str(d)
+        row["measured"]["name"] = "baseline" if row["baseline"] else str(d)
         rows.append(row)
-    print("| config | actors | placement | send every | path | others' busy CPUs | metric | measured | closed form | err | simulator | err |")  # fmt: skip
-    print("|---|---:|---|---:|---|---:|---|---:|---:|---:|---:|---:|")
+    print_table(rows)
     errors: dict[str, dict[str, list[float]]] = {}
     for row in rows:
-        m = row["measured"]
         for metric in METRICS:
-            cells = []
             for source in ("closed_form", "simulator"):
-                value = row.get(source, {}).get(metric, math.nan)
-                err = signed_error(value, m[metric])
-                if m["name"] != args.baseline.name and not math.isnan(err):
+                err = signed_error(
+                    row.get(source, {}).get(metric, math.nan), row["measured"][metric]
+                )
+                if not row["baseline"] and not math.isnan(err):
                     errors.setdefault(source, {}).setdefault(metric, []).append(err)
-                cells += [
-                    "" if math.isnan(value) else f"{value:,.0f}",
-                    "" if math.isnan(err) else f"{err:+.1%}",
-                ]
-            print(
-                f"| {m['name']} | {m['actors']} | {m['placement']} | {m['send_every']} |"
-                f" {'veth' if m['netns'] else 'loopback'} | {m['other_busy_cpus']:.2f} |"
-                f" {metric} | {m[metric]:,.0f} | " + " | ".join(cells) + " |"
-            )
     print()
     for source, by_metric in errors.items():
         for metric, errs in by_metric.items():

@@ -50,6 +50,9 @@ archsim sweep "$dqn" --hw dgx1-v100 --actors "$actors" --jobs 2 --no-progress \
   --out "$runs/dqn-actor-sweep-dgx1-v100" --force
 copy_pngs "$runs/dqn-actor-sweep-dgx1-v100" dqn-dgx1-v100
 
+echo "== Ape-X replay network (issue 14): latency by component and nodes x placement x stack, 40GbE"
+python -m archsim.report.network_charts traces/apex-dqn-cpu "$runs/network" "$figures"
+
 echo
 echo "figures:"
 ls -l "$figures"/*.png

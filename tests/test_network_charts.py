@@ -44,10 +44,8 @@ def bundled_messages() -> ReplayMessages:
         insert_bytes=16 * c.insert_bytes_per_item,
         request_bytes=c.request_bytes,
         reply_bytes=32 * c.reply_bytes_per_item,
-        update_bytes=c.update_bytes,
         insert_server_us=16 * c.insert_cpu_us_per_item,
         sample_server_us=32 * c.sample_cpu_us_per_item,
-        update_server_us=c.update_cpu_us,
     )
 
 
@@ -71,7 +69,7 @@ def test_learner_placement_samples_without_network():
     m = bundled_messages()
     parts = access_breakdown(m, net40("kernel_tcp"), "learner", "sample")
     assert parts["stack_us"] == parts["wire_us"] == parts["switch_us"] == 0
-    assert parts["server_us"] == pytest.approx(m.sample_server_us + m.update_server_us)
+    assert parts["server_us"] == pytest.approx(m.sample_server_us)
     # its inserts cross the network like the server placement's
     assert access_breakdown(m, net40("rdma"), "learner", "insert") == access_breakdown(
         m, net40("rdma"), "server", "insert"
@@ -87,7 +85,7 @@ def test_learner_placement_samples_without_network():
 )
 def test_in_network_never_crosses_more_network_than_a_server(n_bytes, stack, hops, access):
     net = load_hw("dgx1-v100", [f"network.stack={stack}", f"network.switch_hops={hops}"]).network
-    m = ReplayMessages(n_bytes, 24, 2 * n_bytes, 410, 100.0, 200.0, 50.0)
+    m = ReplayMessages(n_bytes, 24, 2 * n_bytes, 100.0, 200.0)
     near = access_breakdown(m, net, "in-network", access)
     far = access_breakdown(m, net, "server", access)
     for part in ("stack_us", "wire_us", "switch_us"):

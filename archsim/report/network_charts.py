@@ -44,15 +44,13 @@ STACKS = ("kernel_tcp", "kernel_bypass", "rdma")
 @dataclasses.dataclass(frozen=True)
 class ReplayMessages:
     """Sizes (bytes) and the replay's work (us) of the messages of one insert and one prioritized
-    sample: request, reply (the sampled transitions), priority update."""
+    sample: request and reply (the sampled transitions)."""
 
     insert_bytes: float
     request_bytes: float
     reply_bytes: float
-    update_bytes: float
     insert_server_us: float
     sample_server_us: float
-    update_server_us: float
 
 
 def _hop(n_bytes: float, network, placement: str) -> dict[str, float]:
@@ -79,8 +77,8 @@ def _hop(n_bytes: float, network, placement: str) -> dict[str, float]:
 def access_breakdown(
     messages: ReplayMessages, network, placement: str, access: str
 ) -> dict[str, float]:
-    """Microseconds by component of one ``access`` ("insert" or "sample": a prioritized sample with
-    its priority update) at ``placement`` over ``network``, keyed ``<component>_us``; queueing is 0
+    """Microseconds by component of one ``access`` ("insert" or "sample": a prioritized sample, the
+    request and the transitions back) at ``placement`` over ``network``, keyed ``<component>_us``; queueing is 0
     (closed form)."""
     parts = dict.fromkeys(COLUMNS, 0.0)
     service = network.in_network_service_us if placement == "in-network" else None
@@ -89,12 +87,11 @@ def access_breakdown(
         work = [service if service is not None else messages.insert_server_us]
         place = "server" if placement == "learner" else placement
     elif access == "sample":
+        # the request and the sampled transitions; the priority update that follows the training
+        # step is a third message (priority_sampling_latency_us counts it, this breakdown does not,
+        # as the simulator's sample_latency_breakdown_us)
         hops = [(messages.request_bytes, "request"), (messages.reply_bytes, "reply")]
-        hops.append((messages.update_bytes, "update"))
-        if service is not None:
-            work = [service, service]  # the sample request and the priority update
-        else:
-            work = [messages.sample_server_us, messages.update_server_us]
+        work = [service if service is not None else messages.sample_server_us]
         place = placement
         if placement == "learner":  # in the learner's memory: no message at all
             hops = []
@@ -151,7 +148,7 @@ def _draw_breakdown(table: pd.DataFrame, title: str):
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         ax.set_xticks(x, [f"{p}\n{s.replace('kernel_', '')}" for p, s in zip(rows["placement"], rows["stack"], strict=True)], fontsize=7)  # fmt: skip
         ax.set_ylabel("latency (us)")
-        what = "one insert" if access == "insert" else "one prioritized sample + priority update"
+        what = "one insert" if access == "insert" else "one prioritized sample (request + batch)"
         ax.set_title(what, fontsize=9)
         from_zero(ax)
         ax.grid(axis="y", alpha=0.3)
@@ -180,10 +177,18 @@ def _draw_sweep(table: pd.DataFrame, metrics: list[tuple[str, str]], title: str)
     for row, (metric, label) in enumerate(metrics):
         for col, stack in enumerate(stacks):
             ax = axes[row][col]
-            for placement in dict.fromkeys(table["replay_placement"]):
+            for k, placement in enumerate(dict.fromkeys(table["replay_placement"])):
                 t = table[(table["stack"] == stack) & (table["replay_placement"] == placement)]
                 t = t.sort_values("nodes")
-                ax.plot(t["nodes"], t[metric], marker="o", label=placement)
+                # markers and dashes differ so that lines lying on each other stay visible
+                ax.plot(
+                    t["nodes"],
+                    t[metric],
+                    marker="os^D"[k % 4],
+                    linestyle=("-", "--", ":", "-.")[k % 4],
+                    markersize=7 - 1.5 * (k % 4),
+                    label=placement,
+                )
             value_axis(ax, nodes)
             ax.set_xlabel("actor nodes")
             ax.set_ylabel(label)
@@ -248,17 +253,28 @@ def make_figures(trace: Path, runs: Path, figures: Path, nodes: int = 4) -> list
     sweep; PNGs copied into ``figures`` as network_*.png."""
     import shutil
 
+    from archsim.hw import load_hw
+    from archsim.sim.config import SimConfig
+    from archsim.sim.run import simulate
+    from archsim.trace.format import load
+
     runs, figures = Path(runs), Path(figures)
-    knobs = ["--hw", CLUSTER_HW, "--inference", "local"]
+    loaded = load(Path(trace))
     rows, sweep = [], []
     for stack in STACKS:
-        sets = [*CLUSTER_SET, f"network.stack={stack}"]
+        hw = load_hw(CLUSTER_HW, [*CLUSTER_SET, f"network.stack={stack}"])
         for placement in PLACEMENTS:
             for n in SWEEP_NODES:
-                point = [*knobs, "--actors", str(ACTORS_PER_NODE * n), "--nodes", str(n)]
-                point += ["--replay-placement", placement]
-                m = _simulate(trace, runs / f"{stack}-{placement}-{n}", point, sets)
-                sweep.append({"stack": stack, "replay_placement": placement} | m)
+                config = SimConfig(
+                    actors=ACTORS_PER_NODE * n,
+                    nodes=n,
+                    replay_placement=placement,
+                    inference="local",
+                    loop="distributed",
+                )
+                result = simulate(loaded, hw, config)
+                m = dict(result.metrics, network=getattr(result, "network", None))
+                sweep.append({"stack": stack, "replay_placement": placement, "nodes": n} | m)
                 if n == nodes:
                     rows += simulated_rows(m, placement, stack)
     paths = breakdown_chart(
@@ -266,7 +282,8 @@ def make_figures(trace: Path, runs: Path, figures: Path, nodes: int = 4) -> list
         runs,
         f"Replay latency by component: {nodes} actor nodes x {ACTORS_PER_NODE} actors, 40GbE",
     )
-    table = pd.DataFrame(sweep)
+    table = pd.DataFrame(sweep).drop(columns=["network"])
+    runs.mkdir(parents=True, exist_ok=True)
     table.to_csv(runs / "network_sweep.csv", index=False)
     pd.DataFrame(rows).to_csv(runs / "network_latency_breakdown.csv", index=False)
     paths += sweep_chart(

@@ -114,6 +114,27 @@ def unprofiled_frames_per_s(table: pd.DataFrame, frameskip: int = FRAMESKIP) -> 
     return rate * frameskip if rate else math.nan
 
 
+def unprofiled_window_ns(table: pd.DataFrame) -> tuple[int, int] | None:
+    """(first, last) send time of the unprofiled inserts: the window ``unprofiled_frames_per_s``
+    counts over; None with fewer than two."""
+    sent = table.loc[(table["kind"] == "insert") & ~table["profiled"], "sent_unix_ns"]
+    return (int(sent.min()), int(sent.max())) if len(sent) >= 2 else None
+
+
+def cpus_over(samples: list[list[float]], start_ns: int, end_ns: int) -> tuple[float, float]:
+    """(the run's CPUs busy, every process's CPUs busy) on average from ``start_ns`` to ``end_ns``,
+    linearly interpolated between ``samples`` of [time_ns, machine busy s, run's CPU s]."""
+    if len(samples) < 2 or end_ns <= start_ns:
+        return math.nan, math.nan
+    t = np.array([row[0] for row in samples], dtype=float)
+    if start_ns < t[0] or end_ns > t[-1]:
+        return math.nan, math.nan
+    busy = np.interp([start_ns, end_ns], t, [row[1] for row in samples])
+    own = np.interp([start_ns, end_ns], t, [row[2] for row in samples])
+    wall_s = (end_ns - start_ns) * 1e-9
+    return float(own[1] - own[0]) / wall_s, float(busy[1] - busy[0]) / wall_s
+
+
 @dataclasses.dataclass(frozen=True)
 class ApexMeasurement:
     """What one capture measured (means in microseconds) and the counts behind them."""
@@ -130,6 +151,10 @@ class ApexMeasurement:
     replay_access_latency_us: float
     priority_sampling_latency_us: float
     frames_per_s: float
+    # over the same window, from a capture's CPU samples (benchmarks/apex_validation.py): frames
+    # per CPU-second of the run's own processes, and the CPUs every other process kept busy
+    frames_per_cpu_s: float = math.nan
+    window_other_busy_cpus: float = math.nan
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -146,8 +171,11 @@ def _mean(values: pd.Series) -> float:
     return float(values.mean()) if len(values) else math.nan
 
 
-def measure_capture(trace_dir: Path, name: str | None = None) -> ApexMeasurement:
-    """The measured figures of one Ape-X capture directory (meta.yaml, messages.csv, steps)."""
+def measure_capture(
+    trace_dir: Path, name: str | None = None, cpu_samples: list[list[float]] | None = None
+) -> ApexMeasurement:
+    """The measured figures of one Ape-X capture directory (meta.yaml, messages.csv, steps);
+    with ``cpu_samples`` (see ``cpus_over``) also per CPU-second."""
     import yaml
 
     trace_dir = Path(trace_dir)
@@ -170,6 +198,11 @@ def measure_capture(trace_dir: Path, name: str | None = None) -> ApexMeasurement
         samples = sample_round_trips_us(table)
         sampling = sampling_latencies_us(table)
     accesses = pd.concat([inserts, samples], ignore_index=True)
+    frames_per_s = unprofiled_frames_per_s(table)
+    own_cpus = all_cpus = math.nan
+    window = unprofiled_window_ns(table)
+    if cpu_samples and window:
+        own_cpus, all_cpus = cpus_over(cpu_samples, *window)
     return ApexMeasurement(
         name=name or trace_dir.name,
         actors=int(settings.get("actors", 0)),
@@ -182,7 +215,9 @@ def measure_capture(trace_dir: Path, name: str | None = None) -> ApexMeasurement
         sample_latency_us=_mean(samples),
         replay_access_latency_us=_mean(accesses),
         priority_sampling_latency_us=_mean(sampling),
-        frames_per_s=unprofiled_frames_per_s(table),
+        frames_per_s=frames_per_s,
+        frames_per_cpu_s=frames_per_s / own_cpus if own_cpus > 0 else math.nan,
+        window_other_busy_cpus=max(0.0, all_cpus - own_cpus),
     )
 
 
