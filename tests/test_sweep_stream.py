@@ -104,3 +104,20 @@ def test_an_older_csv_without_seconds_per_1000_steps_resumes(trace_dir, tmp_path
         key = (str(row["actors"]), str(row["seed"]))
         if key in old:
             assert row[ADDED_COLUMN] == pytest.approx(old[key], rel=1e-12)
+
+
+def test_a_large_sweep_prints_its_best_points_not_every_row(trace_dir, tmp_path, capsys):
+    from archsim.cli import main
+    from archsim.commands.sweep import SUMMARY_ROWS
+
+    out = tmp_path / "sweep"
+    argv = ["sweep", str(trace_dir), "--actors", "4,5,6,7,8,9", "--seed", "0,1,2,3,4,5,6"]
+    argv += ["--inference-batch", "4", "--sim-seconds", "0.005", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"42 points; the {SUMMARY_ROWS} with the most frames/s:"
+    rows = printed[2 : 2 + SUMMARY_ROWS]  # after the column header
+    frames = [float(line.split()[2].replace(",", "")) for line in rows]
+    assert frames == sorted(frames, reverse=True)  # best first
+    assert printed[2 + SUMMARY_ROWS].startswith("wrote ")
+    assert len(pd.read_parquet(out / PARQUET_NAME)) == 42

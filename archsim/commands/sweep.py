@@ -11,6 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
+# Rows printed after a sweep: all of a small one; the best by frames/s of a larger one.
+SUMMARY_ROWS = 40
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -103,7 +106,11 @@ def _run_and_write(
     charts = sweep_charts(table, swept, out, f"{args.trace.name} on {args.hw}")
     columns = [*swept, "frames_per_s", "learner_updates_per_s", "gpu_util", "cpu_util"]
     columns += ["gpu_power_w", "frames_per_joule"]
-    print(table.sort_values(swept)[columns].to_string(index=False, float_format="{:,.3g}".format))
+    shown = table.sort_values(swept)
+    if len(table) > SUMMARY_ROWS:  # a 10,000-point sweep is read from its files, not the terminal
+        print(f"{len(table):,} points; the {SUMMARY_ROWS} with the most frames/s:")
+        shown = table.nlargest(SUMMARY_ROWS, "frames_per_s")
+    print(shown[columns].to_string(index=False, float_format="{:,.3g}".format))
     written = args.out / "sweep.csv"
     print(f"wrote {written}" + (f" and {len(charts)} chart files" if charts else ""))
 
