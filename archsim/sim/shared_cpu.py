@@ -26,6 +26,7 @@ bursts anyway.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 import numpy as np
 import simpy
@@ -68,11 +69,13 @@ class SharedThreads:
         self.v = 0.0  # work done by every burst present, since time 0
         self.t = 0.0  # time of the last update of v
         self.n = 0  # runnable bursts
-        self.heap: list[tuple[float, int, simpy.Event]] = []  # (v at finish, seq, done event)
+        # (v at finish, seq, what to call when it finishes: an event's succeed, or a callback)
+        self.heap: list[tuple[float, int, Callable[[], object]]] = []
         self.seq = 0
         self.timer_gen = 0  # the live timer's number; older timers are ignored
         self.timer_v = float("inf")  # v at which the live timer fires
         self.timer_rate = 0.0  # per-burst rate the live timer assumed
+        self.timer_at = float("inf")  # when the live timer fires
         # seconds (clipped to the window) with k hardware threads busy, k = 0..hw_threads
         self.level_s = np.zeros(hw_threads + 1)
         self.timeline = rec.timeline is not None  # keep a slice per burst
@@ -124,12 +127,7 @@ class SharedThreads:
         arrive = env.now
         self._advance(arrive)
         done = env.event()
-        target = self.v + work_s
-        heapq.heappush(self.heap, (target, self.seq, done))
-        self.seq += 1
-        self.n += 1
-        if self.rate(self.n) != self.timer_rate or target < self.timer_v:
-            self._reschedule()
+        self._push(work_s, done.succeed)
         yield done
         finish = env.now
         ideal = work_s / self.full_speed  # alone on a core
@@ -140,15 +138,63 @@ class SharedThreads:
             extra = {"software_thread": thread, "slowdown_us": (finish - arrive - ideal) * 1e6}
             record(self.rec, label, track, arrive, finish - arrive, {**(args or {}), **extra})
 
+    def start(self, work_s: float, on_done: Callable[[], object]) -> int:
+        """A burst of ``work_s`` arriving now without a process: ``on_done()`` is called when it
+        finishes (after the timer's bookkeeping, as a process would resume). The caller keeps the
+        queue statistics (:meth:`account`); no timeline slice is kept. Returns its number, for
+        :meth:`cancel`."""
+        self._advance(self.env.now)
+        return self._push(work_s, on_done)
+
+    def cancel(self, burst: int) -> float:
+        """Take burst number ``burst`` (from :meth:`start`, unfinished) off the CPU now: the work
+        it has left."""
+        self._advance(self.env.now)
+        heap = self.heap
+        index = next(i for i, entry in enumerate(heap) if entry[1] == burst)
+        target = heap.pop(index)[0]
+        heapq.heapify(heap)
+        self.n -= 1
+        self._reschedule()  # the rate rose, or the first to finish changed
+        return max(0.0, target - self.v)
+
+    def account(self, arrive: float, work_s: float, arrivals: int = 1) -> None:
+        """The run-queue statistics of ``arrivals`` bursts of ``work_s`` in all, run back to back
+        from ``arrive`` to now, as :meth:`_burst` keeps them (each waits its time beyond running
+        alone on a core; the waits add up to the whole stretch's)."""
+        ideal = work_s / self.full_speed
+        queue = self.queue
+        if arrive < queue.end:
+            queue.arrivals += arrivals - 1  # add_wait counts one
+        queue.add_wait(arrive, arrive + max(0.0, (self.env.now - arrive) - ideal))
+
+    def _push(self, work_s: float, on_done: Callable[[], object]) -> int:
+        target = self.v + work_s
+        heapq.heappush(self.heap, (target, self.seq, on_done))
+        self.seq += 1
+        self.n += 1
+        if not self.timer_rate:
+            self._reschedule()  # the first burst
+        elif (
+            target < self.timer_v  # a new first to finish, before the live timer fires
+            and self.t + (target - self.v) / self.rate(self.n) < self.timer_at
+        ):
+            self._reschedule()
+        # Otherwise the first to finish is the same and its rate only fell (the per-burst rate never
+        # grows with more bursts): the live timer fires early and re-arms then, one event for any
+        # number of arrivals in between instead of a new timer per arrival.
+        return self.seq - 1
+
     def _reschedule(self) -> None:
         """Arm one timer for the earliest finishing burst at the current rate."""
         self.timer_gen += 1
         if not self.heap:
-            self.timer_v, self.timer_rate = float("inf"), 0.0
+            self.timer_v, self.timer_rate, self.timer_at = float("inf"), 0.0, float("inf")
             return
         rate = self.rate(self.n)
         self.timer_v, self.timer_rate = self.heap[0][0], rate
         delay = max(0.0, (self.timer_v - self.v) / rate)
+        self.timer_at = self.env.now + delay
         gen = self.timer_gen
         timer = self.env.timeout(delay)
         timer.callbacks.append(lambda _event: self._on_timer(gen))
@@ -157,14 +203,19 @@ class SharedThreads:
         if gen != self.timer_gen:
             return  # superseded by a later arrival
         self._advance(self.env.now)
+        if not self.heap or self.rate(self.n) != self.timer_rate or self.heap[0][0] != self.timer_v:
+            self._reschedule()  # early: bursts arrived since it was armed and slowed the first
+            return
         # v reached the earliest target up to rounding: finish it and any finishing with it
         limit = self.timer_v + 1e-12 * max(1.0, abs(self.timer_v))
         self.v = max(self.v, self.timer_v)
+        finished = []
         while self.heap and self.heap[0][0] <= limit:
-            _, _, done = heapq.heappop(self.heap)
+            finished.append(heapq.heappop(self.heap)[2])
             self.n -= 1
-            done.succeed()
         self._reschedule()
+        for on_done in finished:  # in finishing order; callbacks may start new bursts
+            on_done()
 
     def flush(self) -> None:
         """Busy time per hardware thread into the recorder: with k busy, threads 0..k-1 are (Linux

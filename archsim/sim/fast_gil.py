@@ -1,0 +1,242 @@
+"""The GIL of archsim.sim.gil without one simpy event per slice: a small event loop of its own over
+the learner process's threads, on pinned hardware threads (the fast path's Lindley executor).
+
+The model is archsim.sim.gil's, step for step: a burst of ``k`` slices, each a Python part under the
+GIL and a native part without it; a FIFO lock; a thread granted the GIL that another thread held
+pays the hand-off first; a software thread runs its bursts one after another. What changes is how
+time advances. The threads of one process are few (the training loop and its inference server
+threads), so their state fits in a few fields and the next thing that happens among them (a part or
+a hand-off that ends) is the earliest of one time per thread. ``_advance(t)`` plays those transitions
+in time order up to ``t`` in plain Python; simpy only sees one timer:
+
+- while one thread alone runs a burst and nobody waits for the GIL, nothing can change its course
+  until another burst arrives, so the timer is set at the burst's end (one event for all its slices);
+  a burst arriving earlier first plays the lone thread's parts up to that moment;
+- while several threads run bursts, the timer is set at the next transition among them (one event
+  per transition instead of the reference's lock request, grant, timeouts and release).
+
+Each part is booked on its hardware thread through ``LindleyThreads.finish_time`` at the moment it
+starts, as the reference's ``execute`` does, so busy time and run-queue counts are the same sums. It
+needs what makes that valid: every thread of the process on its own hardware thread, which no other
+software thread uses (the pinned layout reserves the learner's threads), and no per-slice records
+(timeline, power series); ``choose_gil`` returns the reference GIL otherwise.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import simpy
+
+from archsim.sim.cpu import LindleyThreads
+from archsim.sim.gil import HANDOFF_S, Gil, slices
+from archsim.sim.python_share import BurstPython
+from archsim.sim.shared_cpu import SharedThreads
+
+IDLE, ASK, HAND, PY, NAT, PLAIN = range(6)  # a thread's phase
+
+
+class _Thread:
+    """One software thread of the process: its queued bursts and where its current one is."""
+
+    __slots__ = (
+        "pending",
+        "phase",
+        "until",
+        "left",
+        "py_work",
+        "nat_work",
+        "done",
+        "asked",
+        "lone",
+    )
+
+    def __init__(self) -> None:
+        self.pending: deque = deque()  # (work_s, python, done event) not yet started
+        self.phase = IDLE
+        self.until = 0.0  # end of the current part or hand-off
+        self.left = 0  # slices of the current burst not yet finished, the current one included
+        self.py_work = 0.0  # work of one slice's Python part, and of its native part
+        self.nat_work = 0.0
+        self.done: simpy.Event | None = None
+        self.asked = 0.0  # when it asked for the GIL
+        self.lone: tuple = ()  # archsim.sim.shared_gil: (burst number, start, work, parts)
+
+
+class FastGil:
+    """The process's GIL played by its own event loop; same interface as archsim.sim.gil.Gil."""
+
+    def __init__(
+        self, env: simpy.Environment, threads: LindleyThreads, handoff_s: float = HANDOFF_S
+    ) -> None:
+        self.env = env
+        self.threads = threads
+        self.handoff_s = handoff_s
+        self.holder: int | None = None  # the thread that held the GIL last
+        self.owner: int | None = None  # the thread that holds it now
+        self.waiting: deque[int] = deque()  # threads asking for it, first come first served
+        self.state: dict[int, _Thread] = {}
+        self.active: list[int] = []  # threads with a burst under way
+        self.handoffs = 0
+        self.wait_s = 0.0
+        self.timer_gen = 0
+
+    def run(self, thread: int, work_s: float, python: BurstPython, label: str = ""):
+        """Run a burst of ``work_s`` on ``thread`` (a simpy generator), its Python part under the GIL."""
+        env = self.env
+        now = env.now
+        self._advance(now)
+        state = self.state.get(thread)
+        if state is None:
+            state = self.state[thread] = _Thread()
+        done = env.event()
+        state.pending.append((work_s, python, done))
+        if state.phase == IDLE:
+            self._start_next(thread, state, now)
+        self._arm()
+        yield done
+
+    # -- the process's own event loop ------------------------------------------------------------
+
+    def _start_next(self, thread: int, state: _Thread, t: float) -> None:
+        work_s, python, done = state.pending.popleft()
+        state.done = done
+        self.active.append(thread)
+        python_s = work_s * python.share
+        if python_s <= 0:
+            state.phase = PLAIN
+            state.until = self._part(thread, work_s, t)
+            return
+        k = slices(python_s, python.releases)
+        state.left = k
+        state.py_work = python_s / k
+        state.nat_work = (work_s - python_s) / k
+        self._ask(thread, state, t)
+
+    def _ask(self, thread: int, state: _Thread, t: float) -> None:
+        if self.owner is None and not self.waiting:
+            self.owner = self.holder = thread  # a free GIL: no hand-off
+            state.phase = PY
+            state.until = self._part(thread, state.py_work, t)
+        else:
+            state.phase = ASK
+            state.asked = t
+            self.waiting.append(thread)
+
+    def _step(self, thread: int, state: _Thread) -> None:
+        """The current part or hand-off of ``thread`` ends now (at ``state.until``)."""
+        t = state.until
+        phase = state.phase
+        if phase == HAND:
+            self.wait_s += t - state.asked
+            self.holder = thread
+            state.phase = PY
+            state.until = self._part(thread, state.py_work, t)
+            return
+        if phase == PY:
+            self.owner = None  # release: the first waiter gets it and pays the hand-off
+            if self.waiting:
+                nxt = self.waiting.popleft()
+                other = self.state[nxt]
+                self.owner = nxt
+                self.handoffs += 1  # it asked while another held it: never the last holder
+                other.phase = HAND
+                other.until = t + self.handoff_s
+                self._handoff(nxt, other)
+            if state.nat_work > 0:
+                state.phase = NAT
+                state.until = self._part(thread, state.nat_work, t)
+                return
+        if phase != PLAIN:  # PY without native work, or NAT: the slice is over
+            state.left -= 1
+            if state.left > 0:
+                self._ask(thread, state, t)
+                return
+        self._finish(thread, state, t)
+
+    def _finish(self, thread: int, state: _Thread, t: float) -> None:
+        """The thread's burst ends at ``t``: its caller goes on; its next queued burst starts."""
+        state.phase = IDLE
+        self.active.remove(thread)
+        state.done.succeed()
+        if state.pending:
+            self._start_next(thread, state, t)
+
+    def _part(self, thread: int, work_s: float, t: float) -> float:
+        """Book a part of ``work_s`` starting at ``t`` on the thread's pinned hardware thread: its end."""
+        return self.threads.finish_time(thread, work_s, t)
+
+    def _handoff(self, thread: int, state: _Thread) -> None:
+        """A hand-off to ``thread`` ends at ``state.until`` (the own event loop plays it)."""
+
+    def _next(self) -> tuple[float, int]:
+        """(time, thread) of the earliest transition; ties go to the lower thread."""
+        best_t, best = float("inf"), -1
+        for thread in self.active:
+            state = self.state[thread]
+            if state.phase != ASK and state.until < best_t:
+                best_t, best = state.until, thread
+        return best_t, best
+
+    def _advance(self, until: float) -> None:
+        while True:
+            t, thread = self._next()
+            if thread < 0 or t > until:
+                return
+            self._step(thread, self.state[thread])
+
+    def _lone_end(self, state: _Thread) -> float:
+        """When the burst of a thread alone in the process ends, nobody else asking meanwhile: its
+        parts' ends summed in the order finish_time sums them (start = the previous end)."""
+        t = state.until
+        speed = self.threads.speed[self.active[0]]
+        left, phase = state.left, state.phase
+        if phase == PLAIN:
+            return t
+        if phase == HAND:
+            t = t + state.py_work / speed
+            phase = PY
+        if phase == PY and state.nat_work > 0:
+            t = t + state.nat_work / speed
+        left -= 1
+        for _ in range(left):
+            t = t + state.py_work / speed
+            if state.nat_work > 0:
+                t = t + state.nat_work / speed
+        return t
+
+    def _arm(self) -> None:
+        """One timer: at the lone burst's end, or at the next transition among several."""
+        self.timer_gen += 1
+        if not self.active:
+            return
+        if len(self.active) == 1 and not self.waiting:
+            at = self._lone_end(self.state[self.active[0]])
+        else:
+            at, _ = self._next()
+        gen = self.timer_gen
+        timer = self.env.timeout(max(0.0, at - self.env.now))
+        timer.callbacks.append(lambda _event: self._on_timer(gen, at))
+
+    def _on_timer(self, gen: int, at: float) -> None:
+        if gen != self.timer_gen:
+            return  # a burst arrived since and re-armed it
+        self._advance(at)
+        self._arm()
+
+
+def choose_gil(system, threads) -> Gil | FastGil:
+    """FastGil where it computes the reference model (module docstring), else the reference Gil."""
+    if system.config.engine == "simpy":
+        return Gil(system.env, threads)
+    if isinstance(threads, SharedThreads):
+        from archsim.sim.shared_gil import SharedFastGil  # it builds on FastGil
+
+        return Gil(system.env, threads) if threads.timeline else SharedFastGil(system.env, threads)
+    if isinstance(threads, LindleyThreads) and not threads.detailed:
+        gil_threads = sorted({system.learner_thread, *system.server_threads})
+        hosted = np.bincount(system.layout.placement, minlength=system.layout.hw_threads)
+        if np.all(hosted[gil_threads] == 1):
+            return FastGil(system.env, threads)
+    return Gil(system.env, threads)

@@ -1,0 +1,82 @@
+"""Central-inference actors on the time-shared CPU (``--cpu-sched shared``) without a process each.
+
+The reference (``plain_central_actor`` on archsim.sim.shared_cpu.SharedThreads) runs one simpy process
+per actor: every env step is a process resumption, a burst event, a request event into a Store and
+a response event, about a dozen simpy events. Under processor sharing an actor's step end is not
+known when it starts (it depends on the bursts that arrive later), so the pinned fleet's trick of
+computing it at once does not apply; but nothing else about an actor needs a process: when a batch's
+actions arrive, the fleet hands each member's next env step to the processor-sharing CPU with a
+callback (``SharedThreads.start``); when the CPU's one timer finishes it, the callback registers the
+request's arrival with the fleet batcher (archsim.sim.inference.FleetBatcher), which wakes only when
+a batch can close. The CPU's virtual-time clock orders all finishes, so the work per env step is one
+heap push and pop and one callback, and simpy sees one timer per distinct finishing instant.
+
+It is the reference model: the same bursts enter the same processor-sharing queue in the same order
+(batch members in batch order) and requests reach the batcher at the same arrival times, ordered by
+actor id at equal times on both paths. tests/test_engine_agreement.py checks the metrics against the
+reference on random systems. Timelines need a slice per step with its context: they use the reference.
+"""
+
+from __future__ import annotations
+
+from archsim.sim.inference import FleetBatcher
+from archsim.sim.shared_cpu import SharedThreads
+from archsim.sim.system import System
+
+
+class SharedFleet:
+    """All actors of a central-inference run on the time-shared CPU, driven by callbacks."""
+
+    def __init__(self, system: System, batcher: FleetBatcher) -> None:
+        self.system = system
+        self.batcher = batcher
+        self.threads: SharedThreads = system.threads
+        self.sent_at = [0.0] * system.config.actors
+        self.actor_threads = [int(t) for t in system.actor_threads]
+        self.envs = system.config.envs_per_actor
+        batcher.deliver = self.deliver
+
+    def start(self) -> None:
+        self.deliver(list(range(self.system.config.actors)), first=True)
+
+    def deliver(self, members: list[int], first: bool = False) -> None:
+        """Actions for ``members`` arrived now: each starts its next env step on the CPU."""
+        system = self.system
+        rec = system.rec
+        now = system.env.now
+        end = rec.end
+        now_c = now if now < end else end
+        streams = system.streams
+        start = self.threads.start
+        sent_at = self.sent_at
+        waited = 0.0
+        for actor in members:
+            if not first:
+                sent = sent_at[actor]
+                waited += now_c - (sent if sent < end else end)
+            work = streams.next(actor)
+            start(work, self._finisher(actor, now, work))
+        rec.actor_wait_s += waited
+
+    def _finisher(self, actor: int, arrive: float, work_s: float):
+        def finished() -> None:
+            threads = self.threads
+            finish = threads.env.now
+            threads.account(arrive, work_s)
+            self.sent_at[actor] = finish
+            rec = self.system.rec
+            if finish < rec.end:
+                rec.env_steps += self.envs
+            self.batcher.add(finish, actor)
+            self.batcher.notify()
+
+        return finished
+
+
+def start_shared_fleet(system: System) -> str:
+    """Start the batcher and the fleet of a central-inference run on the time-shared CPU; the path."""
+    batcher = FleetBatcher(system)
+    fleet = SharedFleet(system, batcher)
+    system.env.process(batcher.run())
+    fleet.start()
+    return "shared_fast"
