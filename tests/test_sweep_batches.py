@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archsim.analysis import sweep_exec
 from archsim.analysis.sweep import SweepSpec, run_sweep
@@ -198,3 +200,52 @@ def test_pool_keeps_a_bounded_window_and_dask_gives_the_pool_rows(trace_dir, tmp
     pool = pool.sort_values(key).reset_index(drop=True)
     for name in ("frames_per_s", "learner_updates_per_s", "gpu_util", "events", "path"):
         assert list(dask[name]) == list(pool[name]), name
+
+
+def _same_times(a, b) -> bool:
+    import dataclasses
+
+    import numpy as np
+
+    for name in (f.name for f in dataclasses.fields(a)):
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if x is None or y is None or not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def memo_world(trace_dir):
+    from archsim.commands._trace_input import load_trace_input
+    from archsim.hw.presets import load_hw
+
+    return load_trace_input(trace_dir), load_hw("dgx1-v100", []), ServiceTimesMemo()
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    actors=st.integers(4, 12),
+    envs=st.integers(1, 2),
+    batch=st.integers(1, 4),
+    inference=st.sampled_from(["central", "local"]),
+    seed=st.integers(0, 3),
+)
+def test_memo_always_returns_what_a_fresh_derivation_gives(
+    memo_world, actors, envs, batch, inference, seed
+):
+    from archsim.sim.workload import derive_service_times
+
+    trace, hw, memo = memo_world  # one memo across examples: later ones hit earlier entries
+    config = SimConfig(
+        actors=actors,
+        envs_per_actor=envs,
+        inference_batch=batch * envs,
+        inference=inference,
+        seed=seed,
+        sim_seconds=0.02,
+    )
+    derive = memo.bind("tiny", ("dgx1-v100", ()))
+    assert _same_times(derive(trace, hw, config, 32), derive_service_times(trace, hw, config, 32))
