@@ -109,3 +109,30 @@ def place_node_threads(
 def node_of_thread(layout: ThreadLayout, cores_per_node: int) -> np.ndarray:
     """Node of every hardware thread of a layout made by ``place_node_threads``."""
     return (np.arange(layout.hw_threads) % layout.cores) // cores_per_node
+
+
+def node_layout(config, machine, hw_threads: int, network, traffic) -> tuple[ThreadLayout, tuple]:
+    """Thread layout of ``config.nodes`` nodes (``machine``: one node, archsim.sim.system.Machine)
+    and what the replay network needs: (network, traffic, polling threads, cores per node)."""
+    from archsim.sim.replay_server import check_network_knobs, polling_cores
+
+    if network is None or traffic is None:
+        raise ArchsimError(
+            f"--nodes {config.nodes} --replay-placement {config.replay_placement}: the network "
+            "config and the trace's replay traffic are needed (archsim.sim.replay_traffic)"
+        )
+    check_network_knobs(config, network)
+    layout, polling = place_node_threads(
+        n_reserved=config.learner_threads,
+        actors=config.actors,
+        nodes=config.nodes,
+        hw_threads=hw_threads,
+        cores=machine.cores,
+        sockets=machine.sockets,
+        cores_per_socket=machine.cores_per_socket,
+        thread_speed_rel=machine.thread_speed_rel,
+        smt_yield=machine.smt_yield,
+        polling_cores=polling_cores(config, network),
+    )
+    cores_per_node = layout.cores // config.nodes
+    return layout, (network, traffic, polling, cores_per_node)

@@ -28,6 +28,7 @@ import numpy as np
 from archsim.errors import ArchsimError
 from archsim.perf.network import polling_cores_per_node
 from archsim.sim.network_links import Endpoint, Link, Paths, transfer
+from archsim.sim.nodes import node_of_thread
 from archsim.sim.replay_traffic import ReplayTraffic
 
 # Perfetto process ids of the timeline's other nodes (node 0 is archsim.sim.timeline.NODE_PID)
@@ -337,6 +338,22 @@ class ReplayNetwork:
             "priority_updates": self.priority.n,
         }
         return flat, detail
+
+
+def attach_network(system, cpu_speed_rel: float, net_setup: tuple) -> None:
+    """The replay network of a multi-node or remote-replay run (archsim.sim.replay_server): its
+    NICs and replay, each actor's node, and the polling cores (busy the whole window)."""
+    network, traffic, polling, cores_per_node = net_setup
+    rec = system.rec
+    net = ReplayNetwork(system.env, system.config, network, traffic, cpu_speed_rel, rec.end)
+    net.timeline = rec.timeline
+    node_of = node_of_thread(system.layout, cores_per_node)
+    net.actor_nodes = [int(node_of[t]) for t in system.actor_threads]
+    net.name_tracks(net.actor_nodes)
+    for thread in polling:
+        rec.cpu_busy(int(thread), 0.0, rec.end)
+    system.net = net  # read by the actor and learner hooks (getattr, None without a network)
+    rec.replay_network = net
 
 
 def _path_components(parts) -> dict[str, float]:

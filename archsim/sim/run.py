@@ -34,14 +34,13 @@ from archsim.sim.inference import FleetBatcher, PlainBatcher
 from archsim.sim.learner import learner_process
 from archsim.sim.limits import check_simulated_work
 from archsim.sim.metrics import Recorder, power_series, summarize
-from archsim.sim.nodes import node_of_thread, place_node_threads
+from archsim.sim.nodes import node_layout
 from archsim.sim.replay import RateLimitedReplay
 from archsim.sim.replay_server import (
-    ReplayNetwork,
+    attach_network,
     check_network_knobs,
     network_in_use,
     no_network_metrics,
-    polling_cores,
 )
 from archsim.sim.shared_cpu import SharedThreads
 from archsim.sim.system import ActorStreams, Machine, ServiceTimes, System
@@ -99,7 +98,7 @@ def simulate_system(
         hw_threads = config.cpu_threads
     net_setup = None
     if network_in_use(config):
-        layout, net_setup = _node_layout(config, machine, hw_threads, network, traffic)
+        layout, net_setup = node_layout(config, machine, hw_threads, network, traffic)
     else:
         layout = place_threads(
             n_reserved=config.learner_threads,
@@ -156,30 +155,6 @@ def simulate_system(
         power_series=series,
         network=detail,
     )
-
-
-def _node_layout(config: SimConfig, machine: Machine, hw_threads: int, network, traffic):
-    """Thread layout of ``config.nodes`` nodes and what the replay network needs."""
-    if network is None or traffic is None:
-        raise ArchsimError(
-            f"--nodes {config.nodes} --replay-placement {config.replay_placement}: the network "
-            "config and the trace's replay traffic are needed (archsim.sim.replay_traffic)"
-        )
-    check_network_knobs(config, network)
-    layout, polling = place_node_threads(
-        n_reserved=config.learner_threads,
-        actors=config.actors,
-        nodes=config.nodes,
-        hw_threads=hw_threads,
-        cores=machine.cores,
-        sockets=machine.sockets,
-        cores_per_socket=machine.cores_per_socket,
-        thread_speed_rel=machine.thread_speed_rel,
-        smt_yield=machine.smt_yield,
-        polling_cores=polling_cores(config, network),
-    )
-    cores_per_node = layout.cores // config.nodes
-    return layout, (network, traffic, polling, cores_per_node)
 
 
 def _run(
@@ -260,7 +235,7 @@ def _run(
             )
         system.params_lock = simpy.Resource(env, capacity=1)
     if net_setup is not None:
-        _attach_network(system, machine, net_setup)
+        attach_network(system, machine.thread_speed_rel, net_setup)
     if times.python.any() and len({system.learner_thread, *system.server_threads}) > 1:
         # the learner process's threads take turns on its GIL (one thread alone never waits)
         system.gil = choose_gil(system, threads)  # fast where it is the same model
@@ -279,24 +254,6 @@ def _run(
     env.run(until=config.sim_seconds)
     threads.flush()
     return rec, engine, _events_processed(env)
-
-
-def _attach_network(system: System, machine: Machine, net_setup: tuple) -> None:
-    """The replay network of a multi-node or remote-replay run (archsim.sim.replay_server): its
-    NICs and replay, each actor's node, and the polling cores (busy the whole window)."""
-    network, traffic, polling, cores_per_node = net_setup
-    rec = system.rec
-    net = ReplayNetwork(
-        system.env, system.config, network, traffic, machine.thread_speed_rel, rec.end
-    )
-    net.timeline = rec.timeline
-    node_of = node_of_thread(system.layout, cores_per_node)
-    net.actor_nodes = [int(node_of[t]) for t in system.actor_threads]
-    net.name_tracks(net.actor_nodes)
-    for thread in polling:
-        rec.cpu_busy(int(thread), 0.0, rec.end)
-    system.net = net  # read by the actor and learner hooks (getattr, None without a network)
-    rec.replay_network = net
 
 
 def _start_processes(system: System, plain: bool, timeline: bool) -> str:
