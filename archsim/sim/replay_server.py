@@ -16,8 +16,8 @@ receive stack work beyond what the wire hides and the reply's send stack work. A
 runs on its own hardware thread (``archsim.perf.network.stack_cpu_seconds``, half per end).
 
 Latencies, each counted for requests that start inside the window and whose end the run reaches (a
-request still in flight when the run stops is not counted, which understates a mean by at most the
-few requests of the last latency before the end): an insert's from its send to the replay having
+request still in flight when the run stops is not counted, so a mean over a saturated replay leans
+low): an insert's from its send to the replay having
 applied it; a sample's from the request's send to the learner having the batch;
 ``priority_sampling_latency_us`` is a sample's plus its priority update's (send to applied), the
 learner's training between them left out.
