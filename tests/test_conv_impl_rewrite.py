@@ -9,6 +9,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archsim.cli import main
 from archsim.errors import ArchsimError
@@ -150,6 +152,29 @@ def test_unfold_never_beats_the_library_layer_by_layer(preset, batch):
         library_s = predict_op_seconds(one, hw).sum()
         unfold_s = predict_op_seconds(to_unfold(one), hw).sum()
         assert unfold_s >= library_s, row["name"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.sampled_from([1, 2, 8, 32, 128]),
+    c=st.sampled_from([1, 3, 4, 16, 64]),
+    o=st.sampled_from([8, 32, 64, 256]),
+    k=st.integers(1, 8),
+    stride_frac=st.floats(0.0, 1.0),
+    extra=st.integers(0, 80),
+    preset=st.sampled_from(["jetson-tx1", "jetson-agx-orin", "dgx1-v100", "dgx-h100"]),
+)
+def test_unfold_is_never_faster_for_any_layer(n, c, o, k, stride_frac, extra, preset):
+    """Physics: unfold does the library's FLOPs and moves more bytes in more kernels."""
+    s = 1 + int(stride_frac * (k - 1))  # 1 <= stride <= kernel: every input pixel is read
+    h = k + extra
+    pixels = ((h - k) // s + 1) ** 2
+    row = _row(0, 0, "train_forward", "aten::conv2d", "conv",
+               2 * n * o * pixels * c * k * k + n * o * pixels,
+               (n * c * h * h + o * c * k * k + o) * F, n * o * pixels * F,
+               [[n, c, h, h], [o, c, k, k], [o], [], [], [], []])  # fmt: skip
+    one, hw = pd.DataFrame([row]), load_hw(preset)
+    assert predict_op_seconds(to_unfold(one), hw).sum() >= predict_op_seconds(one, hw).sum()
 
 
 def _dqn_trace():
