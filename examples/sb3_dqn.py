@@ -16,7 +16,7 @@ import torch
 from dqn_single_file import make_env
 from stable_baselines3 import DQN
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.vec_env import DummyVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 
 class TrainingStart(BaseCallback):
@@ -40,11 +40,14 @@ def main() -> None:
     p.add_argument("--learning-starts", type=int, default=100_000)
     p.add_argument("--buffer-size", type=int, default=10_000)  # rl-zoo's Atari DQN: 100,000
     p.add_argument("--torch-threads", type=int, default=0, help="0: torch's default")
+    p.add_argument(
+        "--subproc", action="store_true", help="step the env in a worker process (SubprocVecEnv)"
+    )
     args = p.parse_args()
     if args.torch_threads > 0:
         torch.set_num_threads(args.torch_threads)
 
-    env = DummyVecEnv([make_env(args.env_id, args.seed)])
+    env = (SubprocVecEnv if args.subproc else DummyVecEnv)([make_env(args.env_id, args.seed)])
     # rl-baselines3-zoo hyperparams/dqn.yml (atari): lr 1e-4, batch 32, train_freq 4,
     # target_update_interval 1000, exploration_fraction 0.1, exploration_final_eps 0.01
     model = DQN(

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from archsim.capture import markers
+from archsim.capture.env_markers import EnvMarking
 from archsim.capture.patches import Patches
 from archsim.capture.phase_fn import PhaseFn
 from archsim.errors import ArchsimError
@@ -87,7 +88,7 @@ def active_marker() -> AutoMarker | None:
     return _active
 
 
-class AutoMarker:
+class AutoMarker(EnvMarking):
     """Sequential step/phase state of the marked thread; ``install()`` patches, ``uninstall()`` undoes."""
 
     def __init__(
@@ -186,91 +187,7 @@ class AutoMarker:
         self._close_actor()
         self._close_learner()
 
-    # ---- wrappers ----------------------------------------------------------------------------
-    def _note_env(self, env: Any) -> None:
-        if id(env) == self._env_id:
-            return
-        self._env_id = id(env)
-        num_envs = getattr(env, "num_envs", None)
-        vector = isinstance(num_envs, int) and num_envs >= 1
-        self.env_batch = num_envs if vector else 1
-        # gymnasium vector envs batch observation_space; SB3's VecEnv keeps it per env
-        space = getattr(env, "single_observation_space", None) if vector else None
-        space = space or getattr(env, "observation_space", None)
-        shape = getattr(space, "shape", None)
-        self.obs_ndim = len(shape) if isinstance(shape, tuple) else None
-
-    def _wrap_env_step(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def step(env: Any, *args: Any, **kwargs: Any) -> Any:
-            if not self._outermost():
-                return original(env, *args, **kwargs)
-            self._note_env(env)
-            result = self._marked("env_step", original, (env, *args), kwargs)
-            self._actor_stepped = True
-            self.counts.env_steps += 1
-            self.counts.transitions += self.env_batch or 1
-            if self.seen_learner:
-                self.counts.transitions_training += self.env_batch or 1
-            return result
-
-        return step
-
-    def _wrap_env_reset(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def reset(env: Any, *args: Any, **kwargs: Any) -> Any:
-            if not self._outermost():
-                return original(env, *args, **kwargs)
-            self._note_env(env)
-            if self._actor is None:  # the loop's first reset: not inside an actor step
-                self._depth += 1  # its no-op/fire steps are the reset's, not the loop's
-                try:
-                    return original(env, *args, **kwargs)
-                finally:
-                    self._depth -= 1
-            return self._marked("env_step", original, (env, *args), kwargs)
-
-        return reset
-
-    def _wrap_ale_step(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        wrapped_step = self._wrap_env_step(original)
-
-        def step(env: Any, *args: Any, **kwargs: Any) -> Any:
-            skip = getattr(env, "_frameskip", None)
-            if isinstance(skip, int) and threading.get_ident() == self._thread:
-                self.counts.frames += skip
-            return wrapped_step(env, *args, **kwargs)
-
-        return step
-
-    def _patch_env_class(self, cls: type) -> None:
-        own = vars(cls)
-        ale = cls.__module__.startswith("ale_py") and cls.__name__ == "AtariEnv"
-        if "step" in own and callable(own["step"]):
-            wrap = self._wrap_ale_step if ale else self._wrap_env_step
-            self._patches.set(cls, "step", wrap(own["step"]))
-        if "reset" in own and callable(own["reset"]):
-            self._patches.set(cls, "reset", self._wrap_env_reset(own["reset"]))
-
-    def _patch_env_tree(self, base: type) -> None:
-        seen, todo = set(), [base]
-        while todo:
-            cls = todo.pop()
-            if cls in seen:
-                continue
-            seen.add(cls)
-            self._patch_env_class(cls)
-            todo.extend(cls.__subclasses__())
-        marker = self
-        previous = vars(base).get("__init_subclass__")
-
-        def init_subclass(cls: type, **kwargs: Any) -> None:
-            if previous is not None:
-                previous.__get__(None, cls)(**kwargs)
-            else:
-                super(base, cls).__init_subclass__(**kwargs)
-            marker._patch_env_class(cls)
-
-        self._patches.set(base, "__init_subclass__", classmethod(init_subclass))
-
+    # ---- wrappers (the env's: archsim.capture.env_markers) ------------------------------------
     def _batch_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
         import torch
 

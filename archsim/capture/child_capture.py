@@ -208,7 +208,6 @@ class Workers:
         self.folder = Path(folder)
         self.settings = ChildSettings(str(folder), schedule.as_dict(), device)
         self.started: list[Worker] = []
-        self.stopped_by_us: list[str] = []
 
     def before_start(self, process: Any) -> None:
         """Wrap the process's target (a plain ``Process(target=...)``; a subclass with its own
@@ -239,7 +238,6 @@ class Workers:
         for worker in self.started:
             process = worker.process
             if _alive(process):
-                self.stopped_by_us.append(f"worker {worker.index} (pid {worker.pid})")
                 process.terminate()
                 _join(process, TERMINATE_TIMEOUT_S)
             if _alive(process):
@@ -262,7 +260,10 @@ class Workers:
             if sidecar is None:
                 notes.append(f"{name} exited with code {exitcode} and wrote no trace (killed?)")
                 continue
-            if not (sidecar.get("counts") or {}).get("env_steps"):
+            if "counts" not in sidecar:  # ran unprofiled (see ChildCapture)
+                notes.append(f"{name} is not in the trace: {sidecar.get('error')}")
+                continue
+            if not sidecar["counts"].get("env_steps"):
                 continue  # a pool or manager process: no environment work to show
             if not trace_path.exists():
                 why = sidecar.get("error") or "its schedule recorded no window (run longer)"
