@@ -49,8 +49,10 @@ GOLDEN = {
     "dgx-h200": (132 * 3784 * 1980e6, 4800e9, 8512e9, 0.13897, 0.25229, 0.16777),
     # 2.25 P: math 0.061 ms; L2 2.147e9 / 9548e9 = 0.225 ms binds; add / 8000 GB/s = 0.101 ms
     "dgx-b200": (148 * 7682 * 1979e6, 8000e9, 9548e9, 0.061084, 0.22491, 0.10066),
-    # no tensor cores: FP16 56 * 256 * 1480 MHz = 21.2 T: 6.478 ms; add / 732 GB/s = 1.100 ms
-    "dgx1-p100": (56 * 256 * 1480e6, 732e9, 1459e9, 6.4777, 6.4777, 1.1001),
+    # no tensor cores, and an fp16 GEMM that is not a native-FP16 HGEMM computes in FP32 (PyTorch's
+    # cublasGemmEx, CUDA_R_32F; archsim.perf.terms): 56 * 128 * 1480 MHz = 10.6 T: 12.955 ms;
+    # add / 732 GB/s = 1.100 ms
+    "dgx1-p100": (56 * 128 * 1480e6, 732e9, 1459e9, 12.955, 12.955, 1.1001),
     # MFMA FP16 104 CUs * 1024 * 1700 MHz = 181 T: 0.759 ms; add / 1638.4 GB/s = 0.492 ms
     "mi210": (104 * 1024 * 1700e6, 1638.4e9, 6963e9, 0.75915, 0.75915, 0.49152),
     # one GCD: 110 * 1024 * 1700 MHz = 191.5 T: 0.718 ms; add / 1638.4 GB/s = 0.492 ms

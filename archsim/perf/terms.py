@@ -230,8 +230,16 @@ def kernel_terms(
     grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
     tiled = tiled_engine(_name_view(ops), grid_known, _column(ops, "flops"))
     tile_edge = _tile_edge(ops, threads)
-    terms = _terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
-                   tile_edge / size, gpu, idealize)  # fmt: skip
+    # Achieved, not peak: the library's GEMM fraction on tiled engines (1 under perfect SM
+    # utilization, which idealizes away what keeps SMs below peak) and the stream fraction of DRAM.
+    # Applied to every candidate of the tile search below, so that it keeps the fastest launch as
+    # achieved (ties at peak broken afterwards could pick a slower one: a higher clock was slower).
+    attention = (_strings(ops, "op_class") == "attention").to_numpy(dtype=bool)
+    math_fraction, dram_fraction = achieved_fractions(tiled, tensor, gen, attention)
+    if "sm_utilization" in idealize:
+        math_fraction = np.ones_like(math_fraction)
+    terms = _achieved(_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
+                             tile_edge / size, gpu, idealize), math_fraction, dram_fraction)  # fmt: skip
 
     choose = tiled & ~grid_known
     if choose.any():
@@ -243,6 +251,7 @@ def kernel_terms(
         for tile in _candidate_tiles():
             for slices in (1, *SPLIT_K_SLICES):
                 candidate, usable = _tile_terms(*args, tile, slices, gpu, idealize)
+                candidate = _achieved(candidate, math_fraction[rows], dram_fraction)
                 body = _body(candidate)
                 better = usable & (body < best)
                 best = np.where(better, body, best)
@@ -252,13 +261,6 @@ def kernel_terms(
         for k, v in best_terms.items():
             terms[k] = terms[k].copy()
             terms[k][rows] = v
-    # Achieved, not peak: the library's GEMM fraction on tiled engines (1 under perfect SM
-    # utilization, which idealizes away what keeps SMs below peak) and the stream fraction of DRAM.
-    attention = (_strings(ops, "op_class") == "attention").to_numpy(dtype=bool)
-    math_fraction, dram_fraction = achieved_fractions(tiled, tensor, gen, attention)
-    if "sm_utilization" not in idealize:
-        terms["comp"] = terms["comp"] / math_fraction
-    terms["bw"] = terms["bw"] / dram_fraction
     if row_work is not None:
         add_pass_terms(terms, row_work, gpu, idealize)
     return terms
@@ -364,6 +366,13 @@ def _tile_edge(ops: pd.DataFrame, threads: np.ndarray) -> np.ndarray:
 
 def _body(terms: dict[str, np.ndarray]) -> np.ndarray:
     return np.maximum.reduce([terms["comp"], terms["bw"], terms["lat"], terms["mem"]])
+
+
+def _achieved(
+    terms: dict[str, np.ndarray], math_fraction: np.ndarray, dram_fraction: float
+) -> dict[str, np.ndarray]:
+    """The terms at the achieved fractions (archsim.perf.efficiency): math and DRAM bandwidth."""
+    return {**terms, "comp": terms["comp"] / math_fraction, "bw": terms["bw"] / dram_fraction}
 
 
 def _terms(
