@@ -22,6 +22,7 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import count
 
 import pandas as pd
@@ -86,12 +87,18 @@ class _Layer:
         return float(self.n * self.o * self.out_pixels) if self.bias else 0.0
 
 
-def _dims(text) -> list:
+@lru_cache(maxsize=4096)
+def _parsed_dims(text: str) -> list:
     try:
-        dims = json.loads(text) if isinstance(text, str) and text else []
+        dims = json.loads(text)
     except ValueError:
         return []
     return dims if isinstance(dims, list) else []
+
+
+def _dims(text) -> list:
+    """An op's Input Dims (parsed once per distinct string; callers never modify the list)."""
+    return _parsed_dims(text) if isinstance(text, str) and text else []
 
 
 def _elem(dtype) -> int:
@@ -239,14 +246,6 @@ def _is_bias_add(row: dict, n: int, o: int, pixels: int) -> bool:
     return row.get("name") == "aten::add" and len(dims) >= 2 and dims[0] == [n, o, pixels]
 
 
-def _complete_im2col(rows: list[dict]) -> list[dict]:
-    """One step's unfold rows with each im2col writing its column buffer."""
-    out = [dict(r) for r in rows]
-    for i, _, _, layer in _pairs(rows):
-        out[i]["bytes_written"] = layer.buffer_bytes
-    return out
-
-
 def _library_step(rows: list[dict]) -> list[dict]:
     """One step's unfold rows with every im2col + GEMM (+ bias add) as one conv op and the matching
     backward GEMMs, col2im and layout copies as one conv-backward op."""
@@ -349,8 +348,24 @@ def to_library(ops: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_im2col_buffers(ops: pd.DataFrame) -> pd.DataFrame:
-    """An unfold capture's ops with each im2col writing its column buffer."""
-    return _by_step(ops, _complete_im2col)
+    """An unfold capture's ops with each im2col writing its column buffer (only the columns the
+    pairing reads are turned into records: a trace's whole rows would cost seconds)."""
+    steps = ops.loc[ops["name"] == "aten::im2col", "step_id"].unique()
+    slim = ops.loc[ops["step_id"].isin(steps), ["step_id", "name", "input_dims", "dtype"]]
+    if slim.empty:
+        return ops
+    groups: dict = {}
+    for index, row in zip(slim.index, slim.to_dict("records"), strict=True):
+        groups.setdefault(row["step_id"], []).append((index, row))
+    where, buffers = [], []
+    for group in groups.values():
+        for i, _, _, layer in _pairs([row for _, row in group]):
+            where.append(group[i][0])
+            buffers.append(layer.buffer_bytes)
+    out = ops.copy()
+    if where:
+        out.loc[where, "bytes_written"] = buffers
+    return out
 
 
 def captured_impl(meta: dict | None, ops: pd.DataFrame) -> str:
