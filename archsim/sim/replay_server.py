@@ -222,6 +222,10 @@ class ReplayNetwork:
             env, self.replay, learner, resp, resp_bytes, done + resp.stack_send_s
         )
         self.sample_rtt_s = got - t0
+        # the learner's receive stack work ran on its thread while it waited for the batch (the
+        # part past its latency share overlaps the wire): CPU busy time, no extra delay
+        received = max(got - resp.recv_cpu_s, t0 + req.send_cpu_s)
+        system.rec.cpu_busy(thread, received, got)
         if t0 < self.end:
             parts = _path_components(req)
             for name, value in _path_components(resp).items():
