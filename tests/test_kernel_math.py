@@ -167,3 +167,15 @@ def test_layout_transform_moves_each_element_once_each_way() -> None:
     blocks, threads = np.full(2, 4224.0), np.full(2, 256.0)
     _, dram_bytes = estimate_work_from_launch(ops, blocks, threads)
     assert dram_bytes.tolist() == [34_603_008.0, 51_904_512.0]
+
+
+def test_a_faster_clock_is_never_slower_for_a_searched_tile() -> None:
+    """A grid-less fp32 (TF32) convolution on the H100 whose tile search ties at peak between split
+    counts: the achieved fraction must apply before the search picks, or a 25% higher clock picked
+    a split whose achieved math time exceeds the L2 bound (3.64 ms -> 4.13 ms)."""
+    row = {"kind": "cpu", "op_class": "conv", "dtype": "float32", "flops": 991675655819.4276,
+           "bytes_read": 796490164.0499908, "bytes_written": 4.0}  # fmt: skip
+    ops = make_ops([row])
+    base = load_hw("dgx-h100")
+    faster = load_hw("dgx-h100", [f"gpu.clock_mhz={base.gpu.clock_mhz * 1.25}"])
+    assert body_seconds(ops, faster)[0] <= body_seconds(ops, base)[0] * (1 + 1e-12)
