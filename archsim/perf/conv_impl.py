@@ -119,8 +119,10 @@ def trace_with_conv_impl(trace, hw, conv_impl: str):
             return trace
         raise ArchsimError(f"--conv-impl {conv_impl}: the trace holds no ops to rewrite")
     captured = captured_impl(trace.meta, ops)
+    gpu_captured = bool(ops["kind"].isin(MEASURED_KINDS).any())
     if conv_impl == "trace":
-        if captured != "unfold" or not bool((ops["name"] == "aten::im2col").any()):
+        # a GPU capture's im2col kernels carry their measured time: left as they are
+        if captured != "unfold" or gpu_captured or not bool((ops["name"] == "aten::im2col").any()):
             return trace
         return dataclasses.replace(trace, ops=with_im2col_buffers(ops))
     if hw.gpu is None:
@@ -128,7 +130,7 @@ def trace_with_conv_impl(trace, hw, conv_impl: str):
             f"--conv-impl {conv_impl}: hardware config {hw.name} has no GPU; the CPU time of the "
             "captured convolutions is measured, not modelled, so only a GPU target can swap them"
         )
-    if bool(ops["kind"].isin(MEASURED_KINDS).any()):
+    if gpu_captured:
         raise ArchsimError(
             f"--conv-impl {conv_impl}: the trace was captured on a GPU; its measured kernels are "
             "not rewritten (capture with the workload's --conv-impl instead)"
