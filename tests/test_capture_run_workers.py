@@ -58,12 +58,13 @@ WORKERS_TOY = textwrap.dedent(
 
     def main():
         mode, steps = sys.argv[1], int(sys.argv[2])
+        daemon = sys.argv[3:] != ["no-daemon"]
         torch.manual_seed(0)
         net = torch.nn.Linear(4, 2)
         opt = torch.optim.SGD(net.parameters(), lr=0.01)
         if mode in ("spin", "kill"):
             worker = multiprocessing.get_context("fork").Process(
-                target=spin if mode == "spin" else die, daemon=True
+                target=spin if mode == "spin" else die, daemon=daemon
             )
             worker.start()
             print("worker pid", worker.pid, flush=True)
@@ -155,11 +156,13 @@ def test_spawned_workers_capture_themselves(tmp_path, context):
     assert set(learner) == {os.getpid()}
 
 
+@pytest.mark.parametrize("daemon", ["daemon", "no-daemon"])
 def test_a_worker_that_never_exits_is_stopped_and_its_partial_trace_merged(
-    tmp_path, capsys, monkeypatch
+    tmp_path, capsys, monkeypatch, daemon
 ):
+    """A daemon worker is stopped at once, as Python's exit would; another after JOIN_TIMEOUT_S."""
     monkeypatch.setattr(child_capture, "JOIN_TIMEOUT_S", 0.5)
-    code, out = _capture(tmp_path, _toy(tmp_path), "spin", "40")
+    code, out = _capture(tmp_path, _toy(tmp_path), "spin", "40", daemon)
     assert code == 0
     printed = capsys.readouterr()
     pid = int(printed.out.split("worker pid ")[1].split()[0])
@@ -186,3 +189,21 @@ def test_a_killed_worker_is_named_and_the_rest_is_kept(tmp_path, capsys):
     ) in printed.err.splitlines()
     actor, learner = _steps_by_pid(load(out))
     assert set(actor) == set(learner) == {os.getpid()}
+
+
+@pytest.mark.slow
+def test_stable_baselines3_subproc_vec_env_is_captured_per_process(tmp_path, capsys):
+    """SB3's DQN on a SubprocVecEnv (forkserver): the worker's env steps are on its own pid. The
+    program never closes its env (as SB3 programs often do not), so the daemon worker is stopped
+    when the program ends and its partial trace is merged with a note."""
+    pytest.importorskip("stable_baselines3", reason="stable-baselines3 is an optional example")
+    script = PROJECT_ROOT / "examples" / "sb3_dqn.py"
+    args = ["--subproc", "--total-timesteps", "120", "--learning-starts", "40"]
+    code, out = _capture(tmp_path, str(script), *args, "--torch-threads", "1")
+    assert code == 0
+    assert "merged as is" in capsys.readouterr().err
+    trace = load(out)
+    (worker,) = [p["pid"] for p in trace.meta["capture"]["processes"] if p["role"] == "actor"]
+    actor, learner = _steps_by_pid(trace)
+    assert worker in actor and set(learner) == {os.getpid()}
+    assert not _alive(worker)

@@ -38,8 +38,11 @@ from typing import Any
 # schedule from then on, so their recorded windows fall in the training phase as the parent's do.
 LEARNING_STARTED_FILE = "learning-started"
 # After the program has ended: how long a worker may take to finish (export its trace) before it is
-# asked to stop, and then before it is killed. Design choices: a worker's export takes well under a
-# second for the default schedule's 8 windows of 8 env steps.
+# asked to stop, and then before it is killed. A daemon process is what Python's exit terminates at
+# once (multiprocessing's atexit handler; SB3 programs rarely close their SubprocVecEnv): it gets
+# DAEMON_GRACE_S only; others, which Python's exit would wait for, JOIN_TIMEOUT_S. Design choices: a
+# worker's export takes well under a second for the default schedule's 8 windows of 8 env steps.
+DAEMON_GRACE_S = 1.0
 JOIN_TIMEOUT_S = 10.0
 TERMINATE_TIMEOUT_S = 10.0
 
@@ -232,8 +235,10 @@ class Workers:
 
     def stop_all(self) -> None:
         """Wait for every worker still running; SIGTERM (it exports what it has), then SIGKILL."""
-        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        now = time.monotonic()
         for worker in self.started:
+            daemon = bool(getattr(worker.process, "daemon", False))
+            deadline = now + (DAEMON_GRACE_S if daemon else JOIN_TIMEOUT_S)
             _join(worker.process, max(0.0, deadline - time.monotonic()))
         for worker in self.started:
             process = worker.process
