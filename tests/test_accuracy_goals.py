@@ -55,15 +55,18 @@ def test_model_only_total_within_20_percent(name: str) -> None:
 @pytest.mark.parametrize(
     "name, measured",
     [
-        ("v100_resnet50_train_2021.json.gz", "36%"),
+        ("v100_resnet50_train_2021.json.gz", None),  # met: 29.8%
         ("mi300x_normalization_bench.json.gz", "70%"),
         ("h100_timesformer_inference.json.gz", "41%"),
         ("mi300x_sd35_inference.json.gz", "49%"),
         ("mi250_mlp_train.json.gz", "82%"),
     ],
 )
-def test_per_kernel_median_error_within_30_percent(name: str, measured: str, request) -> None:
-    request.applymarker(_miss(f"per-kernel median |error| {measured}"))
+def test_per_kernel_median_error_within_30_percent(
+    name: str, measured: str | None, request
+) -> None:
+    if measured is not None:  # None: the goal is met
+        request.applymarker(_miss(f"per-kernel median |error| {measured}"))
     _, median = _errors(name)
     assert np.isfinite(median)
     assert median <= KERNEL_GOAL, f"{name}: per-kernel median |error| {median:.0%}"

@@ -9,7 +9,8 @@ of exponentials, then ``WriteFpropResults`` reads it again to write the output, 
 ``cunn_SoftMaxBackward`` reads (grad_output, output) twice: the row sum, then the gradient. The
 layer-norm kernels (aten/src/ATen/native/cuda/layer_norm_kernel.cu) read their row twice: the Welford
 statistics (``compute_stats``), then the normalization (``vectorized_layer_norm_kernel``); the
-backward ``layer_norm_grad_input_kernel`` sums over the row, then writes it.
+backward ``layer_norm_grad_input_kernel`` sums over the row, then writes it. Batch norm's "row" is
+a channel (ROW_PASS_KERNELS).
 
 Where the re-reads come from: a row that fits in its block's share of the SM's on-chip L1 is re-read
 there; one that does not, from L2 when every resident block's row fits in L2 together, else from
@@ -44,6 +45,14 @@ ROW_PASS_KERNELS: tuple[tuple[str, int], ...] = (
     (r"cunn_SoftMaxForward", 3),
     (r"cunn_SoftMaxBackward", 2),
     (r"vectorized_layer_norm_kernel|layer_norm_grad_input_kernel", 2),
+    # Batch norm in training needs a channel's statistics before it can normalize (forward) or form
+    # the input gradient (backward, sum(dy) and sum(dy * x_hat) first): a block per channel that
+    # cannot hold the channel on chip reads it twice. cuDNN names its one-read variants
+    # (bn_fw_tr_1C11_singleread, bn_bw_1C11_singleread, picked for small channels); PyTorch's
+    # batch_norm_backward_kernel (aten/src/ATen/native/cuda/Normalization.cuh) reduces over the
+    # channel, then re-reads grad_output and input to write grad_input.
+    (r"bn_fw_tr_1C11_singleread|bn_bw_1C11_singleread", 1),
+    (r"bn_fw_tr_1C11_kernel|bn_bw_1C11_kernel|batch_norm_backward_kernel", 2),
 )
 
 # Load latencies on a hit, in SM clock cycles: Jia et al. 2018, "Dissecting the NVIDIA Volta GPU
