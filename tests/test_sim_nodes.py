@@ -97,9 +97,28 @@ def test_insert_by_hand_under_kernel_bypass_server_and_in_network():
     net = network("kernel_bypass")
     server = run(net, "server").metrics["replay_insert_latency_us"]
     assert server == pytest.approx(2 + 5.9088 + 0.8076 + 0.030 + 10, abs=1e-6)
-    # in the switch: no switch hop and one cable to it, no receiving host stack, its own 1 us pass
+    # a software server in the path: the same 10 us of work and its 1 us bypass end, but no switch
+    # hop and one cable to it
     in_network = run(net, "in-network").metrics["replay_insert_latency_us"]
-    assert in_network == pytest.approx(1 + 5.9088 + 0.015 + net.in_network_service_us, abs=1e-6)
+    assert in_network == pytest.approx(1 + 5.9088 + 0.015 + 1 + 10, abs=1e-6)
+    # a hardware replay (switch pipeline) of 1 us a request: no stack at its end, its own service
+    hardware = run(network("kernel_bypass", "network.in_network_service_us=1"), "in-network")
+    assert hardware.metrics["replay_insert_latency_us"] == pytest.approx(
+        1 + 5.9088 + 0.015 + 1, abs=1e-6
+    )
+
+
+def test_insert_by_hand_under_kernel_tcp_server_and_in_network():
+    """28,224 B, TCP payload 1,460 B: 20 segments, 19 x 1,538 + (484 + 40 + 38) = 29,784 wire bytes
+    = 5.9568 us. dgx1-v100's 10 us a message; streamed work 19 x 0.38 + 28,224 x 0.105e-3 =
+    10.18352 us, of which one segment's (0.509176 us) shows and the rest hides behind the wire:
+    each host end shows (10 + 0.509176) / 2 = 5.254588 us. The in-path server ends in DPDK poll
+    mode (bypass, 2 / 2 = 1 us) and is one switch hop and one cable closer."""
+    net = network("kernel_tcp")
+    server = run(net, "server").metrics["replay_insert_latency_us"]
+    assert server == pytest.approx(2 * 5.254588 + 5.9568 + 0.5 + 0.3076 + 0.030 + 10, abs=1e-6)
+    in_network = run(net, "in-network").metrics["replay_insert_latency_us"]
+    assert in_network == pytest.approx(5.254588 + 5.9568 + 0.015 + 1 + 10, abs=1e-6)
 
 
 def test_learner_placement_on_one_node_has_no_network():
@@ -183,26 +202,32 @@ def test_a_faster_stack_never_raises_latency(cheap_us, extra_us, items, placemen
         assert latency["fast"][metric] <= latency["slow"][metric] + 1e-9
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=20, deadline=None, derandomize=True)
 @given(
     service_us=st.floats(0.1, 200),
     batch=st.integers(1, 64),
     hops=st.integers(1, 3),
     stack=st.sampled_from(STACKS),
     mode=st.sampled_from(["cut_through", "store_and_forward"]),
+    bypass_us=st.floats(0.1, 30),
+    hardware=st.booleans(),
 )
 def test_in_network_sampling_never_slower_than_a_server_with_equal_service(
-    service_us, batch, hops, stack, mode
+    service_us, batch, hops, stack, mode, bypass_us, hardware
 ):
-    """Equal work per request at both replays; the learner alone on the replay (the actor's insert
-    comes after the window), sampling, training 1 ms and sending priorities in a loop."""
+    """Equal work per request at both replays (the trace's work at a software server in the path,
+    or a hardware replay given the same service time); the learner alone on the replay (the actor's
+    insert comes after the window), sampling, training 1 ms and sending priorities in a loop. Any
+    bypass cost, above kernel TCP's or below: the in-path server's end never costs more."""
     service_s = service_us * 1e-6
     equal = traffic(
         insert_items=10**6,
         sample_server_s=service_s,
         priority_server_s=service_s,
     )
-    extra = (f"network.in_network_service_us={service_us}", f"network.switch_hops={hops}")
+    extra = [f"network.switch_hops={hops}", f"network.kernel_bypass_us_per_msg={bypass_us}"]
+    if hardware:
+        extra.append(f"network.in_network_service_us={service_us}")
     net = network(stack, *extra, f"network.switch_mode={mode}")
     metrics = {}
     for placement in ("server", "in-network"):

@@ -138,10 +138,12 @@ class NetworkConfig(_Strict):
     # Cable per link: 3 m, a rack's direct-attach cable (assumed); signals travel at ~2e8 m/s
     # (velocity factor ~0.67 in fibre and twinax), 5 ns/m.
     link_length_m: float = Field(default=3.0, ge=0)
-    # In-network replay server (switch or smart NIC, issue 14 item 3): service time of one request,
-    # assumed at the upper end of a programmable switch pass (~0.3-1 us, docs/REFERENCE.md
-    # "Network"); capacity in transitions, unset = unbounded until a published figure is found.
-    in_network_service_us: float = Field(default=1.0, ge=0)
+    # In-network replay (issue 14 item 3, archsim/sim/network_links.py). Unset (default): a software
+    # replay server in the network path (Furukawa and Matsutani, PDP 2022: a DPDK-based server
+    # between actor and learner nodes) doing the trace's recorded replay work. A figure: a hardware
+    # replay (switch pipeline / FPGA) with this service time per request and no host stack.
+    # Capacity in transitions, unset = unbounded until a published figure is found.
+    in_network_service_us: float | None = Field(default=None, ge=0)
     in_network_capacity_transitions: int | None = Field(default=None, ge=1)
 
 

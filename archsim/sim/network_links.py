@@ -8,10 +8,16 @@ time (``message_breakdown``'s ``wire_s``: frames at the MTU, Ethernet framing, l
 forwarding and propagation are delays, not servers; the sender's and receiver's stack parts are the
 ends of the message's latency. Uncontended, a message takes exactly ``message_breakdown(...).total_s``.
 
-An in-network replay (a switch or smart-NIC placement) is one hop closer to both sides: a message to
-it crosses ``switch_hops - 1`` switches and ``switch_hops`` cables (a node-to-node message crosses
-``switch_hops`` and ``switch_hops + 1``), has no host stack at the switch end, and the switch port
-it leaves or enters by is the other end's downlink or uplink.
+An in-network replay sits in the network path, one hop closer to both sides: a message to it crosses
+``switch_hops - 1`` switches and ``switch_hops`` cables (a node-to-node message crosses
+``switch_hops`` and ``switch_hops + 1``), and the switch port it leaves or enters by is the other
+end's downlink or uplink. Its own end of a message is one of two kinds. A software replay server
+in the path (``IN_PATH_SERVER``, the default; Furukawa and Matsutani, PDP 2022, run a DPDK-based
+replay server between actor and learner nodes) runs a poll-mode user-space stack: kernel bypass's
+per-end share where the hosts run kernel TCP (and bypass's per-message figure is no higher), else the
+hosts' own stack. A hardware replay (``IN_PATH_HARDWARE``: a switch pipeline or FPGA, chosen by
+setting ``network.in_network_service_us``) runs no host stack at all. Either way its end never costs
+more than a host's, so with equal replay work an in-network replay is never slower than a server.
 """
 
 from __future__ import annotations
@@ -50,13 +56,18 @@ class Link:
         return start
 
 
+# What runs at one end of a message: a host's stack (the configured ``network.stack``), a software
+# replay server in the network path (poll-mode stack), or a hardware replay (no host stack).
+HOST, IN_PATH_SERVER, IN_PATH_HARDWARE = "host", "in-path server", "in-path hardware"
+
+
 @dataclass
 class Endpoint:
-    """A node's NIC (``host``: a stack runs there) or an in-network replay (no host stack; the
-    links are the other ends')."""
+    """A node's NIC (``end`` HOST) or an in-network replay (``end`` IN_PATH_SERVER or
+    IN_PATH_HARDWARE; no links of its own: the other ends' are the switch ports)."""
 
     name: str
-    host: bool
+    end: str
     uplink: Link | None
     downlink: Link | None
 
@@ -82,33 +93,61 @@ class PathParts:
 
 @dataclass
 class Paths:
-    """Message parts by (bytes, sender is a host, receiver is a host), cached."""
+    """Message parts by (bytes, sender's end kind, receiver's end kind), cached."""
 
     network: object  # archsim.hw.schema.NetworkConfig
     _cache: dict = field(default_factory=dict)
 
-    def parts(self, n_bytes: float, src_host: bool, dst_host: bool) -> PathParts:
-        key = (n_bytes, src_host, dst_host)
+    def parts(self, n_bytes: float, src_end: str, dst_end: str) -> PathParts:
+        key = (n_bytes, src_end, dst_end)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = self._parts(n_bytes, src_host, dst_host)
+            hit = self._cache[key] = self._parts(n_bytes, src_end, dst_end)
         return hit
 
-    def _parts(self, n_bytes: float, src_host: bool, dst_host: bool) -> PathParts:
+    def _parts(self, n_bytes: float, src_end: str, dst_end: str) -> PathParts:
         net = self.network
-        if not (src_host and dst_host):  # to or from the switch that holds the replay
+        if src_end != HOST or dst_end != HOST:  # to or from the replay in the network path
             net = net.model_copy(update={"switch_hops": max(net.switch_hops - 1, 0)})
         m: MessageTime = message_breakdown(n_bytes, net)
-        cpu_per_end = stack_cpu_seconds(n_bytes, net) / 2
+        host_cpu_s = stack_cpu_seconds(n_bytes, net) / 2
+        send_s, send_cpu_s = _end(src_end, m.stack_send_s, host_cpu_s, n_bytes, net)
+        recv_s, recv_cpu_s = _end(dst_end, m.stack_recv_s, host_cpu_s, n_bytes, net)
         return PathParts(
-            stack_send_s=m.stack_send_s if src_host else 0.0,
-            wire_s=m.wire_s,
+            stack_send_s=send_s,
+            wire_s=m.wire_s,  # framed by the hosts' protocol, whatever the replay's end runs
             switch_s=m.switch_s,
             propagation_s=m.propagation_s,
-            stack_recv_s=m.stack_recv_s if dst_host else 0.0,
-            send_cpu_s=cpu_per_end if src_host else 0.0,
-            recv_cpu_s=cpu_per_end if dst_host else 0.0,
+            stack_recv_s=recv_s,
+            send_cpu_s=send_cpu_s,
+            recv_cpu_s=recv_cpu_s,
         )
+
+
+def in_path_server_stack(network) -> str:
+    """The stack a software replay server in the network path runs: kernel bypass (DPDK poll mode,
+    as Furukawa and Matsutani's server) where the hosts run kernel TCP and bypass's per-message
+    cost is no higher, else the hosts' stack (never a costlier end than a host's)."""
+    if (
+        network.stack == "kernel_tcp"
+        and network.kernel_bypass_us_per_msg <= network.kernel_tcp_us_per_msg
+    ):
+        return "kernel_bypass"
+    return network.stack
+
+
+def _end(kind: str, host_s: float, host_cpu_s: float, n_bytes: float, net) -> tuple[float, float]:
+    """(latency share, CPU work) of one end of a message, by what runs there."""
+    if kind == HOST:
+        return host_s, host_cpu_s
+    if kind == IN_PATH_HARDWARE:
+        return 0.0, 0.0
+    stack = in_path_server_stack(net)
+    if stack == net.stack:
+        return host_s, host_cpu_s
+    # a per-message stack (bypass): no streamed work, its share shows whole and equals its CPU
+    polled = net.model_copy(update={"stack": stack})
+    return message_breakdown(n_bytes, polled).stack_recv_s, stack_cpu_seconds(n_bytes, polled) / 2
 
 
 def transfer(env, src: Endpoint, dst: Endpoint, parts: PathParts, n_bytes: float, tx_ready: float):

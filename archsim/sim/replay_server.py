@@ -4,15 +4,19 @@ the messages of its protocol, and the latencies a requester sees.
 Placements: ``learner`` (the replay is a thread of the learner process on node 0: actors of other
 nodes send their inserts over the network, the learner samples locally), ``server`` (its own node:
 inserts, sample requests, sampled transitions and priority updates all cross the network) and
-``in-network`` (a switch or smart NIC in the path, one hop closer to both sides, serving each request
-in ``network.in_network_service_us`` without a host stack; Furukawa and Matsutani, PDP 2022).
+``in-network`` (a replay server in the network path between actor and learner nodes, one hop closer
+to both sides, doing the same replay work as a server with a poll-mode stack at its end: Furukawa and
+Matsutani, PDP 2022, a DPDK-based replay server; archsim.sim.network_links). Setting
+``network.in_network_service_us`` makes it a hardware replay (switch pipeline / FPGA) with that
+service time per request and no host stack.
 
 The protocol, as the Ape-X runtime (workloads/apex) runs it: an actor sends an insert of
 ``insert_items`` transitions (fire and forget); the learner sends a sample request, the replay draws
 a prioritized batch and sends back indices, importance weights and transitions, the learner trains
 and sends the batch's new priorities. The replay is one FIFO server (its lock): each request holds it
-for its work (the trace's recorded server CPU, or the in-network service time) plus, on a host, the
-receive stack work beyond what the wire hides and the reply's send stack work. A sender's stack work
+for its work (the trace's recorded server CPU scaled to the target CPU, at every placement, or a
+hardware replay's ``in_network_service_us``) plus the receive stack work beyond what the wire hides
+and the reply's send stack work (none on a hardware replay). A sender's stack work
 runs on its own hardware thread (``archsim.perf.network.stack_cpu_seconds``, half per end).
 
 Latencies, each counted for requests that start inside the window and whose end the run reaches (a
@@ -29,7 +33,15 @@ import numpy as np
 
 from archsim.errors import ArchsimError
 from archsim.perf.network import polling_cores_per_node
-from archsim.sim.network_links import Endpoint, Link, Paths, transfer
+from archsim.sim.network_links import (
+    HOST,
+    IN_PATH_HARDWARE,
+    IN_PATH_SERVER,
+    Endpoint,
+    Link,
+    Paths,
+    transfer,
+)
 from archsim.sim.nodes import node_of_thread
 from archsim.sim.replay_traffic import ReplayTraffic
 
@@ -105,16 +117,20 @@ class ReplayNetwork:
         self.end = end
         self.speed_rel = cpu_speed_rel  # the hardware config's thread speed (stack work is target)
         self.timeline = None
+        self.service_us = None  # a hardware in-network replay's service time per request
         self.nodes = [
-            Endpoint(f"node {k}", True, Link(f"node {k} up", end), Link(f"node {k} down", end))
+            Endpoint(f"node {k}", HOST, Link(f"node {k} up", end), Link(f"node {k} down", end))
             for k in range(config.nodes)
         ]
         if self.placement == "server":
             self.replay = Endpoint(
-                "replay server", True, Link("replay up", end), Link("replay down", end)
+                "replay server", HOST, Link("replay up", end), Link("replay down", end)
             )
         elif self.placement == "in-network":
-            self.replay = Endpoint("in-network replay", False, None, None)
+            # None: a software server in the path doing the trace's replay work; a figure: hardware
+            self.service_us = hw_network.in_network_service_us
+            kind = IN_PATH_SERVER if self.service_us is None else IN_PATH_HARDWARE
+            self.replay = Endpoint("in-network replay", kind, None, None)
         else:
             self.replay = self.nodes[0]
         # the timeline track of the replay's work (learner placement: a thread of the learner)
@@ -126,14 +142,14 @@ class ReplayNetwork:
         self.replay_busy_s = 0.0
         self.inserts, self.samples, self.priority = _Stat(), _Stat(), _Stat()
         self.sample_rtt_s = 0.0  # the learner's last sample, for its priority update
-        self.service_us = hw_network.in_network_service_us
         self.pending_items = np.zeros(config.actors, dtype=int)
 
     # --- the replay's FIFO server ------------------------------------------------------------
 
     def _work_s(self, capture_s: float) -> float:
-        """A request's work at the replay: the in-network service time, or the recorded CPU."""
-        if self.placement == "in-network":
+        """A request's work at the replay: the recorded CPU on the target's thread, or a hardware
+        in-network replay's service time."""
+        if self.service_us is not None:
             return self.service_us * 1e-6
         return capture_s / self.speed_rel
 
@@ -171,7 +187,7 @@ class ReplayNetwork:
                 self.inserts.add(done - now, server=work_s)
             return
         n_bytes = self.traffic.insert_bytes(n_items)
-        parts = self.paths.parts(n_bytes, True, self.replay.host)
+        parts = self.paths.parts(n_bytes, HOST, self.replay.end)
         if parts.send_cpu_s > 0:
             work = parts.send_cpu_s * self.speed_rel
             yield from system.threads.execute(thread, work, "net_send", track)
@@ -203,7 +219,7 @@ class ReplayNetwork:
                 self.samples.add(done - t0, server=work_s)
             return
         learner = self.nodes[0]
-        req = self.paths.parts(traffic.sample_request_bytes, True, self.replay.host)
+        req = self.paths.parts(traffic.sample_request_bytes, HOST, self.replay.end)
         if req.send_cpu_s > 0:
             yield from system.threads.execute(
                 thread, req.send_cpu_s * self.speed_rel, "net_send", "learner"
@@ -213,7 +229,7 @@ class ReplayNetwork:
             env, learner, self.replay, req, traffic.sample_request_bytes, t0 + req.stack_send_s
         )
         resp_bytes = traffic.sample_bytes(batch)
-        resp = self.paths.parts(resp_bytes, self.replay.host, True)
+        resp = self.paths.parts(resp_bytes, self.replay.end, HOST)
         done = self._serve(delivered, req.recv_cpu_s - req.stack_recv_s, work_s, resp.send_cpu_s)
         self._flow(
             "sample_request", "learner", t0, on_wire, delivered, done, traffic.sample_request_bytes
@@ -246,7 +262,7 @@ class ReplayNetwork:
                 self.priority.add(rtt + done - t0)
             return
         n_bytes = traffic.priority_bytes(batch)
-        parts = self.paths.parts(n_bytes, True, self.replay.host)
+        parts = self.paths.parts(n_bytes, HOST, self.replay.end)
         if parts.send_cpu_s > 0:
             yield from system.threads.execute(
                 thread, parts.send_cpu_s * self.speed_rel, "net_send", "learner"
