@@ -59,6 +59,9 @@ class LindleyThreads:
         ] * layout.hw_threads  # clipped to the window; flushed into rec at the end
         # Per-slice bookkeeping (time series, timeline) needs the general path below.
         self.detailed = bool(rec.series_bins) or rec.timeline is not None
+        # called first by flush: executors that book bursts lazily (archsim.sim.fast_gil) book the
+        # ones that started inside the window
+        self.flush_hooks: list = []
 
     def finish_time(
         self,
@@ -94,6 +97,8 @@ class LindleyThreads:
 
     def flush(self) -> None:
         """Move the accumulated busy time into the recorder (call once, after the run)."""
+        for hook in self.flush_hooks:
+            hook()
         for thread, busy in enumerate(self.busy_s):
             self.rec.cpu_busy_s[thread] += busy
         self.busy_s = [0.0] * len(self.busy_s)

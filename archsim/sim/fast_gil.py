@@ -81,6 +81,8 @@ class FastGil:
         self.handoffs = 0
         self.wait_s = 0.0
         self.timer_gen = 0
+        if isinstance(threads, LindleyThreads):  # parts started before the end, booked at the end
+            threads.flush_hooks.append(lambda: self._advance(threads.rec.end))
 
     def run(self, thread: int, work_s: float, python: BurstPython, label: str = ""):
         """Run a burst of ``work_s`` on ``thread`` (a simpy generator), its Python part under the GIL."""

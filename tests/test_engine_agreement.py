@@ -1,0 +1,308 @@
+"""Every fast path computes the reference model (issue 17): the GIL's own event loop on pinned and on
+time-shared CPUs against archsim.sim.gil on the same bursts, and whole systems on the fast paths
+(``--engine fast``: Lindley threads, actor fleets on pinned and time-shared CPUs, the fast GILs)
+against the plain simpy path, with hypothesis over small random systems: both CPU schedulers,
+actors, threads, SMT, envs per actor, central and local inference, pacing ratio or none, the
+learner-only limiter, GIL shares, the params lock, a server that batches when free, and nodes with
+a remote replay (pinned, local inference: what the network model covers).
+
+Tolerance: 1e-6 relative. The paths add the same durations in a different order (a burst's slices
+summed at once, a virtual clock advanced at other instants), so they agree up to float rounding; the
+one documented difference is the time-shared run queue's arrival count for a lone GIL stretch that
+straddles the window's end (archsim.sim.shared_gil), which is not compared here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import simpy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from archsim.hw import load_hw
+from archsim.perf.cpu import place_threads
+from archsim.sim.config import SimConfig
+from archsim.sim.cpu import LindleyThreads
+from archsim.sim.fast_gil import FastGil
+from archsim.sim.gil import HANDOFF_S, Gil
+from archsim.sim.metrics import Recorder
+from archsim.sim.python_share import BurstPython, PythonShare
+from archsim.sim.replay_traffic import ReplayTraffic
+from archsim.sim.run import simulate_system
+from archsim.sim.shared_cpu import SharedThreads
+from archsim.sim.shared_gil import SharedFastGil
+from tests.test_sim_support import machine, service_times
+
+COMPARED = (
+    "frames_per_s",
+    "learner_updates_per_s",
+    "cpu_util",
+    "cpu_core_util_max",
+    "cpu_core_util_mean",
+    "gpu_util",
+    "gpu_sm_util",
+    "inference_batch_mean",
+    "actor_wait_s_per_step",
+    "energy_j",
+)
+REL = 1e-6
+
+# Distinct durations never tie (see tests/test_sim_fastpath.py): each gets an offset of sqrt(prime) ns.
+PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61)
+
+
+def _untied(values_us: list[float], first: int = 0) -> list[float]:
+    return [(us + PRIMES[first + i] ** 0.5 * 1e-3) * 1e-6 for i, us in enumerate(values_us)]
+
+
+# -- the GIL alone ------------------------------------------------------------------------------------
+
+bursts_strategy = st.lists(
+    st.tuples(
+        st.floats(0.0, 3e-3),  # start
+        st.integers(0, 2),  # thread
+        st.floats(5e-5, 8e-3),  # work
+        st.sampled_from([0.0, 0.3, 0.7, 1.0]),  # Python share
+        st.integers(0, 6),  # native ops
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def _untie_bursts(bursts):
+    return [
+        (s + PRIMES[i] ** 0.5 * 1e-9, t, w + PRIMES[-1 - i] ** 0.5 * 1e-9, share, rel)
+        for i, (s, t, w, share, rel) in enumerate(bursts)
+    ]
+
+
+def run_bursts(make_cpu, make_gil, bursts):
+    """Finish time of each burst (start s, thread, work s, share, releases), the GIL, the recorder."""
+    env = simpy.Environment()
+    rec = Recorder(end=4e-3, hw_threads=3)
+    cpu = make_cpu(env, rec)
+    gil = make_gil(env, cpu)
+    finish = [0.0] * len(bursts)
+
+    def burst(i, start, thread, work, share, releases):
+        yield env.timeout(start)
+        yield from gil.run(thread, work, BurstPython(share, releases))
+        finish[i] = env.now
+
+    for i, spec in enumerate(bursts):
+        env.process(burst(i, *spec))
+    env.run()
+    cpu.flush()
+    return finish, gil, rec
+
+
+def _pinned(env, rec):
+    layout = place_threads(3, 0, 3, 3, 1, 3, 1.0, 1.0)  # three threads, each on its own core
+    return LindleyThreads(env, layout, rec)
+
+
+def _shared(cores):
+    return lambda env, rec: SharedThreads(env, 3, cores, 1.0, 0.6, rec)
+
+
+def _same_run(reference, fast):
+    (ref_finish, ref_gil, ref_rec), (fast_finish, fast_gil, fast_rec) = reference, fast
+    assert fast_finish == pytest.approx(ref_finish, rel=1e-9, abs=1e-15)
+    assert fast_gil.handoffs == ref_gil.handoffs
+    assert fast_gil.wait_s == pytest.approx(ref_gil.wait_s, rel=1e-9, abs=1e-15)
+    assert fast_rec.cpu_busy_s == pytest.approx(ref_rec.cpu_busy_s, rel=1e-9, abs=1e-15)
+
+
+@settings(max_examples=60, deadline=None)
+@given(bursts_strategy)
+def test_fast_gil_on_pinned_threads_is_the_reference(bursts):
+    bursts = _untie_bursts(bursts)
+    reference = run_bursts(_pinned, Gil, bursts)
+    fast = run_bursts(_pinned, FastGil, bursts)
+    _same_run(reference, fast)
+    # every part is one run-queue arrival on both, none waits (each thread owns its core)
+    ref_queue, fast_queue = reference[2].queue("cpu_run"), fast[2].queue("cpu_run")
+    assert fast_queue.arrivals == ref_queue.arrivals
+    assert fast_queue.wait_sum == pytest.approx(ref_queue.wait_sum, abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(bursts_strategy, st.integers(1, 3))
+def test_fast_gil_on_time_shared_cpu_is_the_reference(bursts, cores):
+    bursts = _untie_bursts(bursts)
+    reference = run_bursts(_shared(cores), Gil, bursts)
+    fast = run_bursts(_shared(cores), SharedFastGil, bursts)
+    _same_run(reference, fast)
+
+
+def test_two_threads_by_hand_on_the_fast_gils():
+    # tests/test_sim_gil.py's golden case: two threads, 10 ms of pure Python each from t=0, 2 cores:
+    # A 0-5 ms, B 5+h..10+h, A 10+2h..15+2h, B 15+3h..20+3h; the same on both fast GILs.
+    h = HANDOFF_S
+    bursts = [(0.0, 0, 10e-3, 1.0, 0), (0.0, 1, 10e-3, 1.0, 0)]
+    for cpu, gil in ((_pinned, FastGil), (_shared(2), SharedFastGil)):
+        finish, fast, _ = run_bursts(cpu, gil, bursts)
+        assert finish == pytest.approx([15e-3 + 2 * h, 20e-3 + 3 * h], rel=1e-9)
+        assert fast.handoffs == 3
+
+
+def test_a_lone_burst_is_one_event_on_the_fast_gils():
+    # 40 slices of one lone burst: the reference takes several events per slice, the fast GILs a few
+    # for the whole burst (the pinned one its own timer, the shared one one burst on the CPU).
+    bursts = [(0.0, 0, 40e-3, 0.5, 39)]
+    for cpu, gil in ((_pinned, FastGil), (_shared(2), SharedFastGil)):
+        reference = run_bursts(cpu, Gil, bursts)
+        fast = run_bursts(cpu, gil, bursts)
+        _same_run(reference, fast)
+        env_events = _events(cpu, gil, bursts)
+        assert env_events < 10 < _events(cpu, Gil, bursts) / 10
+
+
+def _events(make_cpu, make_gil, bursts) -> int:
+    from archsim.sim.run import _events_processed
+
+    env = simpy.Environment()
+    rec = Recorder(end=1.0, hw_threads=3)
+    gil = make_gil(env, make_cpu(env, rec))
+
+    def burst(start, thread, work, share, releases):
+        yield env.timeout(start)
+        yield from gil.run(thread, work, BurstPython(share, releases))
+
+    for spec in bursts:
+        env.process(burst(*spec))
+    env.run()
+    return _events_processed(env)
+
+
+# -- whole systems ----------------------------------------------------------------------------------
+
+
+def _python(draw) -> PythonShare:
+    def part():
+        return BurstPython(draw(st.sampled_from([0.0, 0.4, 1.0])), draw(st.integers(0, 4)))
+
+    return PythonShare(
+        replay_sample=part(),
+        train=part(),
+        update=part(),
+        inference=part(),
+        server_per_obs=draw(st.sampled_from([0.0, 0.5])),
+        server_per_batch=draw(st.sampled_from([0.0, 1.0])),
+    )
+
+
+@st.composite
+def systems(draw):
+    sched = draw(st.sampled_from(["pinned", "shared"]))
+    inference = draw(st.sampled_from(["central", "local"]))
+    networked = sched == "pinned" and inference == "local" and draw(st.booleans())
+    actors = draw(st.integers(2 if networked else 1, 8))
+    envs = draw(st.integers(1, 2))
+    per_request = draw(st.integers(1, actors))
+    on_gpu = draw(st.booleans())
+    learner_threads = draw(st.sampled_from([None, 2, 3]))
+    # The params lock with more learner threads than the default on a few hardware threads (actors
+    # then share the learner's) differs between the plain and the Lindley paths by ~3e-6 in cpu_util
+    # already before issue 17 (a same-instant ordering of the lock's hand-off); not drawn together.
+    lock = not on_gpu and inference == "central" and learner_threads is None and draw(st.booleans())
+    cores = draw(st.integers(3, 6))
+    threads = cores * draw(st.integers(1, 2))
+    cfg = SimConfig(
+        actors=actors,
+        envs_per_actor=envs,
+        inference=inference,
+        inference_batch=per_request * envs,
+        inference_timeout_us=draw(st.floats(0, 400)),
+        replay_ratio=draw(st.one_of(st.none(), st.floats(1.0, 16.0))),
+        replay_limit=draw(st.sampled_from(["both", "learner"])),
+        learner_cpu_threads=learner_threads,
+        sim_seconds=0.02,
+        seed=draw(st.integers(0, 2**16)),
+        smt_model=draw(st.sampled_from(["busy", "static"])),
+        cpu_sched=sched,
+        param_lock="on" if lock else "off",
+        nodes=2 if networked and draw(st.booleans()) else 1,
+        replay_placement=draw(st.sampled_from(["server", "learner"])) if networked else "learner",
+    )
+    bounds = [(0, 40), (0, 40), (0, 30), (10, 500), (100, 2000), (0, 300), (0, 300)]
+    up, down, server, infer, learner, learner_cpu, launch = _untied(
+        [draw(st.floats(lo, hi)) for lo, hi in bounds]
+    )
+    steps = _untied([draw(st.floats(80, 600)) for _ in range(draw(st.integers(1, 4)))], first=7)
+    times = service_times(
+        actor_step_s=tuple(steps),
+        up_s=up,
+        down_s=down,
+        server_s=server,
+        inference_s=infer,
+        inference_frac=draw(st.floats(0.05, 1.0)),
+        learner_gpu_s=learner,
+        learner_frac=draw(st.floats(0.05, 1.0)),
+        learner_cpu_s=learner_cpu,
+        launch_s=launch,
+        max_batch=cfg.inference_batch,
+        on_gpu=on_gpu,
+    )
+    times = dataclasses.replace(
+        times,
+        python=_python(draw),
+        batch_when_server_free=draw(st.booleans()),
+        learner_locked_cpu_s=learner * 0.3 if lock else 0.0,
+        inference_locked_s=np.full(cfg.inference_batch + 1, infer * 0.5) if lock else None,
+    )
+    mach = machine(threads, cores=cores, smt_yield=draw(st.floats(0.3, 1.0)))
+    return cfg, times, mach
+
+
+def _network_args(cfg: SimConfig) -> dict:
+    if cfg.nodes == 1 and cfg.replay_placement == "learner":
+        return {}
+    net = load_hw("dgx1-v100", ["network.nic_bw_gbs=5"]).network
+    obs = 84 * 84 * 4  # one ALE observation
+    traffic = ReplayTraffic(
+        insert_bytes_per_item=obs,
+        insert_items=1,
+        sample_request_bytes=16,
+        sample_bytes_per_item=obs,
+        priority_bytes_per_item=12,
+        insert_server_s_per_item=10e-6,
+        sample_server_s=20e-6,
+        priority_server_s=5e-6,
+    )
+    return {"network": net, "traffic": traffic}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(systems())
+def test_fast_paths_agree_with_the_reference(system):
+    cfg, times, mach = system
+    extra = _network_args(cfg)
+    fast = simulate_system(times, mach, cfg.replace(engine="fast"), 32, **extra)
+    plain = simulate_system(times, mach, cfg.replace(engine="simpy"), 32, **extra)
+    assert plain.engine in ("simpy", "shared")
+    for name in COMPARED:
+        assert fast.metrics[name] == pytest.approx(plain.metrics[name], rel=REL, abs=1e-9), name
+
+
+def test_time_shared_central_run_takes_the_fleet_with_fewer_events():
+    # 32 actors, a GIL between the training loop and the server: the fleet and the fast GIL.
+    steps = np.random.default_rng(1).normal(230e-6, 20e-6, size=50)
+    times = service_times(
+        actor_step_s=steps, server_s=20.3e-6, inference_s=100.3e-6, learner_cpu_s=150.7e-6
+    )
+    times = dataclasses.replace(
+        times,
+        python=PythonShare(replay_sample=BurstPython(1.0, 3), server_per_obs=0.5),
+    )
+    cfg = SimConfig(actors=32, inference_batch=16, sim_seconds=0.05, cpu_sched="shared")
+    fast = simulate_system(times, machine(8), cfg.replace(engine="fast"), 32)
+    plain = simulate_system(times, machine(8), cfg.replace(engine="simpy"), 32)
+    assert fast.engine == "shared_fast" and plain.engine == "shared"
+    for name in COMPARED:
+        assert fast.metrics[name] == pytest.approx(plain.metrics[name], rel=REL, abs=1e-9), name
+    assert fast.events * 3 < plain.events
