@@ -159,8 +159,10 @@ def simulated(base_dir: Path, m: ApexMeasurement, seconds: float) -> dict[str, f
     knobs += ["--replay-placement", m.placement, "--sim-seconds", str(seconds)]
     metrics = _simulate(base_dir, Path("runs/apexval-sim") / key, knobs, network_set(m))
     got = {k: float(metrics.get(k, math.nan)) for k in METRICS}
-    # per CPU-second of the simulated processes: frames/s over the busy hardware threads
+    # per CPU-second of the simulated processes: frames/s over the busy hardware threads plus the
+    # replay's thread, which the simulator keeps off them (docs/NETWORK.md, "Not modelled")
     busy_cpus = float(metrics["cpu_util"]) * int(metrics["hw_threads"])
+    busy_cpus += float(metrics.get("replay_server_util") or 0.0)
     got["frames_per_cpu_s"] = got["frames_per_s"] / busy_cpus if busy_cpus > 0 else math.nan
     if m.placement == "learner":
         got["replay_access_latency_us"] = got["priority_sampling_latency_us"] = math.nan

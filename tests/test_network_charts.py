@@ -130,3 +130,25 @@ def test_simulated_breakdown_and_sweep_from_real_runs(tmp_path):
     paths = sweep_chart(table, tmp_path, "test")
     png = tmp_path / "network_sweep.png"
     assert png in paths and png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 10_000
+
+
+def test_in_network_path_by_hand():
+    """A 410 B priority-update-sized request over 2 switch hops to the replay in the path: one switch
+    and two cables; the far end a DPDK server (bypass's share) or, with a service time, hardware."""
+    from archsim.perf.network import SIGNAL_SPEED_M_PER_S, message_breakdown
+
+    sets = ["network.nic_bw_gbs=5", "network.switch_hops=2", "network.stack=kernel_tcp"]
+    net = load_hw("dgx1-v100", sets).network
+    bypass = load_hw("dgx1-v100", [*sets[:2], "network.stack=kernel_bypass"]).network
+    m = ReplayMessages(410, 410, 410, 100.0, 100.0)
+    got = access_breakdown(m, net, "in-network", "insert")
+    tcp, dpdk = message_breakdown(410, net), message_breakdown(410, bypass)
+    assert got["stack_us"] == pytest.approx((tcp.stack_send_s + dpdk.stack_recv_s) * 1e6)
+    assert got["wire_us"] == pytest.approx(tcp.wire_s * 1e6)
+    cables_s = 2 * net.link_length_m / SIGNAL_SPEED_M_PER_S
+    assert got["switch_us"] == pytest.approx((tcp.switch_s / 2 + cables_s) * 1e6)
+    assert got["server_us"] == 100.0  # a software replay does the same work as a server
+    hardware = load_hw("dgx1-v100", [*sets, "network.in_network_service_us=0.5"]).network
+    got = access_breakdown(m, hardware, "in-network", "insert")
+    assert got["stack_us"] == pytest.approx(tcp.stack_send_s * 1e6)
+    assert got["server_us"] == 0.5

@@ -3,8 +3,8 @@ component, per replay placement and network stack; and a sweep over nodes x plac
 
 The breakdown's network parts come from ``archsim.perf.network.message_breakdown`` (the pure
 per-message model); the server part from the replay's measured work per message (an Ape-X capture's
-``messages.csv``, archsim.validate.apex.BaselineCosts) or, in the network path, the hwconfig's
-``in_network_service_us``; queueing is what a simulator run adds on top of those (its latency less
+``messages.csv``, archsim.validate.apex.BaselineCosts) or, for a hardware replay in the network path,
+the hwconfig's ``in_network_service_us``; queueing is what a simulator run adds on top of those (its latency less
 this closed form), and 0 when no simulator figure is given.
 
 Paths, per placement (docs/NETWORK.md "Charts"):
@@ -13,10 +13,11 @@ Paths, per placement (docs/NETWORK.md "Charts"):
   switches and the cables (``message_breakdown`` as it is).
 - ``learner``: inserts cross the network to the learner's node as above; a sample and its priority
   update stay in the learner's memory (server work only).
-- ``in-network``: the replay sits in the first switch of the path (Furukawa and Matsutani, PDP 2022):
-  a message stops there, so only the requesting host runs a stack, the remaining ``switch_hops - 1``
-  switches and one cable of the path are crossed, the wire is paid once per message as before, and the
-  server work is the switch's ``in_network_service_us`` per message.
+- ``in-network``: the replay sits in the network path, one hop closer to both sides (Furukawa and
+  Matsutani, PDP 2022; archsim.sim.network_links): a message crosses ``switch_hops - 1`` switches and
+  ``switch_hops`` cables, the wire once; its far end is a software replay with a poll-mode (DPDK)
+  stack doing the same replay work as a server, or, when ``network.in_network_service_us`` is set, a
+  hardware replay with that service time and no stack.
 """
 
 from __future__ import annotations
@@ -64,13 +65,23 @@ def _hop(n_bytes: float, network, placement: str) -> dict[str, float]:
             "wire": m.wire_s * 1e6,
             "switch": (m.switch_s + m.propagation_s) * 1e6,
         }
+    from archsim.sim.network_links import in_path_server_stack
+
     hops = max(network.switch_hops, 1)
     per_switch_s = m.switch_s / network.switch_hops if network.switch_hops else 0.0
-    one_cable_s = network.link_length_m / SIGNAL_SPEED_M_PER_S
+    if network.in_network_service_us is not None:
+        far_end_s = 0.0  # a hardware replay: no host stack at its end
+    elif in_path_server_stack(network) == network.stack:
+        far_end_s = m.stack_recv_s
+    else:  # a poll-mode (DPDK) server in the path: bypass's per-end share
+        polled = network.model_copy(update={"stack": in_path_server_stack(network)})
+        far_end_s = message_breakdown(n_bytes, polled).stack_recv_s
     return {
-        "stack": m.stack_send_s * 1e6,  # only the host's end: the switch runs no host stack
+        "stack": (m.stack_send_s + far_end_s) * 1e6,
         "wire": m.wire_s * 1e6,
-        "switch": ((hops - 1) * per_switch_s + one_cable_s) * 1e6,
+        # one switch and one cable fewer than between two hosts
+        "switch": ((hops - 1) * per_switch_s + hops * network.link_length_m / SIGNAL_SPEED_M_PER_S)
+        * 1e6,
     }
 
 
@@ -245,6 +256,7 @@ CLUSTER_HW = "dgx1-v100"
 CLUSTER_SET = ["network.nic_bw_gbs=5", "network.kernel_tcp_us_per_msg=7.2"]
 ACTORS_PER_NODE = 2
 SWEEP_NODES = (1, 2, 4, 8)
+REPLAY_RATIO = 1.0
 
 
 def make_figures(trace: Path, runs: Path, figures: Path, nodes: int = 4) -> list[Path]:
@@ -271,6 +283,9 @@ def make_figures(trace: Path, runs: Path, figures: Path, nodes: int = 4) -> list
                     replay_placement=placement,
                     inference="local",
                     loop="distributed",
+                    # paced as docs/NETWORK.md's table: one sample per inserted transition (the
+                    # capture is unpaced)
+                    replay_ratio=REPLAY_RATIO,
                 )
                 result = simulate(loaded, hw, config)
                 m = dict(result.metrics, network=getattr(result, "network", None))

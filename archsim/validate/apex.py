@@ -217,7 +217,7 @@ def measure_capture(
         priority_sampling_latency_us=_mean(sampling),
         frames_per_s=frames_per_s,
         frames_per_cpu_s=frames_per_s / own_cpus if own_cpus > 0 else math.nan,
-        window_other_busy_cpus=max(0.0, all_cpus - own_cpus),
+        window_other_busy_cpus=max(0.0, all_cpus - own_cpus) if own_cpus > 0 else math.nan,
     )
 
 
