@@ -7,7 +7,8 @@ target, before it starts, in :class:`ChildCapture`: a picklable callable, so the
 in a forked child (which inherits the parent's patches: they are undone first) and in a ``spawn`` or
 ``forkserver`` child (a fresh interpreter that imports this module to unpickle it). In the child it
 marks the worker's ``Env.step`` calls as actor steps (``env_step``, actor index = worker number, on
-the child's own pid), reads the child's whole-process CPU clock, profiles with the parent's schedule
+the child's own pid), reads the child's whole-process CPU clock, profiles (CPU activity only: a
+worker steps environments, and a forked child cannot use CUDA) with the parent's schedule
 counted in the child's own env steps from the parent's first optimizer step on (the parent writes
 LEARNING_STARTED_FILE then; until it exists the child looks for it at every step, one stat call of
 about a microsecond against env steps of tens of microseconds and more), and writes its
@@ -57,7 +58,6 @@ class ChildSettings:
 
     folder: str
     schedule: dict[str, int]  # CaptureSchedule fields, as the parent's profiler runs them
-    device: str
     record_shapes: bool = True
 
 
@@ -122,11 +122,9 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
         windows.append(path)
 
     s = settings.schedule
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if settings.device.startswith("cuda"):
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
     profiler = torch.profiler.profile(
-        activities=activities,
+        # CPU only: a worker steps environments, and a forked child cannot use CUDA
+        activities=[torch.profiler.ProfilerActivity.CPU],
         schedule=torch.profiler.schedule(
             skip_first=s["skip_first"],
             wait=s["wait"],
@@ -207,9 +205,9 @@ def patch_process_start(patches: Any, counts: Any, workers: Workers | None) -> N
 class Workers:
     """The parent's side: wraps targets before processes start, stops and collects them after."""
 
-    def __init__(self, folder: Path, schedule: Any, device: str) -> None:
+    def __init__(self, folder: Path, schedule: Any) -> None:
         self.folder = Path(folder)
-        self.settings = ChildSettings(str(folder), schedule.as_dict(), device)
+        self.settings = ChildSettings(str(folder), schedule.as_dict())
         self.started: list[Worker] = []
 
     def before_start(self, process: Any) -> None:

@@ -220,7 +220,7 @@ def capture_program(
     # skipped, so that the user's schedule counts from the first learner step on.
     profiled = dataclasses.replace(schedule, skip_first=schedule.skip_first + 1)
     with tempfile.TemporaryDirectory(prefix="archsim-workers-") as folder:
-        workers = Workers(Path(folder), profiled, device)
+        workers = Workers(Path(folder), profiled)
         try:
             with capture(out_dir, meta, schedule=profiled, device=device, force=True) as cap:
                 try:
