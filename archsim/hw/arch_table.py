@@ -121,7 +121,10 @@ ARCHS: dict[str, GpuArch] = {
         # AMD Instinct MI300X datasheet: 304 CUs, 2100 MHz, 163.4 FP32 matrix / 1307.4 dense FP16
         # matrix TFLOP/s (1307.4e12 / (304 x 2100e6) = 2048), TF32 653.7 (half), HBM3 5.3 TB/s;
         # CDNA3 whitepaper: 4 MB L2 per XCD x 8 = 32 MB, 2 KB/clk per XCD (8 x 2048 x 2.1e9 = 34406
-        # GB/s); the 256 MB Infinity Cache sits in front of HBM and is not modelled (DRAM bandwidth).
+        # GB/s); the 256 MB Infinity Cache sits in front of HBM and is not modelled (DRAM bandwidth):
+        # pricing every op whose bytes fit in it at the CDNA3 whitepaper's 17.2 TB/s took the MI300X
+        # fixtures from +12.6% / -28.1% (normalization bench / SD3.5) to -66% / -33%: their operands are
+        # not cache-resident at kernel start, or not at that rate.
         GpuArch("gfx942", "CDNA3 (MI300)", 256, 256, 2048, True, 2100, 304, 5300, 32, 34406,
                 "mi300x", "MI300X datasheet; CDNA3 whitepaper"),
     )
