@@ -213,6 +213,25 @@ def print_table(rows: list[dict]) -> None:
     print()
 
 
+def per_message(captures: list[Path]) -> None:
+    """Median transfer time per message kind against ``message_breakdown`` on the capture's path."""
+    from archsim.hw import load_hw
+    from archsim.perf.network import message_breakdown
+    from archsim.validate.apex import load_messages, transfer_medians
+
+    print("| capture | path | message | count | bytes | transfer p50 us | model us |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for d in captures:
+        m = measure_capture(d)
+        network = load_hw("local", network_set(m)).network
+        for kind, row in transfer_medians(load_messages(d)).iterrows():
+            model_us = message_breakdown(row["bytes"], network).total_s * 1e6
+            print(
+                f"| {d} | {'veth' if m.netns else 'loopback'} | {kind} | {int(row['count'])} |"
+                f" {row['bytes']:,.0f} | {row['transfer_us']:,.0f} | {model_us:,.1f} |"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("captures", nargs="*", type=Path)
@@ -225,9 +244,17 @@ def main() -> None:
     ap.add_argument("--sim-seconds", type=float, default=5.0)
     ap.add_argument("--json", type=Path)
     ap.add_argument(
+        "--per-message",
+        action="store_true",
+        help="only: each capture's median transfer time per message kind against perf.network",
+    )
+    ap.add_argument(
         "--from-json", type=Path, help="the simulator column of an earlier --sim --json run"
     )
     args = ap.parse_args()
+    if args.per_message:
+        per_message(args.captures)
+        return
     if args.capture:
         capture_all(args.capture, args.seconds, args.configs.split(","))
         if args.baseline is None:

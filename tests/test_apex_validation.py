@@ -204,3 +204,24 @@ def test_bad_input_is_one_line(tmp_path):
         load_messages(tmp_path)
     with pytest.raises(ArchsimError, match="meta.yaml"):
         measure_capture(tmp_path)
+
+
+def test_transfer_medians_by_hand():
+    from statistics import median
+
+    from archsim.validate.apex import transfer_medians
+
+    got = transfer_medians(load_messages(TRACE))
+    assert list(got.index) == ["insert", "sample_request", "sample", "priority_update"]
+    rows = [r for r in csv_rows("priority_update") if r["latency_us"]]
+    by_hand = median(
+        float(r["latency_us"])
+        - float(r["serialize_us"])
+        - float(r["decode_us"])
+        - float(r["server_us"])
+        for r in rows
+    )
+    assert got.loc["priority_update", "count"] == len(rows) == 11
+    assert got.loc["priority_update", "transfer_us"] == pytest.approx(by_hand)
+    assert got.loc["sample", "bytes"] == 1_807_312  # the empty replies (14 B) are left out
+    assert (got["transfer_us"] > 0).all()  # the receiver never has the bytes before they are sent

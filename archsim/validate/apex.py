@@ -135,6 +135,25 @@ def cpus_over(samples: list[list[float]], start_ns: int, end_ns: int) -> tuple[f
     return float(own[1] - own[0]) / wall_s, float(busy[1] - busy[0]) / wall_s
 
 
+def transfer_medians(table: pd.DataFrame) -> pd.DataFrame:
+    """Per message kind (replay traffic only, non-empty): count, median bytes and the median
+    transfer time in us, the sender's send start to the receiver having the bytes: ``latency_us``
+    less the serialize, decode and server work (what ``message_breakdown`` models, plus the waits
+    for the receiving process to be scheduled and read)."""
+    kinds = ("insert", "sample_request", "sample", "priority_update")
+    rows = table[table["kind"].isin(kinds)]
+    rows = rows[(rows["kind"] != "sample") | (rows["items"] > 0)].copy()
+    work = rows["serialize_us"] + rows["decode_us"] + rows["server_us"].fillna(0.0)
+    rows["transfer_us"] = rows["latency_us"] - work
+    rows = rows.dropna(subset=["transfer_us"])
+    out = rows.groupby("kind", sort=False).agg(
+        count=("transfer_us", "size"),
+        bytes=("bytes", "median"),
+        transfer_us=("transfer_us", "median"),
+    )
+    return out.reindex([k for k in kinds if k in out.index])
+
+
 @dataclasses.dataclass(frozen=True)
 class ApexMeasurement:
     """What one capture measured (means in microseconds) and the counts behind them."""
