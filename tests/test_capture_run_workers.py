@@ -71,10 +71,10 @@ WORKERS_TOY = textwrap.dedent(
         opt = torch.optim.SGD(net.parameters(), lr=0.01)
         fork = multiprocessing.get_context("fork")
         go, done = fork.Event(), fork.Event()
-        if mode in ("spin", "kill"):
+        if mode in ("spin", "kill", "raise"):
             worker = fork.Process(
-                target=spin if mode == "spin" else die,
-                args=(go, done) if mode == "spin" else (),
+                target=die if mode == "kill" else spin,
+                args=() if mode == "kill" else (go, done),
                 daemon=daemon,
             )
             worker.start()
@@ -90,6 +90,8 @@ WORKERS_TOY = textwrap.dedent(
             if t >= 4 and t % 2 == 0:
                 train(net, opt, obs)
         envs.close()
+        if mode == "raise":
+            raise RuntimeError("the program failed")
         if mode == "spin":
             go.set()
             done.wait(60)
@@ -217,3 +219,14 @@ def test_stable_baselines3_subproc_vec_env_is_captured_per_process(tmp_path, cap
     actor, learner = _steps_by_pid(trace)
     assert worker in actor and set(learner) == {os.getpid()}
     assert _no_worker_left()
+
+
+def test_a_failing_program_leaves_no_worker_running(tmp_path, capsys):
+    code, out = _capture(tmp_path, _toy(tmp_path), "raise", "40")
+    assert code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "archsim: error: capture run: workers_toy raised RuntimeError (traceback above); "
+        "nothing was saved"
+    )
+    assert _no_worker_left()
+    assert not (tmp_path / "cap").exists()

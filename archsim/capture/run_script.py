@@ -221,22 +221,19 @@ def capture_program(
     profiled = dataclasses.replace(schedule, skip_first=schedule.skip_first + 1)
     with tempfile.TemporaryDirectory(prefix="archsim-workers-") as folder:
         workers = Workers(Path(folder), profiled)
-        try:
-            with capture(out_dir, meta, schedule=profiled, device=device, force=True) as cap:
-                try:
-                    with (
-                        process_cpu_time(),
-                        auto_markers(cap.step, phase_fns, workers=workers) as marker,
-                    ):
-                        cap._progress.note("until the first optimizer step")
-                        _run_program(program)
-                finally:
-                    workers.stop_all()  # no worker outlives the program, whatever happened
-                counts = marker.counts
-                _check_counts(program, counts, schedule)
-                _describe_workload(meta, counts, marker.env_batch)
-        finally:
-            workers.stop_all()
+        with capture(out_dir, meta, schedule=profiled, device=device, force=True) as cap:
+            try:
+                with (
+                    process_cpu_time(),
+                    auto_markers(cap.step, phase_fns, workers=workers) as marker,
+                ):
+                    cap._progress.note("until the first optimizer step")
+                    _run_program(program)
+            finally:
+                workers.stop_all()  # no worker outlives the program, whatever happened
+            counts = marker.counts
+            _check_counts(program, counts, schedule)
+            _describe_workload(meta, counts, marker.env_batch)
         trace = merge_workers(cap.trace, workers, out_dir, program.name)
     return trace, counts
 
