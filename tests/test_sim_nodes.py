@@ -121,6 +121,22 @@ def test_insert_by_hand_under_kernel_tcp_server_and_in_network():
     assert in_network == pytest.approx(5.254588 + 5.9568 + 0.015 + 1 + 10, abs=1e-6)
 
 
+def test_each_end_of_a_message_to_the_replay_in_the_path():
+    """One 24 B sample request on dgx1-v100 (TCP 10 us a message + 24 x 0.105 ns copy = 10.00252
+    us, one segment, so all of it shows; bypass 2 us): a host end shows half its stack's work; an in-path server ends in bypass's 1 us where that is
+    no costlier than TCP, else in the hosts' stack; a hardware replay ends in nothing."""
+    from archsim.sim.network_links import HOST, IN_PATH_HARDWARE, IN_PATH_SERVER, Paths
+
+    tcp = Paths(network("kernel_tcp"))
+    assert tcp.parts(24, HOST, HOST).stack_recv_s == pytest.approx(5.00126e-6)
+    to_server = tcp.parts(24, HOST, IN_PATH_SERVER)
+    assert (to_server.stack_send_s, to_server.stack_recv_s) == pytest.approx((5.00126e-6, 1e-6))
+    assert to_server.recv_cpu_s == pytest.approx(1e-6) and to_server.switch_s == 0.0
+    assert tcp.parts(24, IN_PATH_HARDWARE, HOST).send_cpu_s == 0.0
+    costly = Paths(network("kernel_tcp", "network.kernel_bypass_us_per_msg=12"))
+    assert costly.parts(24, HOST, IN_PATH_SERVER).stack_recv_s == pytest.approx(5.00126e-6)
+
+
 def test_learner_placement_on_one_node_has_no_network():
     result = run(network(), "learner")
     assert result.network is None
