@@ -179,3 +179,17 @@ def test_a_faster_clock_is_never_slower_for_a_searched_tile() -> None:
     base = load_hw("dgx-h100")
     faster = load_hw("dgx-h100", [f"gpu.clock_mhz={base.gpu.clock_mhz * 1.25}"])
     assert body_seconds(ops, faster)[0] <= body_seconds(ops, base)[0] * (1 + 1e-12)
+
+
+def test_a_large_cpu_captured_gemm_may_run_the_256x128_tile() -> None:
+    """An 8192^3 bf16 GEMM captured on a CPU, on the H100: with cuBLAS's 256 x 128 tensor-core tile
+    each L2 byte feeds 2 x 256 x 128 / 384 / 2 B = 85.33 FLOPs (128 x 128: 64), so its L2 term is
+    2 x 8192^3 / 85.33 / L2 bandwidth; the search keeps it when that beats the 128 x 128 tile's."""
+    n = 8192
+    hw = load_hw("dgx-h100")
+    terms = kernel_terms(make_ops([cpu_gemm(n, n, n, "bfloat16")]), hw.gpu, frozenset(), hw.name)
+    l2_bytes_per_s = hw.gpu.l2_bw_gbs * 1e9
+    large_tile_l2_s = 2.0 * n**3 / (2 * 256 * 128 / 384 / 2) / l2_bytes_per_s
+    square_tile_l2_s = 2.0 * n**3 / 64 / l2_bytes_per_s
+    assert terms["mem"][0] == pytest.approx(large_tile_l2_s, rel=1e-9)
+    assert body_seconds(make_ops([cpu_gemm(n, n, n, "bfloat16")]), hw)[0] < square_tile_l2_s

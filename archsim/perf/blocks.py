@@ -51,6 +51,12 @@ GEMM_TILE_CANDIDATES = (
 # CUTLASS exposes the same scheme (cutlass/gemm/device/gemm_splitk_parallel.h: "a reduction over K
 # partitions in parallel"). (tile m, tile n, threads, registers, shared bytes)
 SPLIT_K_TILE = (64, 32, 256, 82.0, 26624.0)
+# The largest tile cuBLAS/CUTLASS run on tensor cores (NVIDIA, "Matrix Multiplication Background
+# User's Guide", section "Typical Tile Dimensions in cuBLAS and Performance": 256x128 and 128x256
+# tiles have the most data reuse), as traced in fixtures a100_train_shapes and
+# a100_80gb_train_prewindow: cutlass_80_tensorop_s1688gemm_256x128_32x3_* with 256 threads, 240-248
+# registers and 147,456 B of shared memory. (tile m, tile n, threads, registers, shared bytes)
+LARGE_GEMM_TILE = (256, 128, 256, 248.0, 147456.0)
 GEMM_THREADS_PER_BLOCK = 256
 GEMM_REGISTERS_PER_THREAD = 128.0
 GEMM_SHARED_MEMORY_BYTES = 32768.0

@@ -37,6 +37,7 @@ from archsim.hw.schema import GpuConfig
 from archsim.perf.blocks import (
     BYTES_IN_FLIGHT_PER_THREAD,
     GEMM_TILE_CANDIDATES,
+    LARGE_GEMM_TILE,
     SPLIT_K_SLICES,
     SPLIT_K_TILE,
     TILED_OP_CLASSES,
@@ -311,7 +312,7 @@ def _candidate_tiles() -> list[tuple[int, int, int, float, float]]:
     square = [
         (edge, edge, threads, regs, smem) for edge, threads, regs, smem in GEMM_TILE_CANDIDATES
     ]
-    return [*square, SPLIT_K_TILE]
+    return [*square, LARGE_GEMM_TILE, SPLIT_K_TILE]
 
 
 def _tile_terms(
