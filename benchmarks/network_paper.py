@@ -12,8 +12,9 @@ by benchmarks/network_stack.py (7.2 us a message), under kernel TCP and kernel b
 server node or in the network path, and prints the reductions beside the published ranges. Nothing is
 fitted: every figure is the simulator's as it stands. The replay's work per request is taken two ways:
 
-- ``recorded``: the capture's Python replay server (``server_cpu_us`` of messages.csv: decoding the
-  request, the replay's numpy work, serializing and sending the reply over loopback);
+- ``recorded``: the capture's Python replay server (``server_cpu_us`` of messages.csv: the thread
+  CPU of its work on a request once received and decoded, a sample's including serializing and
+  sending the reply over loopback, captured under the profiler);
 - ``compiled``: the replay's own operations measured here on workloads/apex's prioritized replay
   (TransitionReplay: an insert of the trace's transitions per message, a prioritized draw of the
   learner's batch with its gather into preallocated buffers as a server fills packet buffers, a
