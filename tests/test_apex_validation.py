@@ -26,6 +26,7 @@ from archsim.validate.apex import (
     sampling_latencies_us,
     signed_error,
     unprofiled_frames_per_s,
+    unprofiled_window_ns,
 )
 
 TRACE = Path(__file__).resolve().parents[1] / "traces" / "apex-dqn-cpu"
@@ -81,18 +82,23 @@ def test_measured_access_latency_is_the_mean_over_inserts_and_samples():
 def test_frames_per_s_from_unprofiled_inserts_by_hand():
     t = pd.DataFrame(
         {
-            "kind": ["insert"] * 5,
-            "src": ["actor-0", "actor-0", "actor-0", "actor-1", "actor-1"],
-            "items": [16] * 5,
-            "sent_unix_ns": [0, 1_000_000_000, 2_000_000_000, 0, 4_000_000_000],
-            "profiled": [False] * 5,
+            "kind": ["insert"] * 6,
+            "src": ["actor-0", "actor-1", "actor-0", "actor-0", "actor-1", "actor-1"],
+            "items": [16] * 6,
+            "sent_unix_ns": [0, 1, 2, 3, 4, 5],
+            "profiled": [False] * 6,
         }
     )
-    # actor-0: 32 transitions after its first insert over 2 s = 16/s; actor-1: 16 over 4 s = 4/s;
-    # 20 env steps/s x frameskip 4
-    assert unprofiled_frames_per_s(t) == pytest.approx(80.0)
-    t.loc[0, "profiled"] = True  # actor-0's first insert now in the profiled half: 16 over 1 s
-    assert unprofiled_frames_per_s(t) == pytest.approx((16 + 4) * 4)
+    t["sent_unix_ns"] *= 1_000_000_000
+    # actor-0: 32 transitions after its first insert over 3 s; actor-1: 32 over 4 s; x frameskip 4
+    assert unprofiled_frames_per_s(t) == pytest.approx((32 / 3 + 32 / 4) * 4)
+    # every actor inserting unprofiled: from actor-1's first (1 s) to actor-0's last (3 s)
+    assert unprofiled_window_ns(t) == (1_000_000_000, 3_000_000_000)
+    t.loc[0, "profiled"] = True  # actor-0's first now profiled: 16 over 1 s
+    assert unprofiled_frames_per_s(t) == pytest.approx((16 / 1 + 32 / 4) * 4)
+    t.loc[2, "profiled"] = True  # actor-0 has one unprofiled insert left: no rate for the run
+    assert math.isnan(unprofiled_frames_per_s(t))
+    assert unprofiled_window_ns(t) is None
 
 
 def test_bundled_frames_per_s_matches_a_hand_count():

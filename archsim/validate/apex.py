@@ -99,26 +99,43 @@ def sampling_latencies_us(table: pd.DataFrame) -> pd.Series:
     return pd.Series(values, dtype=float)
 
 
+def _unprofiled_inserts(table: pd.DataFrame) -> dict[str, pd.DataFrame] | None:
+    """Each actor's unprofiled inserts in send order; None when an actor that inserted at all has
+    fewer than two there (its rate cannot be read)."""
+    inserts = table[table["kind"] == "insert"]
+    out = {}
+    for actor, rows in inserts.groupby("src"):
+        rows = rows[~rows["profiled"]].sort_values("sent_unix_ns", kind="stable")
+        if len(rows) < 2 or rows["sent_unix_ns"].iloc[-1] <= rows["sent_unix_ns"].iloc[0]:
+            return None
+        out[str(actor)] = rows
+    return out or None
+
+
 def unprofiled_frames_per_s(table: pd.DataFrame, frameskip: int = FRAMESKIP) -> float:
-    """Actors' frames/s over the unprofiled half, from their inserts (NaN with fewer than two)."""
-    rate = 0.0
-    inserts = table[(table["kind"] == "insert") & ~table["profiled"]]
-    if inserts.empty:
+    """Actors' frames/s over the unprofiled half: per actor, the transitions of its unprofiled
+    inserts after its first over the time from its first to its last, summed over the actors, times
+    ``frameskip``. Per actor because each process stops profiling at its own time. NaN when an
+    actor has fewer than two unprofiled inserts (a run too short for its insert size)."""
+    per_actor = _unprofiled_inserts(table)
+    if per_actor is None:
         return math.nan
-    for _, rows in inserts.groupby("src"):
-        if len(rows) < 2:
-            continue
+    rate = 0.0
+    for rows in per_actor.values():
         span_s = (rows["sent_unix_ns"].iloc[-1] - rows["sent_unix_ns"].iloc[0]) * 1e-9
-        if span_s > 0:
-            rate += rows["items"].iloc[1:].sum() / span_s
-    return rate * frameskip if rate else math.nan
+        rate += rows["items"].iloc[1:].sum() / span_s
+    return rate * frameskip
 
 
 def unprofiled_window_ns(table: pd.DataFrame) -> tuple[int, int] | None:
-    """(first, last) send time of the unprofiled inserts: the window ``unprofiled_frames_per_s``
-    counts over; None with fewer than two."""
-    sent = table.loc[(table["kind"] == "insert") & ~table["profiled"], "sent_unix_ns"]
-    return (int(sent.min()), int(sent.max())) if len(sent) >= 2 else None
+    """The time every actor was inserting unprofiled: the latest actor's first unprofiled insert to
+    the earliest actor's last; None when there is no such time."""
+    per_actor = _unprofiled_inserts(table)
+    if per_actor is None:
+        return None
+    start = max(int(rows["sent_unix_ns"].iloc[0]) for rows in per_actor.values())
+    end = min(int(rows["sent_unix_ns"].iloc[-1]) for rows in per_actor.values())
+    return (start, end) if end > start else None
 
 
 def cpus_over(samples: list[list[float]], start_ns: int, end_ns: int) -> tuple[float, float]:
