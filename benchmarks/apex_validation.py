@@ -1,9 +1,11 @@
 """Issue 14 item 5: the real Ape-X runtime's replay latencies and frames/s against predictions made
 from ONE baseline capture (docs/VALIDATION.md "Distributed replay (Ape-X)").
 
-Measures nothing itself: give it capture directories made with ``archsim capture apex`` (the
-commands are in docs/VALIDATION.md). For each it prints the measured figures
-(archsim.validate.apex.measure_capture) beside two predictions from the baseline:
+``--capture ROOT`` first captures the configurations of CONFIGS (``archsim capture apex``, one after
+the other) into ROOT/NAME, sampling the machine's busy CPU and the capture's process tree's CPU every
+0.25 s into ROOT/NAME/load.json. Then, for each capture directory given, it prints the measured
+figures (archsim.validate.apex.measure_capture; per CPU-second where load.json has samples) beside
+two predictions from the baseline:
 
 - closed form: the baseline's per-byte serialize/decode and per-transition replay work plus
   ``archsim.perf.network.message_breakdown`` over this machine's path (``--hw local`` with the
@@ -11,8 +13,11 @@ commands are in docs/VALIDATION.md). For each it prints the measured figures
 - simulator (``--sim``): ``archsim simulate BASELINE --hw local`` with the configuration's actors,
   ``--replay-placement`` and the same network knobs (needs a simulator with issue 14 item 3).
 
-Run: ``python benchmarks/apex_validation.py --baseline runs/apexval/base runs/apexval/* [--sim]
-[--json FILE]``.
+Run: ``python benchmarks/apex_validation.py --capture runs/apexval3`` (6 captures of 8 s, ~8 min on
+a busy 2-core box), then ``python benchmarks/apex_validation.py --baseline runs/apexval/base
+runs/apexval3/* --sim [--json FILE]``; ``--from-json FILE`` reuses an earlier run's simulator column;
+``--per-message DIR...`` prints each capture's median transfer time per message kind against
+``message_breakdown``.
 """
 
 from __future__ import annotations
