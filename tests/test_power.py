@@ -167,9 +167,11 @@ def test_sms_override_keeps_the_card_of_a_config_that_does_not_name_it(tmp_path)
 
 
 def test_launch_cost_follows_the_host_thread_speed():
-    # anchor: 5.22 us measured on the DGX-1's Xeon (speed 0.897) -> 4.68 us on the capture machine
-    assert launch_overhead_us(0.897) == pytest.approx(5.22)
-    assert launch_overhead_us(1.0) == pytest.approx(5.22 * 0.897)
+    # anchor: 5.22 us measured on the DGX-1's Xeon (the preset's thread_speed_rel) -> 5.22 x that
+    # speed on the capture machine
+    dgx1_speed = load_hw("dgx1-v100").cpu.thread_speed_rel
+    assert launch_overhead_us(dgx1_speed) == pytest.approx(5.22)
+    assert launch_overhead_us(1.0) == pytest.approx(5.22 * dgx1_speed)
     for name in GPU_PRESETS:
         hw = load_hw(name)
         assert hw.gpu.launch_overhead_us == pytest.approx(

@@ -118,8 +118,9 @@ def test_workload_from_a_trace():
     assert central.inference_gpu_s[64] > 64 * 28_224 / 11.5e9
     bigger = derive_service_times(trace, hw, SimConfig(actors=64), 256)
     assert bigger.learner_gpu_s > central.learner_gpu_s
-    # 3 ops x 5.22 us (the DGX-1 host's modelled launch cost), in capture-thread seconds (x 0.897)
-    assert central.learner_launch_cpu_s == pytest.approx(3 * 5.22e-6 * 0.897)
+    # 3 ops x 5.22 us (the DGX-1 host's modelled launch cost), in capture-thread seconds (x the
+    # host's thread_speed_rel)
+    assert central.learner_launch_cpu_s == pytest.approx(3 * 5.22e-6 * hw.cpu.thread_speed_rel)
     # learner DRAM bytes: the ops' bytes plus the batch of 32 x 2 observations copied in
     assert central.learner_dram_bytes > 32 * 2 * 28_224
     assert bigger.learner_dram_bytes > central.learner_dram_bytes
@@ -136,9 +137,10 @@ def test_without_a_gpu_policy_and_learner_run_on_cpu_threads():
     assert m["gpu_util"] == 0 and m["gpu_power_w"] == 0
     assert m["frames_per_s"] > 0 and m["learner_updates_per_s"] > 0
     # The learner thread runs forward + backward (1,000 + 2,000 us at batch 32) + optimizer 500 us
-    # + replay sample 300 us = 3.8 ms of capture-machine CPU, / thread_speed_rel 0.897 = 4.24 ms:
-    # at most 236 updates/s (the learner has its own core: 8 actors + 2 learner threads < 40 cores).
-    assert m["learner_updates_per_s"] == pytest.approx(0.2 // (3.8e-3 / 0.897) / 0.2, rel=0.02)
+    # + replay sample 300 us = 3.8 ms of capture-machine CPU, / the preset's thread_speed_rel (0.773:
+    # 4.92 ms, at most 203 updates/s; the learner has its own core: 8 actors + 2 learner threads < 40).
+    speed = no_gpu.cpu.thread_speed_rel
+    assert m["learner_updates_per_s"] == pytest.approx(0.2 // (3.8e-3 / speed) / 0.2, rel=0.02)
 
 
 def test_more_cpu_threads_than_the_hardware_has_is_refused(trace_dir, tmp_path, capsys):

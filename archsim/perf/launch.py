@@ -4,8 +4,8 @@ CPU's per-thread speed rather than read from one trace per preset.
 A launch is a fixed amount of single-threaded driver work (argument marshalling, command-buffer
 writes), so its time scales with the host thread's speed. The one measured anchor: the median
 ``cudaLaunchKernel`` duration in the Kineto fixture v100_cnn_ddp_train, 5.22 us (4,350 launches), on
-the DGX-1 preset's host (Xeon E5-2698 v4, ``thread_speed_rel`` 0.897; the trace does not record its
-CPU, the preset takes it as a DGX-1). In capture-machine thread time that is 5.22 x 0.897 = 4.68 us.
+the DGX-1 preset's host (Xeon E5-2698 v4, ``thread_speed_rel`` 0.773; the trace does not record its
+CPU, the preset takes it as a DGX-1). In capture-machine thread time that is 5.22 x 0.773 = 4.04 us.
 Cross-check: the fixtures' own medians under the profiler span 5.2 us (v100_cnn_ddp_train),
 9 us (a100_alexnet_forward, 79 launches at 1-us resolution) and 18 us (rtx2080ti_mlp_train, host
 unknown); the model gives 3.2-14 us over the presets' hosts, from the DGX-H100's Xeon 8480C to
@@ -15,8 +15,8 @@ the Jetson TX1's Cortex-A57, and a faster host is never slower per launch.
 from __future__ import annotations
 
 # measured: median cudaLaunchKernel 5.22 us in fixture v100_cnn_ddp_train x the DGX-1 host's
-# thread_speed_rel 0.897 (hwconfigs/dgx1-v100.yaml) = 4.68 us of a capture-machine thread.
-LAUNCH_CPU_US_AT_CAPTURE_SPEED = 5.22 * 0.897
+# thread_speed_rel 0.773 (hwconfigs/dgx1-v100.yaml) = 4.04 us of a capture-machine thread.
+LAUNCH_CPU_US_AT_CAPTURE_SPEED = 5.22 * 0.773
 
 
 def launch_overhead_us(thread_speed_rel: float) -> float:
