@@ -152,3 +152,29 @@ def test_in_network_path_by_hand():
     got = access_breakdown(m, hardware, "in-network", "insert")
     assert got["stack_us"] == pytest.approx(tcp.stack_send_s * 1e6)
     assert got["server_us"] == 0.5
+
+
+@pytest.mark.parametrize("stack", ["kernel_tcp", "kernel_bypass"])
+@pytest.mark.parametrize("placement", ["server", "in-network"])
+def test_closed_form_network_parts_equal_the_simulators(placement, stack):
+    """One actor's inserts: the simulator's stack, wire and switch parts of an insert are the closed
+    form's (they differ only in server work and queueing, which the closed form leaves apart)."""
+    from archsim.sim.config import SimConfig
+    from archsim.sim.replay_traffic import traffic_from_messages
+    from archsim.sim.run import simulate
+    from archsim.trace.format import load
+
+    hw = load_hw("local", ["network.nic_bw_gbs=5", f"network.stack={stack}"])
+    config = SimConfig(
+        actors=1,
+        replay_placement=placement,
+        inference="local",
+        loop="distributed",
+        sim_seconds=0.5,
+    )
+    sim = simulate(load(TRACE), hw, config).network["insert_latency_breakdown_us"]
+    traffic = traffic_from_messages(TRACE / "messages.csv")
+    m = ReplayMessages(traffic.insert_bytes(traffic.insert_items), 24, 32, 0.0, 0.0)
+    closed = access_breakdown(m, hw.network, placement, "insert")
+    for part in ("stack", "wire", "switch"):
+        assert closed[f"{part}_us"] == pytest.approx(sim[part], rel=1e-6, abs=1e-9)
