@@ -1,6 +1,9 @@
-"""Data movement: copies, concatenation, gathers and embedding lookups (no arithmetic)."""
+"""Data movement: copies, concatenation, gathers, embedding lookups and unfold/fold (im2col, col2im:
+the adds where col2im's overlapping windows meet are the only arithmetic here besides embedding bags)."""
 
 from __future__ import annotations
+
+import math
 
 from archsim.trace.flops.args import Formula, OpArgs, words
 
@@ -43,6 +46,73 @@ def _gather(args: OpArgs) -> tuple[float, float, float] | None:
     return 0.0, float(idx.nbytes + out), float(out)
 
 
+def _window_hits(size: int, out: int, kernel: int, dilation: int, padding: int, stride: int) -> int:
+    """Along one axis: (kernel offset, output position) pairs that land inside the image, not in
+    the padding. Offset k at position o reads/writes image index o * stride - padding + k * dilation."""
+    return sum(
+        0 <= o * stride - padding + k * dilation < size for k in range(kernel) for o in range(out)
+    )
+
+
+def _unfold_geometry(
+    size: list, kernel: list, dilation: list, padding: list, stride: list
+) -> tuple[int, int, int] | None:
+    """(kernel positions kh * kw, output positions L, in-image (offset, position) pairs, of the
+    kh * kw * L) for a 2-D unfold over an image of ``size`` [H, W], or None if an argument is missing.
+    L per axis: (size + 2 padding - dilation (kernel - 1) - 1) // stride + 1 (torch.nn.Unfold docs)."""
+    geometry = (size, kernel, dilation, padding, stride)
+    if not all(
+        isinstance(g, list) and len(g) == 2 and all(isinstance(x, int) for x in g) for g in geometry
+    ):
+        return None
+    outs = [
+        (s + 2 * p - d * (k - 1) - 1) // st + 1 for s, k, d, p, st in zip(*geometry, strict=True)
+    ]
+    if min(outs) < 1 or min(kernel) < 1 or min(stride) < 1:
+        return None
+    hits = math.prod(
+        _window_hits(s, o, k, d, p, st)
+        for s, o, k, d, p, st in zip(size, outs, kernel, dilation, padding, stride, strict=True)
+    )
+    return kernel[0] * kernel[1], outs[0] * outs[1], hits
+
+
+def _im2col(args: OpArgs) -> tuple[float, float, float] | None:
+    """im2col(input [N, C, H, W], kernel_size, dilation, padding, stride) (F.unfold): copies each
+    in-image window element into columns [N, C * kh * kw, L], padding positions written as zeros.
+    Reads the input once, writes the columns; no arithmetic."""
+    x = args.tensor(0)
+    if x is None or len(x.shape) not in (3, 4):
+        return None
+    g = _unfold_geometry(list(x.shape[-2:]), *(args.value(i) for i in range(1, 5)))
+    if g is None:
+        return None
+    kernel_positions, positions, _ = g
+    channels = math.prod(x.shape[:-2])  # N * C
+    return 0.0, float(x.nbytes), float(channels * kernel_positions * positions * x.itemsize)
+
+
+def _col2im(args: OpArgs) -> tuple[float, float, float] | None:
+    """col2im(columns [N, C * kh * kw, L], output_size [H, W], kernel_size, dilation, padding,
+    stride) (F.fold, and im2col's backward): zero-fills the image [N, C, H, W] and adds every column
+    element whose window position lies inside the image into it, one add each (those in the padding
+    are skipped). Reads the columns, writes the image."""
+    cols = args.tensor(0)
+    size = args.value(1)
+    if cols is None or len(cols.shape) not in (2, 3) or not isinstance(size, list):
+        return None
+    g = _unfold_geometry(size, *(args.value(i) for i in range(2, 6)))
+    if g is None:
+        return None
+    kernel_positions, positions, hits = g
+    rows = cols.shape[-2]
+    if rows % kernel_positions or cols.shape[-1] != positions:
+        return None
+    channels = math.prod(cols.shape[:-2]) * (rows // kernel_positions)  # N * C
+    written = channels * size[0] * size[1] * cols.itemsize
+    return float(channels * hits), float(cols.nbytes), float(written)
+
+
 _COPY_OPS: dict[str, Formula] = {
     "copy": _copy_into_self,
     "_copy_from": _copy_into_self,
@@ -56,6 +126,8 @@ _COPY_OPS: dict[str, Formula] = {
     "_cat": _concat,
     "embedding": _gather_rows,
     "gather": _gather,
+    "im2col": _im2col,
+    "col2im": _col2im,
 }
 
 EMBEDDING_BAG_MEAN, EMBEDDING_BAG_MAX = 1, 2  # `mode` values (0 is sum), torch.nn.EmbeddingBag
