@@ -242,8 +242,11 @@ def _simulate(trace: Path, out: Path, knobs: list[str], sets: list[str]) -> dict
     """``archsim simulate`` (the CLI, as a user runs it); its metrics.json."""
     import json
     import subprocess
+    import sys
 
-    cmd = ["archsim", "simulate", str(trace), *knobs, "--out", str(out), "--force"]
+    # this interpreter's archsim, whether or not its environment's bin directory is on PATH
+    cmd = [sys.executable, "-m", "archsim", "simulate", str(trace), *knobs]
+    cmd += ["--out", str(out), "--force"]
     for item in sets:
         cmd += ["--set", item]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
