@@ -48,13 +48,16 @@ class Achieved:
     attention: float = 0.35
 
 
-# The matrix-unit GEMM fractions of Ampere, Hopper and CDNA2/3 are the "Maximum Achievable Matmul
-# FLOPS" (MAMF) table of S. Bekman, "Machine Learning Engineering Open Book" (github.com/stas00/
-# ml-engineering, compute/accelerator/README.md): the best BF16 torch.matmul over a brute-force
-# sweep of shapes, over the datasheet peak: A100 SXM 267.9 of 312 (0.859, CUDA 12.1), H100 SXM
-# 792.1 of 989 (0.801, CUDA 12.1), MI250X one GCD 147.0 of 191.5 (0.767, ROCm 6.2), MI300X 781.9 of
-# 1300 (0.601, ROCm 6.2; 450 TFLOP/s = 0.35 with ROCm 6.1, the same table's notes). Best shapes:
-# smaller GEMMs lose more to tile and wave quantization, which archsim.perf.terms models itself.
+# The matrix-unit GEMM fractions of Ampere, Hopper, Blackwell and CDNA2/3 are the "Maximum
+# Achievable Matmul FLOPS" (MAMF) table of S. Bekman, "Machine Learning Engineering Open Book"
+# (github.com/stas00/ml-engineering, compute/accelerator/README.md): the BF16 torch.matmul rate of
+# the best shape a brute-force sweep finds, over the datasheet peak. Its current revision reports
+# the mean over repeats: A100 SXM 271.2 of 312 (0.869), H100 SXM 794.5 of 989 (0.803), B200 SXM
+# 1745.0 of 2250 (0.776), MI300X 668.4 of 1300 (0.514, ROCm 6.3). MI250X (one GCD) is only in an
+# earlier revision: 147.0 of 191.5 (0.767, ROCm 6.2); that revision had the MI300X at 781.9 (0.601)
+# and notes 450 TFLOP/s (0.35) with ROCm 6.1: library generation matters as much as the chip.
+# These are best shapes: smaller GEMMs lose more to tile and wave quantization, which
+# archsim.perf.terms models itself.
 # Attention: FlashAttention-2 reaches 50-73% of the A100's peak (Dao 2023, arXiv:2307.08691,
 # abstract; the low end is the head-dim-64 forward pass, the common case) and 35% of the H100's
 # (Shah et al. 2024, "FlashAttention-3", arXiv:2407.08608, abstract); on the MI300X the Triton
@@ -86,14 +89,15 @@ ACHIEVED: dict[str, Achieved] = {
     # repository) ~1.35-1.4 of 1.555 TB/s: 0.88. SGEMM: the Volta fraction (no independent A100
     # cuBLAS SGEMM measurement at hand); matrix units and attention: see above.
     "ampere": Achieved(
-        0.88, 0.85, 0.859, "BabelStream A100; Bekman MAMF A100; Dao 2023 (FA2)", attention=0.50
+        0.88, 0.85, 0.869, "BabelStream A100; Bekman MAMF A100; Dao 2023 (FA2)", attention=0.50
     ),
-    "ada": Achieved(0.82, 0.85, 0.767, "default (median of the measured rows)"),
+    "ada": Achieved(0.82, 0.85, 0.772, "default (median of the measured rows)"),
     # Hopper: no stream figure at hand for the SXM part: the default DRAM row.
     "hopper": Achieved(
-        0.82, 0.85, 0.801, "Bekman MAMF H100 SXM; Shah et al. 2024 (FA2 on H100)", attention=0.35
+        0.82, 0.85, 0.803, "Bekman MAMF H100 SXM; Shah et al. 2024 (FA2 on H100)", attention=0.35
     ),
-    "blackwell": Achieved(0.82, 0.85, 0.767, "default (no published B200 microbenchmark found)"),
+    # Blackwell: no stream figure at hand: the default DRAM row; matrix units: MAMF B200 SXM.
+    "blackwell": Achieved(0.82, 0.85, 0.776, "default DRAM; Bekman MAMF B200 SXM"),
     # CDNA2 (MI210, MI250, MI250X; MI100's CDNA1 taken as the same): BabelStream on one MI250X GCD
     # ~1.3-1.4 of 1.6384 TB/s (OLCF Crusher/Frontier BabelStream results): 0.82.
     "cdna2": Achieved(0.82, 0.85, 0.767, "BabelStream MI250X GCD; Bekman MAMF MI250X"),
@@ -101,7 +105,7 @@ ACHIEVED: dict[str, Achieved] = {
     "cdna3": Achieved(
         0.82,
         0.85,
-        0.601,
+        0.514,
         "BabelStream MI250X GCD; Bekman MAMF MI300X; tritonbench FA2",
         attention=0.275,
     ),
@@ -109,9 +113,9 @@ ACHIEVED: dict[str, Achieved] = {
 # An AMD GPU of no recognized CDNA generation: the CDNA2 row.
 ACHIEVED["cdna"] = ACHIEVED["cdna2"]
 # Medians of the measured rows, for generations with no measurement of their own (Ada, Blackwell,
-# unknown GPUs): DRAM (0.69, 0.70, 0.83, 0.88, 0.82) -> 0.82; matrix units (0.66, 0.859, 0.801,
-# 0.767, 0.601) -> 0.767; attention (0.50, 0.35, 0.275) -> 0.35; SGEMM: the Volta figure.
-ACHIEVED["default"] = Achieved(0.82, 0.85, 0.767, "median of the measured rows", attention=0.35)
+# unknown GPUs): DRAM (0.69, 0.70, 0.83, 0.88, 0.82) -> 0.82; matrix units (0.66, 0.869, 0.803,
+# 0.776, 0.767, 0.514) -> 0.772; attention (0.50, 0.35, 0.275) -> 0.35; SGEMM: the Volta figure.
+ACHIEVED["default"] = Achieved(0.82, 0.85, 0.772, "median of the measured rows", attention=0.35)
 
 # GPU name (or trace config name) -> generation; first match wins.
 GENERATION_PATTERNS: tuple[tuple[str, str], ...] = (
