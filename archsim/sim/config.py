@@ -16,7 +16,7 @@ SMT_MODELS = ("busy", "static")
 CPU_SCHEDULERS = ("pinned", "shared")
 SWITCHES = ("off", "on")
 # --replay-placement (issue 14): replay memory in the learner process, on its own node, or in the
-# network path (a switch or smart NIC); archsim.sim.replay_server.
+# network path (a server between the switch and both sides, one hop closer); archsim.sim.replay_server.
 REPLAY_PLACEMENTS = ("learner", "server", "in-network")
 REPLAY_LIMITS = ("both", "learner")
 # --replay-ratio trace and --replay-limit trace (the defaults): the captured workload's pacing
@@ -121,7 +121,7 @@ class SimConfig:
     # of the actors (1: today's single machine). archsim.sim.nodes.
     nodes: int = 1
     # Where the prioritized replay lives: "learner" (in the learner process), "server" (its own
-    # node) or "in-network" (a switch / smart-NIC in the path). archsim.sim.replay_server.
+    # node) or "in-network" (a replay server in the network path). archsim.sim.replay_server.
     replay_placement: str = "learner"
 
     def __post_init__(self) -> None:

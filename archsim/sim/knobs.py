@@ -126,7 +126,7 @@ KNOBS: tuple[Knob, ...] = (
         _choice(REPLAY_PLACEMENTS),
         "learner|server|in-network",
         "prioritized replay in the learner process (default), on its own node, or in the network "
-        "path (switch / smart NIC); network stack: --set network.stack=kernel_tcp|kernel_bypass|rdma",
+        "path (a replay server in the network path, one hop closer to both sides); network stack: --set network.stack=kernel_tcp|kernel_bypass|rdma",
     ),
     Knob(
         "network_stack",

@@ -314,7 +314,7 @@ class ReplayNetwork:
         if self.placement == "server":
             timeline.track_process[self.replay_track] = (REPLAY_PID, "replay server node")
         elif self.placement == "in-network":
-            timeline.track_process[self.replay_track] = (REPLAY_PID, "switch (in-network replay)")
+            timeline.track_process[self.replay_track] = (REPLAY_PID, "in-network replay server")
 
     # --- metrics -----------------------------------------------------------------------------
 

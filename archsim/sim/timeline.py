@@ -7,7 +7,7 @@ simulator's executors see it:
   hardware thread goes into the slice's args);
 - process "node 0 GPU 0": one track per stream ("inference stream", "learner stream");
 - with ``--nodes`` / ``--replay-placement`` (archsim.sim.replay_server): processes "node K CPU" for the
-  actors of other nodes and "replay server node" or "switch (in-network replay)" for the replay's
+  actors of other nodes and "replay server node" or "in-network replay server" for the replay's
   track, whose slices (``insert``, ``sample_request``, ``priority_update``, category "net") are the
   replay's work on each message, with flows from the sender's ``net_send`` slice to them and from
   each sample to the learner's ``sample_in_flight`` slice;
