@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from archsim.hw import load_hw
 from archsim.perf.kernel import body_seconds
-from archsim.perf.passes import block_reduce_cycles, reread_terms, row_passes, serial_reductions
+from archsim.perf.passes import reread_terms, row_passes
 from archsim.perf.source import source_hw_for_gpu_name
 from archsim.perf.terms import kernel_terms
 from archsim.trace.schema import OPS_COLUMNS, conform
@@ -87,28 +87,18 @@ def test_softmax_bytes_golden_through_the_kernel_model() -> None:
     assert small["bw"][0] == pytest.approx(2 * 264 * 8192.0 / (3350e9 * 0.82))
 
 
-def test_serial_block_reduce_cycles() -> None:
-    names = pd.Series([SOFTMAX, SOFTMAX_SMEM, "cunn_SoftMaxBackward<4, float>", WARP_SOFTMAX])
-    assert list(serial_reductions(names)) == [2, 0, 1, 0]
-    # 1024 threads: 32 lanes, 32 loads of 32-way conflicts = 1024 cycles, + 34 x 19 = 1670 cycles;
-    # 128 threads: 4 lanes, 32 x 4 = 128, + 6 x 19 = 242 cycles
-    assert list(block_reduce_cycles(np.array([1024.0, 128.0]))) == [1670.0, 242.0]
-
-
 def test_passes_add_latency_to_transfer() -> None:
-    # cunn_SoftMaxForward, 264 blocks of 1024 threads x 32 registers: 2 per SM, one wave of 8 KB
-    # rows (in L1). Its blocks wait at each pass's barrier: 500 ns + 2 x 14.14 ns of round trips,
-    # two serial block reductions of 1670 cycles (1.687 us at 1980 MHz), plus the transfer
-    # 2 x 2.16 MB / (3350 GB/s x 0.82) = 1.574 us: 3.790 us in all.
-    read = 264 * 8192.0
-    ops = _kernel(SOFTMAX, read, 264)
-    expected = 500e-9 + 2 * 28 / 1980e6 + 2 * 1670 / 1980e6 + 2 * read / (3350e9 * 0.82)
+    # cunn_SoftMaxForward, 528 blocks of 1024 threads x 32 registers: 2 per SM, two waves of 8 KB
+    # rows (in L1). Its blocks wait at each pass's barrier: per wave 500 ns + 2 x 14.14 ns of round
+    # trips, plus the transfer 2 x 4.33 MB / (3350 GB/s x 0.82) = 3.149 us: 4.205 us in all.
+    read = 528 * 8192.0
+    ops = _kernel(SOFTMAX, read, 528)
+    expected = 2 * (500e-9 + 2 * 28 / 1980e6) + 2 * read / (3350e9 * 0.82)
     assert kernel_terms(ops, H100.gpu, frozenset(), H100.name)["lat"][0] == pytest.approx(expected)
     assert body_seconds(ops, H100)[0] == pytest.approx(expected)
     # the one-pass warp softmax on the same bytes is bandwidth-bound: the larger term, not the sum
-    # (4x the bytes, to stay above the H100's 3-us kernel floor)
-    warp = body_seconds(_kernel(WARP_SOFTMAX, 4 * read, 264), H100)[0]
-    assert warp == pytest.approx(8 * read / (3350e9 * 0.82))
+    warp = body_seconds(_kernel(WARP_SOFTMAX, read, 528), H100)[0]
+    assert warp == pytest.approx(2 * read / (3350e9 * 0.82))
 
 
 def test_floor_bound_kernel_on_mi300x() -> None:

@@ -20,9 +20,10 @@ next pass, so no other block's transfer hides the round trips: a kernel of W wav
 at least W x (L_dram + (P - 1) x L_reread) plus its transfer time (archsim.perf.terms adds the
 DRAM and L2 terms: latency plus transfer, Hockney's model, instead of the larger of the two). On the
 H100 fixture h100_timesformer_inference, cunn_SoftMaxForward on [8, 12, 3137, 3137] bf16 takes 5.8 ms
-per call, 5.1 us per wave of 264 blocks; modelled: 0.53 us of round trips, 1.69 us of two serial
-block reductions (SERIAL_BLOCK_REDUCE_KERNELS) and 1.21 us of transfer, 3.9 ms per call (-32%; two
-resident blocks contending for the shared-memory pipe are not modelled). The op's bytes
+per call, 5.1 us per wave of 264 blocks (1024 threads each); modelled: 0.53 us of round trips and
+1.21 us of transfer, 2.0 ms per call (-65%). The rest is not explained here: that PyTorch (its
+1024-thread blocks for 3137 columns are SoftMaxForward_getBlockSize's) combines partials with
+``blockReduceWarp`` (warp shuffles), whose cost no held figure gives. The op's bytes
 (archsim.trace.flops) count one read of the input and one write; these extra bytes are per kernel
 and per GPU, which is why they live here.
 
@@ -56,21 +57,6 @@ ROW_PASS_KERNELS: tuple[tuple[str, int], ...] = (
     (r"bn_fw_tr_1C11_kernel|bn_bw_1C11_kernel|batch_norm_backward_kernel", 2),
 )
 
-# Kernels that combine a row's partial results with PyTorch's serial ``blockReduce`` (SoftMax.cu)
-# between passes, and how many times: cunn_SoftMaxForward twice (max, sum), cunn_SoftMaxBackward once
-# (the row sum). That blockReduce stores each thread's value to shared memory; then the first warp's
-# lane i sums smem[i * 32 + j] for j < 32 (unrolled), all lanes on one bank, so each of the 32 loads
-# is a W-way bank conflict for W = threads / 32 active lanes and is split into W requests (CUDA C
-# Programming Guide, "Shared Memory": 32 banks of 4 bytes); then thread 0 sums the W warp totals in
-# a loop: 32 W cycles of conflicted loads plus (W + 2) shared-memory round trips with the final
-# broadcast (block_reduce_cycles). Other block-per-row kernels reduce with warp shuffles: not counted.
-SERIAL_BLOCK_REDUCE_KERNELS: tuple[tuple[str, int], ...] = (
-    (r"cunn_SoftMaxForward(?!Smem)", 2),
-    (r"cunn_SoftMaxBackward", 1),
-)
-# Shared-memory load latency: Jia et al. 2018 (arXiv:1804.06826), V100: 19 cycles.
-SHARED_MEMORY_CYCLES = 19
-
 # Load latencies on a hit, in SM clock cycles: Jia et al. 2018, "Dissecting the NVIDIA Volta GPU
 # Architecture via Microbenchmarking" (arXiv:1804.06826), V100: L1 hit 28 cycles, L2 hit 193 cycles;
 # taken for every generation (no per-generation figures are held).
@@ -93,25 +79,6 @@ def row_passes(names: pd.Series) -> np.ndarray:
     return by_unique(names, passes).astype(float)
 
 
-def serial_reductions(names: pd.Series) -> np.ndarray:
-    """Serial blockReduce calls per block of each kernel (SERIAL_BLOCK_REDUCE_KERNELS), else 0."""
-
-    def count(unique: pd.Series) -> pd.Series:
-        out = pd.Series(0, index=unique.index)
-        for pattern, calls in SERIAL_BLOCK_REDUCE_KERNELS:
-            out = out.where(~unique.str.contains(pattern, regex=True), calls)
-        return out
-
-    return by_unique(names, count).astype(float)
-
-
-def block_reduce_cycles(threads: np.ndarray) -> np.ndarray:
-    """SM cycles of one serial blockReduce over a block of ``threads`` (see
-    SERIAL_BLOCK_REDUCE_KERNELS): 32 W conflicted loads + (W + 2) shared-memory round trips."""
-    warps = np.clip(np.asarray(threads, dtype=float) / 32.0, 1.0, 32.0)
-    return 32.0 * warps + (warps + 2.0) * SHARED_MEMORY_CYCLES
-
-
 def _l1_bytes_per_sm(gpu: GpuConfig, generation: str) -> float:
     if generation == "cdna":
         return (CDNA3_L1_KB if "mi300" in gpu.name.lower() else CDNA2_L1_KB) * 1024.0
@@ -126,15 +93,11 @@ def reread_terms(
     gpu: GpuConfig,
     generation: str,
     idealize: frozenset[str],
-    threads: np.ndarray | None = None,
-    reductions: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(extra DRAM bytes, extra L2 bytes, latency floor in seconds) of the re-read passes.
 
     ``bytes_read`` is the kernel's input read once; ``resident_per_sm`` the blocks an SM holds at
-    once (archsim.perf.occupancy); ``reductions`` the serial blockReduce calls per block of
-    ``threads`` threads, whose cycles each wave waits for too (none when not given). Kernels with
-    ``passes`` 0 or 1 get zeros."""
+    once (archsim.perf.occupancy). Kernels with ``passes`` 0 or 1 get zeros."""
     multi = passes > 1
     blocks = np.maximum(blocks, 1.0)
     resident = np.maximum(resident_per_sm, 1.0)
@@ -152,11 +115,8 @@ def reread_terms(
     if "memory_system" in idealize:
         on_chip_s = np.zeros_like(on_chip_s)
     reread_s = np.where(in_l1 | in_l2, on_chip_s, dram_s)
-    reduce_s = 0.0
-    if reductions is not None and threads is not None and "memory_system" not in idealize:
-        reduce_s = reductions * block_reduce_cycles(threads) * cycle_s
     waves = np.ceil(blocks / concurrent)
-    latency = np.where(multi, waves * (dram_s + (passes - 1) * reread_s + reduce_s), 0.0)
+    latency = np.where(multi, waves * (dram_s + (passes - 1) * reread_s), 0.0)
     return extra_dram, extra_l2, latency
 
 
@@ -188,12 +148,7 @@ def row_pass_work(
     resident = blocks_per_sm(threads, registers, shared, gpu)
     read = np.nan_to_num(bytes_read, nan=0.0)
     read = np.where(read > 0, read, dram_bytes / 2)
-    reductions = serial_reductions(names)
-    return RowPasses(
-        *reread_terms(
-            passes, read, blocks, resident, gpu, generation, idealize, threads, reductions
-        )
-    )
+    return RowPasses(*reread_terms(passes, read, blocks, resident, gpu, generation, idealize))
 
 
 def add_pass_terms(
@@ -212,11 +167,7 @@ def add_pass_terms(
 
 
 __all__ = [
-    "SERIAL_BLOCK_REDUCE_KERNELS",
-    "SHARED_MEMORY_CYCLES",
     "RowPasses",
-    "block_reduce_cycles",
-    "serial_reductions",
     "add_pass_terms",
     "row_pass_work",
     "CDNA2_L1_KB",
