@@ -230,3 +230,47 @@ def test_a_failing_program_leaves_no_worker_running(tmp_path, capsys):
     )
     assert _no_worker_left()
     assert not (tmp_path / "cap").exists()
+
+
+def test_a_patched_method_of_a_program_class_binds_as_the_patch_and_pickles_as_the_original():
+    """cloudpickle sends a program's own classes to spawned workers by value, dict included: the
+    patch (whose closure holds unpicklable profiler records; a lock here) travels as the original."""
+    import subprocess
+    import sys
+    import threading
+
+    import cloudpickle
+
+    from archsim.capture.patches import Patches
+
+    def step(self, action):
+        return ["original", action]
+
+    cls = type("ProgramEnv", (), {"step": step, "__module__": "__main__"})
+    lock, calls = threading.Lock(), []
+
+    def patched(self, action):
+        with lock:
+            calls.append(action)
+        return step(self, action)
+
+    patches = Patches()
+    patches.set(cls, "step", patched)
+    assert cls().step(3) == ["original", 3] and calls == [3]
+    payload = cloudpickle.dumps(cls)
+    with pytest.raises(TypeError):  # what the patch alone would do
+        cloudpickle.dumps(patched)
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import pickle, sys; print(pickle.loads(sys.stdin.buffer.read())().step(4))",
+        ],
+        input=payload,
+        capture_output=True,
+        cwd=PROJECT_ROOT,
+        check=True,
+    )
+    assert child.stdout.decode().strip() == "['original', 4]" and calls == [3]
+    patches.undo()
+    assert cls.__dict__["step"] is step
