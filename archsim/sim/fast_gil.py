@@ -87,17 +87,26 @@ class FastGil:
     def run(self, thread: int, work_s: float, python: BurstPython, label: str = ""):
         """Run a burst of ``work_s`` on ``thread`` (a simpy generator), its Python part under the GIL."""
         env = self.env
-        now = env.now
-        self._advance(now)
         state = self.state.get(thread)
         if state is None:
             state = self.state[thread] = _Thread()
         done = env.event()
         state.pending.append((work_s, python, done))
-        if state.phase == IDLE:
+        if state.phase == IDLE and len(state.pending) == 1:
+            # The reference takes the thread's turn first, an event later at this instant, and
+            # then asks for the GIL: two threads that start bursts at one instant (a replay insert
+            # that frees the learner while the server goes on) ask in the same order here.
+            turn = env.event()
+            turn.callbacks.append(lambda _event: self._begin(thread, state))
+            turn.succeed()
+        yield done
+
+    def _begin(self, thread: int, state: _Thread) -> None:
+        now = self.env.now
+        self._advance(now)
+        if state.phase == IDLE and state.pending:
             self._start_next(thread, state, now)
         self._arm()
-        yield done
 
     # -- the process's own event loop ------------------------------------------------------------
 

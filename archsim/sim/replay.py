@@ -31,6 +31,7 @@ class RateLimitedReplay:
         self.inserted = 0
         self.sampled = 0
         self.changed = env.event()
+        self.waiting: list[tuple] = []  # (test, n) of every insert and sample held by the limiter
         self.rec = rec
         self.insert_queue = rec.queue("replay_insert")
         self.sample_queue = rec.queue("replay_sample")
@@ -59,8 +60,11 @@ class RateLimitedReplay:
             return
         arrived = self.env.now
         queue.enter(arrived)
+        entry = (allowed, n)
+        self.waiting.append(entry)
         while not allowed(n):
             yield self.changed
+        self.waiting.remove(entry)
         queue.leave(self.env.now, arrived)
         timeline = self.rec.timeline
         if timeline is not None and arrived < self.rec.end:  # counters for Perfetto
@@ -73,6 +77,9 @@ class RateLimitedReplay:
             timeline.delta(name, self.env.now, -1)
 
     def _notify(self) -> None:
-        if self.changed.callbacks:
+        # Wake the held ones only when one of them may go on: the others would test, find
+        # nothing changed for them and wait again in the same order (hundreds of resumptions per
+        # learner step with thousands of actors' batches held).
+        if self.changed.callbacks and any(allowed(n) for allowed, n in self.waiting):
             event, self.changed = self.changed, self.env.event()
             event.succeed()

@@ -26,11 +26,11 @@ LONE = 6  # a phase: the thread's remaining slices run as one burst on the CPU
 class SharedFastGil(FastGil):
     """FastGil whose parts are processor-sharing bursts (module docstring)."""
 
-    def run(self, thread: int, work_s: float, python, label: str = ""):
+    def _begin(self, thread: int, state: _Thread) -> None:
         for other in self.active:  # another thread's lone stretch ends here: it may meet this one
             if other != thread and self.state[other].phase == LONE:
                 self._split(other, self.state[other])
-        yield from super().run(thread, work_s, python, label)
+        super()._begin(thread, state)
 
     def _ask(self, thread: int, state: _Thread, t: float) -> None:
         if self.owner is not None or self.waiting or len(self.active) > 1:
@@ -56,10 +56,10 @@ class SharedFastGil(FastGil):
         """Cut ``thread``'s lone stretch now: book the parts it ran, resume part by part."""
         burst, arrive, work, _ = state.lone
         threads = self.threads
-        done_work = work - threads.cancel(burst)
+        done_work = max(0.0, work - threads.cancel(burst))  # a cut at its start: 0, not -1 ulp
         py, nat = state.py_work, state.nat_work
         period = py + nat
-        slice_ = min(int(done_work // period), state.left - 1)
+        slice_ = max(0, min(int(done_work // period), state.left - 1))
         into = max(0.0, done_work - slice_ * period)
         in_python = nat <= 0 or into < py
         started = slice_ * (2 if nat > 0 else 1) + (1 if in_python else 2)  # the current included
