@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 . .venv/bin/activate
 pip install -q --disable-pip-version-check "torch==2.13.0"
-pip install -q --disable-pip-version-check -e ".[dev]"
+# examples: stable-baselines3 (pure Python; its torch>=2.8 is met by the CPU build above, so no other
+# torch is pulled) for examples/sb3_dqn.py and its capture tests, which skip without it
+pip install -q --disable-pip-version-check -e ".[dev,examples]"
 # Headless Chromium opens `archsim report` pages in the test suite (tests/test_report_html.py); where
 # apt is available as root it is installed from Debian's packages, elsewhere that one test skips.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
