@@ -84,6 +84,7 @@ HW_RANGES: dict[str, Range] = {
     "network.kernel_bypass_us_per_msg": Range(0, 1e6, "per-message costs are microseconds"),
     "network.rdma_us_per_msg": Range(0, 1e6, "per-message costs are microseconds"),
     "network.kernel_tcp_us_per_segment": Range(0, 1e6, "per-segment costs are microseconds"),
+    "network.kernel_tcp_wakeup_us": Range(0, 1e6, "wake-up latencies are microseconds"),
     # A byte costs well under a nanosecond of copying (memcpy runs at GB/s); a microsecond is none.
     "network.kernel_tcp_ns_per_byte": Range(0, 1000, "per-byte costs are nanoseconds"),
     # Jumbo frames stop at ~9,216 B; IPv4 datagrams at 65,535 B.

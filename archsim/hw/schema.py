@@ -124,6 +124,13 @@ class NetworkConfig(_Strict):
     # a veth pair (MTU 1,500) less over loopback (64 KiB MTU), over the 702 extra segments: 0.34-0.42
     # us a segment in 3 runs.
     kernel_tcp_us_per_segment: float = Field(default=0.38, ge=0)
+    # Of the receiver's half of kernel_tcp_us_per_msg, the latency of waking a thread blocked in recv
+    # (archsim.perf.network wakeup_seconds; 0 under bypass and RDMA, which poll). measured: python
+    # benchmarks/network_stack.py --wakeup --runs 5 --iters 2000, three times, on the development
+    # machine (2-core AMD EPYC VM, load ~8 from other jobs): per run, the 64 B ping-pong's median
+    # one-way (RTT/2) with blocking recv less with a busy-polling recv; median of 30 runs (loopback and
+    # veth) 2.83 us, runs 1.1-3.3 (bimodal: the Python poller's own median was 3.6-3.8 or 5.2-5.4 us).
+    kernel_tcp_wakeup_us: float = Field(default=2.8, ge=0)
     # RDMA RC send, perftest ib_send_lat: ~0.8 us one way at 32 B (NIC and both hosts' work).
     rdma_us_per_msg: float = Field(default=0.8, ge=0)
     # IEEE 802.3 standard payload 1,500 B; at least IPv4's minimum 68 B (RFC 791), which also

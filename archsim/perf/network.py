@@ -4,8 +4,9 @@ functions.
 ``message_breakdown`` is the network model of issue 14: a message of B bytes costs the sender's and
 the receiver's stack work (kernel TCP, kernel bypass with a polling core, RDMA), is cut into frames at
 the MTU, serialized at the NIC's line rate with Ethernet's framing overhead, forwarded by each switch
-(cut-through or store-and-forward) and propagated down each cable. The parts are returned apart so
-that charts can stack them. ``message_seconds`` is the older lumped form (latency + stack + bytes /
+(cut-through or store-and-forward) and propagated down each cable; under kernel TCP a blocking
+receiver is also woken for it (``wakeup_seconds``). The parts are returned apart so that charts can
+stack them. ``message_seconds`` is the older lumped form (latency + stack + bytes /
 bandwidth) that the simulator still calls; a host-to-device copy over PCIe/NVLink costs latency +
 bytes / bandwidth.
 """
@@ -35,7 +36,8 @@ SIGNAL_SPEED_M_PER_S = 2.0e8
 
 @dataclass(frozen=True)
 class MessageTime:
-    """One message's one-way time by component, seconds; ``frames`` on the wire."""
+    """One message's one-way time by component, seconds; ``frames`` on the wire. ``wakeup_s``: the
+    blocking receiver's wake-up (kernel TCP only), apart from its stack share ``stack_recv_s``."""
 
     stack_send_s: float
     stack_recv_s: float
@@ -43,11 +45,17 @@ class MessageTime:
     switch_s: float
     propagation_s: float
     frames: int
+    wakeup_s: float = 0.0
 
     @property
     def total_s(self) -> float:
         return (
-            self.stack_send_s + self.stack_recv_s + self.wire_s + self.switch_s + self.propagation_s
+            self.stack_send_s
+            + self.stack_recv_s
+            + self.wakeup_s
+            + self.wire_s
+            + self.switch_s
+            + self.propagation_s
         )
 
 
@@ -97,6 +105,20 @@ def _stack_parts_seconds(n_bytes: float, network) -> tuple[float, float]:
     return network.rdma_us_per_msg * 1e-6, 0.0
 
 
+def wakeup_seconds(network) -> float:
+    """Latency of waking a receiver blocked in ``recv`` (softirq -> wake-up -> scheduler -> the thread
+    runs), once per message under kernel TCP; 0 under kernel bypass and RDMA, whose receivers poll.
+
+    It is a part of the receiver's half of ``kernel_tcp_us_per_msg``, never more: that figure is both
+    ends' thread CPU with blocking sockets, and benchmarks/network_stack.py --wakeup measures a
+    blocking 64 B one-way (6.3-6.8 us) no longer than that CPU (6.6-7.0 us) while a polling one is
+    shorter by the wake-up, so the wake-up's switch work is already in the CPU figure and adding it
+    on top would overstate the latency."""
+    if network.stack != "kernel_tcp":
+        return 0.0
+    return min(network.kernel_tcp_wakeup_us, network.kernel_tcp_us_per_msg / 2) * 1e-6
+
+
 def polling_cores_per_node(network) -> int:
     """Cores a node gives up whatever the load: a DPDK port is served by a core polling at 100%
     (Kalia et al., NSDI 2019); kernel TCP and RDMA are interrupt- or completion-driven."""
@@ -109,7 +131,9 @@ def message_breakdown(n_bytes: float, network) -> MessageTime:
     Frames leave back to back at the line rate; a store-and-forward switch holds each frame until it
     has all of it, so the message ends one full-frame time later per hop (cut-through adds only the
     switch's port-to-port latency). The stack work is split evenly between the ends, and a kernel
-    stack's per-segment work overlaps the wire (only what the wire does not hide is added).
+    stack's per-segment work overlaps the wire (only what the wire does not hide is added). Under
+    kernel TCP the receiver's wake-up (``wakeup_seconds``) is taken out of the receiver's share and
+    shown as ``wakeup_s``: the total is unchanged, the wake-up is what a polling receiver saves.
     """
     rate_bytes_per_s = network.nic_bw_gbs * 1e9
     first_payload = min(max(n_bytes, 0), payload_per_frame_bytes(network))
@@ -126,14 +150,16 @@ def message_breakdown(n_bytes: float, network) -> MessageTime:
     frames = frame_count(n_bytes, network)
     unhidden_s = streamed_s / frames
     exposed_s = max(0.0, (streamed_s - unhidden_s) / 2 - wire_s)
+    wakeup_s = wakeup_seconds(network)
     per_end_s = (fixed_s + unhidden_s) / 2 + exposed_s / 2
     return MessageTime(
         stack_send_s=per_end_s,
-        stack_recv_s=per_end_s,
+        stack_recv_s=per_end_s - wakeup_s,
         wire_s=wire_s,
         switch_s=network.switch_hops * per_hop_s,
         propagation_s=(network.switch_hops + 1) * network.link_length_m / SIGNAL_SPEED_M_PER_S,
         frames=frames,
+        wakeup_s=wakeup_s,
     )
 
 

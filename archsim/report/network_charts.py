@@ -61,7 +61,7 @@ def _hop(n_bytes: float, network, placement: str) -> dict[str, float]:
     m = message_breakdown(n_bytes, network)
     if placement != "in-network":
         return {
-            "stack": (m.stack_send_s + m.stack_recv_s) * 1e6,
+            "stack": (m.stack_send_s + m.stack_recv_s + m.wakeup_s) * 1e6,  # receiver's wake-up in
             "wire": m.wire_s * 1e6,
             "switch": (m.switch_s + m.propagation_s) * 1e6,
         }
@@ -72,7 +72,7 @@ def _hop(n_bytes: float, network, placement: str) -> dict[str, float]:
     if network.in_network_service_us is not None:
         far_end_s = 0.0  # a hardware replay: no host stack at its end
     elif in_path_server_stack(network) == network.stack:
-        far_end_s = m.stack_recv_s
+        far_end_s = m.stack_recv_s + m.wakeup_s
     else:  # a poll-mode (DPDK) server in the path: bypass's per-end share
         polled = network.model_copy(update={"stack": in_path_server_stack(network)})
         far_end_s = message_breakdown(n_bytes, polled).stack_recv_s

@@ -80,7 +80,7 @@ class PathParts:
     wire_s: float
     switch_s: float
     propagation_s: float
-    stack_recv_s: float
+    stack_recv_s: float  # the receiver's end, its wake-up (kernel TCP host) included: a delay
     send_cpu_s: float  # the sender's whole stack work (>= stack_send_s: part overlaps the wire)
     recv_cpu_s: float
 
@@ -112,7 +112,9 @@ class Paths:
         m: MessageTime = message_breakdown(n_bytes, net)
         host_cpu_s = stack_cpu_seconds(n_bytes, net) / 2
         send_s, send_cpu_s = _end(src_end, m.stack_send_s, host_cpu_s, n_bytes, net)
-        recv_s, recv_cpu_s = _end(dst_end, m.stack_recv_s, host_cpu_s, n_bytes, net)
+        # a host receiver blocked in recv is woken (kernel TCP): a delay before its application has
+        # the message, inside its measured stack CPU, so the work left after delivery shrinks by it
+        recv_s, recv_cpu_s = _end(dst_end, m.stack_recv_s + m.wakeup_s, host_cpu_s, n_bytes, net)
         return PathParts(
             stack_send_s=send_s,
             wire_s=m.wire_s,  # framed by the hosts' protocol, whatever the replay's end runs
