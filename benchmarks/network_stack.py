@@ -10,7 +10,10 @@ sizes gives the per-message fixed cost and the per-byte cost, printed beside the
 (kernel TCP ~5-20 us a message end to end; eRPC over DPDK ~1-3 us, Kalia et al. NSDI 2019; RDMA RC
 ``ib_send_lat`` ~0.8 us at 32 B). Loops are bounded (at most --iters round trips and 64 MiB a size).
 
-Run: ``python benchmarks/network_stack.py [--iters 400] [--no-veth]``. With ``--apex-table TRACE_DIR``
+Run: ``python benchmarks/network_stack.py [--iters 400] [--no-veth]``. With ``--wakeup [--runs 5]
+[--iters 2000]`` it measures the receive wake-up instead: a 64 B ping-pong with blocking receivers
+against one with busy-polling receivers, per run the difference of the median one-way times, and
+the blocking ends' thread CPU (docs/NETWORK.md "Receive wake-up"). With ``--apex-table TRACE_DIR``
 it measures nothing and prints docs/NETWORK.md's table instead: each message kind of an Ape-X capture's
 ``messages.csv`` on 40GbE under each stack (``archsim.perf.network.message_breakdown``).
 """
