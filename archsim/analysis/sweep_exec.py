@@ -27,6 +27,9 @@ from archsim.sim.knobs import split_point
 # A task's target time in its worker: long enough that the ~1-3 ms round trip of a task is under
 # 1% of it, short enough that the bar moves and a Ctrl-C is answered within about a second.
 TARGET_TASK_S = 0.5
+# Dask spends more CPU per task than the pool (scheduler, worker event loop, transitions): longer
+# tasks there. benchmarks/sweep_speed.py measures the per-point overhead either way.
+DASK_TARGET_TASK_S = 1.0
 MAX_BATCH_POINTS = 1000  # bounds one task's argument and result (~1000 rows of ~40 fields)
 # Weight of the latest batch in the running seconds-per-point estimate (an exponential average).
 RECENT_WEIGHT = 0.5
@@ -107,8 +110,11 @@ class Batcher:
     """Cuts the points left into batches: one point a task until points have been timed, then
     ``TARGET_TASK_S`` worth, and never so many that the last tasks leave workers idle."""
 
-    def __init__(self, points: list[dict[str, Any]], workers: int) -> None:
+    def __init__(
+        self, points: list[dict[str, Any]], workers: int, target_s: float = TARGET_TASK_S
+    ) -> None:
         self._points = points
+        self.target_s = target_s
         self._next = 0
         self.workers = max(1, workers)
         self._per_point_s: float | None = None
@@ -129,7 +135,7 @@ class Batcher:
         if self._per_point_s is None:
             return 1
         per_point_s = max(self._per_point_s, 1e-6)
-        by_time = int(TARGET_TASK_S / per_point_s)
+        by_time = int(self.target_s / per_point_s)
         balance = math.ceil(left / (TASKS_PER_WORKER * self.workers))  # even out the tail
         return max(1, min(by_time, balance, MAX_BATCH_POINTS))
 
@@ -258,6 +264,7 @@ def dask(args: tuple, batcher: Batcher, jobs: int, scheduler: str | None) -> Ite
     try:
         workers = max(1, len(client.scheduler_info().get("workers", {})) or jobs)
         batcher.workers = workers
+        batcher.target_s = DASK_TARGET_TASK_S
         flight = as_completed()
 
         def submit() -> bool:
