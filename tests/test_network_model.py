@@ -273,6 +273,32 @@ def test_simulator_path_delays_a_host_receiver_by_its_wakeup():
     # a host receiving from the in-path server is woken as from a host
     back = Paths(net).parts(OBS_BYTES, IN_PATH_SERVER, HOST)
     assert back.stack_recv_s == pytest.approx(host.stack_recv_s)
+    # the breakdowns' wake-up: wherever a host receives under kernel TCP, nowhere else
+    assert host.wakeup_s == back.wakeup_s == pytest.approx(2.8e-6)
+    assert to_server.wakeup_s == 0.0
+    assert Paths(net40("kernel_bypass")).parts(OBS_BYTES, HOST, HOST).wakeup_s == 0.0
+
+
+def test_chart_breakdown_shows_the_wakeup_per_receiving_host():
+    # Closed form of docs/NETWORK.md's charts: an insert to a replay server wakes that host once
+    # (2.8 us), a sample (request + batch) wakes the server and then the learner (5.6 us); with the
+    # replay in the network path, its poll-mode end is not woken, only the learner on the reply.
+    from archsim.report.network_charts import ReplayMessages, access_breakdown
+
+    msgs = ReplayMessages(insert_bytes=OBS_BYTES, request_bytes=24, reply_bytes=OBS_BYTES,
+                          insert_server_us=100.0, sample_server_us=200.0)  # fmt: skip
+    tcp, bypass = net40(), net40("kernel_bypass")
+    assert access_breakdown(msgs, tcp, "server", "insert")["wakeup_us"] == pytest.approx(2.8)
+    assert access_breakdown(msgs, tcp, "server", "sample")["wakeup_us"] == pytest.approx(5.6)
+    assert access_breakdown(msgs, tcp, "in-network", "insert")["wakeup_us"] == 0.0
+    assert access_breakdown(msgs, tcp, "in-network", "sample")["wakeup_us"] == pytest.approx(2.8)
+    assert access_breakdown(msgs, bypass, "server", "sample")["wakeup_us"] == 0.0
+    # the wake-up is moved out of "stack", not added: stack + wakeup is the stack time shown
+    m = message_breakdown(OBS_BYTES, tcp)
+    insert = access_breakdown(msgs, tcp, "server", "insert")
+    assert insert["stack_us"] + insert["wakeup_us"] == pytest.approx(
+        _us(m.stack_send_s + m.stack_recv_s + m.wakeup_s)
+    )
 
 
 @settings(max_examples=150, deadline=None)

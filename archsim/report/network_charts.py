@@ -29,10 +29,11 @@ import pandas as pd
 
 from archsim.report.style import TOTAL_COLOR, from_zero, pyplot, save, value_axis
 
-COMPONENTS = ("stack", "wire", "switch", "server", "queueing")
+COMPONENTS = ("stack", "wakeup", "wire", "switch", "server", "queueing")
 COLUMNS = tuple(f"{c}_us" for c in COMPONENTS)  # breakdown_table's columns, one per component
 COMPONENT_COLORS = {
     "stack": "tab:blue",
+    "wakeup": "tab:cyan",
     "wire": "tab:orange",
     "switch": "tab:green",
     "server": "tab:purple",
@@ -54,14 +55,16 @@ class ReplayMessages:
     sample_server_us: float
 
 
-def _hop(n_bytes: float, network, placement: str) -> dict[str, float]:
-    """Components (us) of one message from a host to the replay or back, per the placement."""
+def _hop(n_bytes: float, network, placement: str, to_host: bool = False) -> dict[str, float]:
+    """Components (us) of one message from a host to the replay or back (``to_host``: the replay
+    sends, the host receives), per the placement."""
     from archsim.perf.network import SIGNAL_SPEED_M_PER_S, message_breakdown
 
     m = message_breakdown(n_bytes, network)
     if placement != "in-network":
         return {
-            "stack": (m.stack_send_s + m.stack_recv_s + m.wakeup_s) * 1e6,  # receiver's wake-up in
+            "stack": (m.stack_send_s + m.stack_recv_s) * 1e6,
+            "wakeup": m.wakeup_s * 1e6,  # a kernel TCP receiver's; 0 where it polls
             "wire": m.wire_s * 1e6,
             "switch": (m.switch_s + m.propagation_s) * 1e6,
         }
@@ -70,14 +73,20 @@ def _hop(n_bytes: float, network, placement: str) -> dict[str, float]:
     hops = max(network.switch_hops, 1)
     per_switch_s = m.switch_s / network.switch_hops if network.switch_hops else 0.0
     if network.in_network_service_us is not None:
-        far_end_s = 0.0  # a hardware replay: no host stack at its end
+        far = None  # a hardware replay: no host stack at its end
     elif in_path_server_stack(network) == network.stack:
-        far_end_s = m.stack_recv_s + m.wakeup_s
+        far = m
     else:  # a poll-mode (DPDK) server in the path: bypass's per-end share
         polled = network.model_copy(update={"stack": in_path_server_stack(network)})
-        far_end_s = message_breakdown(n_bytes, polled).stack_recv_s
+        far = message_breakdown(n_bytes, polled)
+    if to_host:  # the host receives, and is woken under kernel TCP
+        far_end_s, wakeup_s, host_s = far.stack_send_s if far else 0.0, m.wakeup_s, m.stack_recv_s
+    else:
+        far_end_s, wakeup_s = (far.stack_recv_s, far.wakeup_s) if far else (0.0, 0.0)
+        host_s = m.stack_send_s
     return {
-        "stack": (m.stack_send_s + far_end_s) * 1e6,
+        "stack": (host_s + far_end_s) * 1e6,
+        "wakeup": wakeup_s * 1e6,
         "wire": m.wire_s * 1e6,
         # one switch and one cable fewer than between two hosts
         "switch": ((hops - 1) * per_switch_s + hops * network.link_length_m / SIGNAL_SPEED_M_PER_S)
@@ -108,8 +117,8 @@ def access_breakdown(
             hops = []
     else:
         raise ValueError(f"access {access!r}: expected insert or sample")
-    for n_bytes, _ in hops:
-        for name, us in _hop(n_bytes, network, place).items():
+    for n_bytes, label in hops:
+        for name, us in _hop(n_bytes, network, place, to_host=label == "reply").items():
             parts[f"{name}_us"] += us
     parts["server_us"] = float(sum(work))
     return parts

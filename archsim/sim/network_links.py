@@ -83,6 +83,7 @@ class PathParts:
     stack_recv_s: float  # the receiver's end, its wake-up (kernel TCP host) included: a delay
     send_cpu_s: float  # the sender's whole stack work (>= stack_send_s: part overlaps the wire)
     recv_cpu_s: float
+    wakeup_s: float = 0.0  # of stack_recv_s, the blocking receiver's wake-up (for breakdowns)
 
     @property
     def total_s(self) -> float:
@@ -115,6 +116,9 @@ class Paths:
         # a host receiver blocked in recv is woken (kernel TCP): a delay before its application has
         # the message, inside its measured stack CPU, so the work left after delivery shrinks by it
         recv_s, recv_cpu_s = _end(dst_end, m.stack_recv_s + m.wakeup_s, host_cpu_s, n_bytes, net)
+        woken = dst_end == HOST or (
+            dst_end == IN_PATH_SERVER and in_path_server_stack(net) == net.stack
+        )
         return PathParts(
             stack_send_s=send_s,
             wire_s=m.wire_s,  # framed by the hosts' protocol, whatever the replay's end runs
@@ -123,6 +127,7 @@ class Paths:
             stack_recv_s=recv_s,
             send_cpu_s=send_cpu_s,
             recv_cpu_s=recv_cpu_s,
+            wakeup_s=m.wakeup_s if woken else 0.0,
         )
 
 

@@ -380,7 +380,8 @@ def attach_network(system, cpu_speed_rel: float, net_setup: tuple) -> None:
 
 def _path_components(parts) -> dict[str, float]:
     return {
-        "stack": parts.stack_send_s + parts.stack_recv_s,
+        "stack": parts.stack_send_s + parts.stack_recv_s - parts.wakeup_s,
+        "wakeup": parts.wakeup_s,  # the kernel TCP receiver's wake-up (archsim.perf.network)
         "wire": parts.wire_s,
         "switch": parts.switch_s + parts.propagation_s,
     }
