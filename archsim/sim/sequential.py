@@ -28,6 +28,12 @@ construction, not neglected). Host-device copies become DRAM-to-DRAM copies (or 
 frequency is the trace's pacing (``samples_per_insert / learner_batch`` updates per env step: DQN's
 batch / train_every, a ``capture run`` trace's observed samples per transition), else the ratio of
 learner to actor steps in the trace. The result is the steady state after learn-start.
+
+Vector-env workers (a ``capture run`` trace of a program whose N environments step in worker
+processes, archsim.sim.vector_workers): the loop's own steps are the program process's; an iteration
+steps the N envs (``e = N``) and its env phase lasts as long as the slowest worker's step on the
+target (``worker_env_s``, added to ``act_s``); the parent's CPU around the vector step (sending
+actions, receiving observations) is in its own steps, as interpreter work, not emulator work.
 """
 
 from __future__ import annotations
@@ -70,10 +76,13 @@ class LoopTimes:
     learn_sm_fraction: float = 0.0
     act_dram_bytes: float = 0.0
     learn_dram_bytes: float = 0.0
+    env_workers: int = 0  # N vector-env worker processes (0: the env steps on the loop's thread)
+    worker_env_s: float = 0.0  # expected slowest worker step per iteration (the loop waits for it)
+    worker_busy_s: float = 0.0  # mean CPU seconds of one worker's step
 
     @property
     def act_s(self) -> float:
-        return self.act_cpu_s + max(self.act_launch_s, self.act_gpu_s)
+        return self.act_cpu_s + self.worker_env_s + max(self.act_launch_s, self.act_gpu_s)
 
     @property
     def learn_s(self) -> float:
@@ -115,12 +124,18 @@ def _mean_work_us(rows: pd.DataFrame, gpu_phases: tuple[str, ...]) -> tuple[floa
 EMULATOR_PHASES = ("env_step", "display")
 
 
-def _class_seconds(rows: pd.DataFrame, total_us: float, simd_phases: tuple[str, ...], cpu) -> float:
+def _class_seconds(
+    rows: pd.DataFrame,
+    total_us: float,
+    simd_phases: tuple[str, ...],
+    cpu,
+    emulator_phases: tuple[str, ...] = EMULATOR_PHASES,
+) -> float:
     """Target seconds of ``total_us`` capture-thread microseconds of ``rows``' work: the emulator
     phases at the emulator speed, ``simd_phases`` at the SIMD-kernel speed, the rest (preprocess,
     replay, the loop's code) at the interpreter speed (archsim.perf.cpu_speed)."""
     cpu_time = has_cpu_time(rows)
-    emulator_us = float(np.nan_to_num(typical_us(phases_work_us(rows, EMULATOR_PHASES), cpu_time)))
+    emulator_us = float(np.nan_to_num(typical_us(phases_work_us(rows, emulator_phases), cpu_time)))
     simd_us = 0.0
     if simd_phases:
         simd_us = float(np.nan_to_num(typical_us(phases_work_us(rows, simd_phases), cpu_time)))
@@ -136,11 +151,14 @@ def _class_seconds(rows: pd.DataFrame, total_us: float, simd_phases: tuple[str, 
 
 def updates_per_env_step(trace, config: SimConfig, learner_batch: int) -> float:
     """Learner updates per env step: the resolved replay ratio / batch, else the trace's ratio of
-    learner steps to env steps (actor steps x their batch)."""
+    learner steps to env steps (the loop's actor steps x their batch; vector-env workers' own
+    steps are the same env steps again)."""
+    from archsim.sim.vector_workers import split_workers
+
     ratio = config.samples_per_insert
     if ratio is not None:
         return ratio / learner_batch
-    steps = trace.steps
+    steps, _ = split_workers(trace.steps)
     actor = steps[steps["role"] == "actor"]
     learner = steps[steps["role"] == "learner"]
     env_steps = float(np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0).sum())
@@ -154,8 +172,9 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
     from archsim.sim.gpu_jobs import representative_ops
     from archsim.sim.inference_work import derive_inference_work
     from archsim.sim.learner_work import derive_learner_work, sample_us
+    from archsim.sim.vector_workers import split_workers, worker_phase, worker_step_seconds
 
-    steps = trace.steps
+    steps, worker_rows = split_workers(trace.steps)
     actor = steps[steps["role"] == "actor"]
     learner = steps[steps["role"] == "learner"]
     if actor.empty or learner.empty:
@@ -164,6 +183,16 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
         )
     envs = max(1, int(np.median(np.maximum(actor["batch_size"].to_numpy(dtype=float), 1.0))))
     u = updates_per_env_step(trace, config, learner_batch) * envs
+    # Env workers: one env each, so N = the loop's vector batch; the parent's env_step is its
+    # send/receive (interpreter work), the env steps themselves the workers'.
+    workers = envs if not worker_rows.empty else 0
+    phase = worker_phase(worker_step_seconds(worker_rows, hw.cpu), workers, hw.cpu)
+    emulator = EMULATOR_PHASES if not workers else ("display",)
+    on_workers = {
+        "env_workers": workers,
+        "worker_env_s": phase.slowest_s,
+        "worker_busy_s": phase.busy_s,
+    }
     interp = class_speed(hw.cpu, INTERPRETER)
     act_total, act_gpu_part = _mean_work_us(actor, ACT_GPU_PHASES)
     learn_total, learn_gpu_part = _mean_work_us(learner, LEARNER_GPU_PHASES)
@@ -183,7 +212,7 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
         learn_cpu_s += max(learn_us - learn_total, 0.0) * 1e-6 / class_speed(hw.cpu, SIMD)
         learn_cpu_s -= max(learn_total - learn_us, 0.0) * 1e-6 / class_speed(hw.cpu, SIMD)
         return LoopTimes(
-            act_cpu_s=_class_seconds(actor, act_total, ACT_GPU_PHASES, hw.cpu),
+            act_cpu_s=_class_seconds(actor, act_total, ACT_GPU_PHASES, hw.cpu, emulator),
             act_launch_s=0.0,
             act_gpu_s=0.0,
             learn_cpu_s=max(learn_cpu_s, 0.0),
@@ -191,6 +220,7 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
             learn_gpu_s=0.0,
             updates_per_iteration=u,
             env_steps_per_iteration=float(envs),
+            **on_workers,
         )
     source = source_hw_for_trace(trace)
     # The act forward of one iteration: a batch of the loop's environments, run when the policy acts
@@ -217,7 +247,7 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
     # the replay sample (in learn_total, at the trace's batch) grows with the batch
     learn_us = learn_total - learn_gpu_part + sample_us(learner) * (learner_batch / trace_batch - 1)
     return LoopTimes(
-        act_cpu_s=_class_seconds(actor, max(act_total - act_gpu_part, 0.0), (), hw.cpu),
+        act_cpu_s=_class_seconds(actor, max(act_total - act_gpu_part, 0.0), (), hw.cpu, emulator),
         act_launch_s=acts * act_launch_s,
         act_gpu_s=acts * act_gpu_s,
         learn_cpu_s=max(learn_us, 0.0) * 1e-6 / interp,  # replay sample, the loop's code
@@ -229,6 +259,7 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
         learn_sm_fraction=learner_work.sm_fraction,
         act_dram_bytes=acts * act_bytes,
         learn_dram_bytes=learner_work.dram_bytes,
+        **on_workers,
     )
 
 
@@ -262,6 +293,9 @@ def loop_metrics(
     # The thread is busy with CPU work and launches; it waits (idle) for GPU time beyond them.
     rec.cpu_busy_s[0] = times.act_cpu_s + times.act_launch_s
     rec.cpu_busy_s[0] += u * (times.learn_cpu_s + times.learn_launch_s)
+    # each worker's steps on its own thread next to the loop's (which waits while they step)
+    for worker in range(times.env_workers):
+        rec.cpu_busy_s[(1 + worker) % machine.hw_threads] += times.worker_busy_s
     rec.gpu_any_busy_s = times.act_gpu_s + u * times.learn_gpu_s
     rec.gpu_sm_busy_s = (
         times.act_gpu_s * times.act_sm_fraction + u * times.learn_gpu_s * times.learn_sm_fraction
@@ -283,10 +317,14 @@ def loop_metrics(
 
 def timeline_slices(times: LoopTimes, sim_seconds: float) -> list:
     """(label, track, start s, duration s) slices of the loop over ``sim_seconds``: CPU work on
-    cpu0, GPU work on gpu, an update after every 1/u iterations (accumulated, so the mean holds)."""
+    cpu0, GPU work on gpu, vector-env workers' steps on workers, an update after every 1/u
+    iterations (accumulated, so the mean holds)."""
     out: list = []
     now, owed = 0.0, 0.0
     while now < sim_seconds and len(out) < MAX_TIMELINE_SLICES:
+        if times.worker_env_s > 0:  # the loop waits for its slowest env worker
+            out.append(("env_workers", "workers", now, times.worker_env_s))
+            now += times.worker_env_s
         now = _phase(out, now, "iteration", times.act_cpu_s, times.act_launch_s, times.act_gpu_s)
         owed += times.updates_per_iteration
         while owed >= 1.0 and now < sim_seconds:
@@ -318,12 +356,23 @@ def simulate_sequential(
     from archsim.sim.profiler_cost import without_profiler_cost
     from archsim.sim.run import SimResult
     from archsim.sim.step_work import whole_steps
+    from archsim.sim.vector_workers import (
+        loop_meta,
+        split_workers,
+        without_worker_profiler_cost,
+    )
 
     check_sequential_trace(trace)
     trace = trace_with_conv_impl(trace, hw, config.conv_impl)  # --conv-impl (issue 15)
     machine = derive_machine(hw, config)
-    clean = without_profiler_cost(trace)
-    clean = dataclasses.replace(clean, steps=whole_steps(clean.steps))
+    # the loop's steps and the env workers' (if any) lose the profiler's cost each by their own
+    # unprofiled figures (archsim.sim.vector_workers)
+    loop_steps, workers = split_workers(trace.steps)
+    loop_trace = dataclasses.replace(trace, meta=loop_meta(trace.meta), steps=loop_steps)
+    clean = dataclasses.replace(without_profiler_cost(loop_trace), meta=trace.meta)
+    workers = without_worker_profiler_cost(workers, trace.meta)
+    steps = whole_steps(pd.concat([clean.steps, workers], ignore_index=True))
+    clean = dataclasses.replace(clean, steps=steps)
     times = derive_loop_times(clean, hw, config, learner_batch)
     metrics = loop_metrics(
         times, machine, trace_frames_per_env_step(trace), learner_batch, config.sim_seconds

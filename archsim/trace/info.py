@@ -32,8 +32,11 @@ def _percentiles(values: pd.Series) -> dict[str, float] | None:
 
 def loop_of_steps(steps: pd.DataFrame) -> tuple[bool, str]:
     """(True, why) when the trace is one single-threaded loop: actor and learner steps on one thread
-    of one process and no separate inference batches (a ``capture dqn`` or ``capture run`` trace);
-    the simulator runs such a trace as that loop by default (``--loop sequential``)."""
+    of one process and no separate inference batches (a ``capture dqn`` or ``capture run`` trace),
+    its environments stepped there or by vector-env worker processes (``capture run`` of a program
+    with gymnasium's AsyncVectorEnv or SB3's SubprocVecEnv: other pids with env steps only, one
+    thread each, no acting); the simulator runs such a trace as that loop by default
+    (``--loop sequential``)."""
     rows = steps[steps["role"].isin(("actor", "learner"))]
     if rows.empty or not {"actor", "learner"} <= set(rows["role"]):
         return False, "it has no actor and learner steps both"
@@ -41,14 +44,34 @@ def loop_of_steps(steps: pd.DataFrame) -> tuple[bool, str]:
     if not known:
         return False, "its steps do not say which process and thread ran them"
     pids = rows["pid"].nunique()
-    if pids > 1:
+    learner_pids = set(rows.loc[rows["role"] == "learner", "pid"])
+    loop = rows[rows["pid"].isin(learner_pids)]
+    workers = rows[~rows["pid"].isin(learner_pids)]
+    if pids > 1 and not (len(learner_pids) == 1 and _env_workers(loop, workers)):
         return False, f"its steps come from {pids} processes"
     if (steps["role"] == "inference").any():
         return False, "it has inference-server batches (a distributed actor/learner system)"
-    threads = rows["tid"].nunique()
+    threads = loop["tid"].nunique()
     if threads > 1:
         return False, f"its actor and learner steps run on {threads} threads"
+    if not workers.empty:
+        n = workers["pid"].nunique()
+        return True, f"actor and learner steps on one thread; its envs step in {n} worker processes"
     return True, "actor and learner steps on one thread of one process"
+
+
+def _env_workers(loop: pd.DataFrame, workers: pd.DataFrame) -> bool:
+    """True when ``workers`` (steps on pids other than the learner's) are vector-env workers of the
+    loop: actor steps only, one thread per process, one env each and no acting, while the loop's
+    own process steps the vector env (its own actor steps)."""
+    if workers.empty or not (loop["role"] == "actor").any():
+        return False
+    if not (workers["role"] == "actor").all():
+        return False
+    if bool((workers.groupby("pid")["tid"].nunique() > 1).any()):
+        return False
+    acts = "act_us" in workers and bool(workers["act_us"].notna().any())
+    return not acts and bool((workers["batch_size"].fillna(1) <= 1).all())
 
 
 def ops_by_phase(ops: pd.DataFrame) -> pd.DataFrame:
