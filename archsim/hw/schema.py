@@ -128,8 +128,9 @@ class NetworkConfig(_Strict):
     # (archsim.perf.network wakeup_seconds; 0 under bypass and RDMA, which poll). measured: python
     # benchmarks/network_stack.py --wakeup --runs 5 --iters 2000, three times, on the development
     # machine (2-core AMD EPYC VM, load ~8 from other jobs): per run, the 64 B ping-pong's median
-    # one-way (RTT/2) with blocking recv less with a busy-polling recv; median of 30 runs (loopback and
-    # veth) 2.83 us, runs 1.1-3.3 (bimodal: the Python poller's own median was 3.6-3.8 or 5.2-5.4 us).
+    # one-way (RTT/2) with blocking recv less with a busy-polling recv; the quietest runs (the poller
+    # held its core the whole run) 2.79-3.06 us, median of the first 30 runs (loopback and veth) 2.83,
+    # runs 1.0-3.3 (bimodal: on a busier machine the Python poller is slower; docs/NETWORK.md).
     kernel_tcp_wakeup_us: float = Field(default=2.8, ge=0)
     # RDMA RC send, perftest ib_send_lat: ~0.8 us one way at 32 B (NIC and both hosts' work).
     rdma_us_per_msg: float = Field(default=0.8, ge=0)
