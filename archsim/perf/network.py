@@ -111,8 +111,8 @@ def wakeup_seconds(network) -> float:
 
     It is a part of the receiver's half of ``kernel_tcp_us_per_msg``, never more: that figure is both
     ends' thread CPU with blocking sockets, and benchmarks/network_stack.py --wakeup measures a
-    blocking 64 B one-way (6.3-6.8 us) no longer than that CPU (6.6-7.0 us) while a polling one is
-    shorter by the wake-up, so the wake-up's switch work is already in the CPU figure and adding it
+    blocking 64 B one-way (6.2-7.0 us) no longer than that CPU (6.5-11.9 us) in each of 46 runs while
+    a polling one is shorter by the wake-up, so the wake-up's switch work is already in the CPU figure and adding it
     on top would overstate the latency."""
     if network.stack != "kernel_tcp":
         return 0.0
