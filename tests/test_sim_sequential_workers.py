@@ -85,7 +85,7 @@ def _rate(hw) -> float:
 
 def test_the_trace_is_one_loop_with_env_workers_and_runs_sequential_by_default():
     single, why = loop_of_steps(_trace().steps)
-    assert single and "2 worker processes" in why
+    assert single and "2 worker process(es)" in why
     assert resolve_loop(_trace(), SimConfig(loop=LOOP_TRACE)).loop == "sequential"
 
 

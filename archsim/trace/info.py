@@ -56,7 +56,8 @@ def loop_of_steps(steps: pd.DataFrame) -> tuple[bool, str]:
         return False, f"its actor and learner steps run on {threads} threads"
     if not workers.empty:
         n = workers["pid"].nunique()
-        return True, f"actor and learner steps on one thread; its envs step in {n} worker processes"
+        why = f"actor and learner steps on one thread; its envs step in {n} worker process(es)"
+        return True, why
     return True, "actor and learner steps on one thread of one process"
 
 
