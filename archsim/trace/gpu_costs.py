@@ -1,21 +1,29 @@
 """FLOPs, bytes and op class of GPU kernels, memcpys and memsets, from the cpu ops that launched them.
 
 A kernel's cost comes from the nearest op, the launching op or one of its ancestors on the same
-thread, that has a formula and recorded shapes (archsim.trace.flops); when that op launched several
-kernels, its FLOPs and bytes are shared among them in proportion to their measured durations, so the
-sum over kernels equals the op's total. For GEMM/conv ops only the kernels that do the math share it
-(flops.MAIN_KERNEL_CLASSES). Memcpy/memset bytes are the measured ``bytes`` arg (ROCm: the runtime
-call's ``size``).
+thread, that has a formula and recorded shapes (archsim.trace.flops). When that op launched several
+kernels its FLOPs and bytes are split among them by the model alone, never by their measured
+durations: a duration-weighted split would hand a kernel that ran long more work, and a model-only
+prediction (``predict --model-only``) would then read the measured answer back (:func:`split_op`
+states the rules). Memcpy/memset bytes are the measured ``bytes`` arg (ROCm: the runtime call's
+``size``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from archsim.perf.blocks import (
+    AUXILIARY_KERNEL_PATTERN,
+    DEFAULT_DTYPE_BYTES,
+    DTYPE_BYTES,
+    ELEMENTS_PER_THREAD,
+)
 from archsim.trace import flops as flops_mod
 from archsim.trace.kineto import op_shapes
 from archsim.trace.link import ancestors_table
@@ -23,6 +31,83 @@ from archsim.trace.link import ancestors_table
 _LEGACY_CONV_BACKWARD = "::cudnn_convolution_backward"
 # Autograd nodes of convolutions (CudnnConvolutionBackward, ConvolutionBackward0, ...).
 _CONV_NODE = r"^(?:autograd::engine::evaluate_function: )?\w*Conv\w*Backward\d*$"
+
+
+_AUXILIARY = re.compile(AUXILIARY_KERNEL_PATTERN)
+
+
+def launch_threads(ops: pd.DataFrame) -> np.ndarray:
+    """(blocks, threads) of each kernel from its traced grid and block (1 where not recorded)."""
+
+    def product(prefix: str) -> np.ndarray:
+        out = np.ones(len(ops))
+        for axis in "xyz":
+            col = f"{prefix}_{axis}"
+            if col in ops.columns:
+                values = pd.to_numeric(ops[col], errors="coerce").to_numpy(dtype=float)
+                out *= np.maximum(np.nan_to_num(values, nan=1.0), 1.0)
+        return out
+
+    return np.stack([product("grid"), product("block")])
+
+
+def _element_bytes(dtype: str) -> float:
+    return float(DTYPE_BYTES.get(dtype.replace("torch.", ""), DEFAULT_DTYPE_BYTES))
+
+
+def split_op(
+    cost: flops_mod.OpCost,
+    names: list[str],
+    blocks: np.ndarray,
+    threads: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(FLOPs, bytes read, bytes written, shares the op's cost) of each kernel one op launched, in
+    launch order, from the model alone (no measured duration), by these rules:
+
+    - GEMM/conv ops (flops.MAIN_KERNEL_CLASSES): the main kernels, those named as the class's
+      engines and not as one of the auxiliary kernels of archsim.perf.blocks
+      (AUXILIARY_KERNEL_PATTERN: layout, FFT and Winograd transforms, split-K reductions, scaling,
+      epilogues), share the op's FLOPs and bytes in proportion to their launch size, blocks x
+      threads: a library splits a GEMM into equal tiles, so the work of each launch is its tile count
+      times the tile. The auxiliary kernels multiply no tiles: they get no FLOPs, and the bytes their
+      own grid moves, each element (ELEMENTS_PER_THREAD per thread, PyTorch's element-wise launch)
+      read once and written once. Without a main kernel the non-auxiliary ones share as main.
+    - Other ops: every kernel shares by launch size (one element per thread-slot of the launch,
+      as element-wise and reduction launches size their grid to their data), except, for reduction
+      ops, the one-block final stage of a two-stage reduction (after a multi-block kernel of the op):
+      it reduces the partials, one per block of the stage before it, so it reads that many
+      elements (and adds them: one FLOP each) and writes at most that, not a share of the input.
+    The shares sum to the op's total where its work is all in its main (or stage-one) kernels."""
+    n = len(names)
+    blocks = np.asarray(blocks, dtype=float)
+    size = blocks * np.asarray(threads, dtype=float)
+    flops, read, written = np.zeros(n), np.zeros(n), np.zeros(n)
+    sharing = np.ones(n, dtype=bool)
+    element = _element_bytes(cost.dtype)
+    allowed = flops_mod.MAIN_KERNEL_CLASSES.get(cost.op_class)
+    if allowed is not None:
+        auxiliary = np.array([bool(_AUXILIARY.search(name.lower())) for name in names], dtype=bool)
+        engine = np.array([flops_mod.kernel_class(name) in allowed for name in names], dtype=bool)
+        sharing = engine & ~auxiliary if (engine & ~auxiliary).any() else ~auxiliary
+        moved = size * ELEMENTS_PER_THREAD * element
+        read = np.where(auxiliary, moved, 0.0)
+        written = read.copy()
+    elif cost.op_class == "reduction" and n > 1 and blocks.max() > 1:
+        for i in np.flatnonzero(blocks <= 1):
+            before = np.flatnonzero(blocks[:i] > 1)
+            if len(before) == 0:
+                continue  # nothing launched before it produced partials: it is a kernel of its own
+            partials = blocks[before[-1]]
+            sharing[i] = False
+            flops[i] = partials
+            read[i] = partials * element
+            written[i] = min(read[i], cost.bytes_written)
+    if sharing.any():
+        weight = size[sharing] / size[sharing].sum()
+        flops[sharing] = cost.flops * weight
+        read[sharing] = cost.bytes_read * weight
+        written[sharing] = cost.bytes_written * weight
+    return flops, read, written, sharing
 
 
 def conv_output_hints(cpu: pd.DataFrame) -> dict[tuple[int, int], tuple[int, ...]]:
@@ -143,57 +228,35 @@ def gpu_costs(
     has = np.zeros(n, dtype=bool)
     dtype = np.full(n, "", dtype=object)
     klass = np.full(n, "other", dtype=object)
-    # Share each formula op's cost among its kernels by measured duration. For GEMM/conv ops only the
-    # kernels that do the math share it (flops.MAIN_KERNEL_CLASSES); helper kernels get none.
-    dur = ops["dur_us"].to_numpy()
+    # Split each formula op's cost among its kernels by the model (split_op), never by duration.
     names = ops["name"].to_numpy(dtype=object)
     name_class = np.array([flops_mod.kernel_class(n) for n in names], dtype=object)
-    sharing = formula_pos >= 0
-    op_class_of = {p: cache[p].op_class for p in set(formula_pos[sharing].tolist())}
-    main = np.zeros(n, dtype=bool)
-    for i in np.flatnonzero(sharing):
-        allowed = flops_mod.MAIN_KERNEL_CLASSES.get(op_class_of[int(formula_pos[i])])
-        main[i] = allowed is None or name_class[i] in allowed
-    groups_with_main = set(formula_pos[main].tolist())
-    for i in np.flatnonzero(sharing & ~main):
-        if int(formula_pos[i]) in groups_with_main:
-            sharing[i] = False  # a helper kernel of an op whose main kernel is present
-    with_formula = np.flatnonzero(sharing)
-    if len(with_formula):
-        groups = pd.Series(dur[with_formula]).groupby(formula_pos[with_formula])
-        total = groups.transform("sum").to_numpy()
-        count = groups.transform("size").to_numpy()
-        share = np.where(total > 0, dur[with_formula] / np.where(total > 0, total, 1), 1 / count)
-        for j, i in enumerate(with_formula):
-            cost = cache[int(formula_pos[i])]
-            flops[i] = cost.flops * share[j]
-            read[i] = cost.bytes_read * share[j]
-            written[i] = cost.bytes_written * share[j]
-            has[i] = True
-            dtype[i] = cost.dtype
-            klass[i] = cost.op_class
-    for i in np.flatnonzero((formula_pos >= 0) & ~sharing):
-        klass[i] = (
-            name_class[i] if name_class[i] != "other" else cache[int(formula_pos[i])].op_class
+    blocks, threads = launch_threads(ops)
+    shared = np.zeros(n, dtype=bool)
+    for p, rows in _groups(formula_pos):
+        cost = cache[p]
+        f, r, w, share = split_op(cost, names[rows].tolist(), blocks[rows], threads[rows])
+        flops[rows], read[rows], written[rows], shared[rows] = f, r, w, share
+        dtype[rows] = cost.dtype
+        klass[rows] = np.where(
+            share | (name_class[rows] == "other"), cost.op_class, name_class[rows]
         )
-        dtype[i] = cache[int(formula_pos[i])].dtype
+    has[shared] = True
     no_formula = np.flatnonzero((kind == "kernel") & (formula_pos < 0))
     for i in no_formula:
         k = flops_mod.op_class(cpu_names[op_pos[i]]) if op_pos[i] >= 0 else "other"
         klass[i] = k if k != "other" else name_class[i]
-    # No formula: bytes read from the launching op's recorded tensors (when recorded), shared by
-    # duration among that op's kernels; FLOPs stay 0.
-    sized = [i for i in no_formula if op_pos[i] >= 0 and cache.get(int(op_pos[i])) is not None]
-    if sized:
-        sized = np.asarray(sized)
-        groups = pd.Series(dur[sized]).groupby(op_pos[sized])
-        total = groups.transform("sum").to_numpy()
-        count = groups.transform("size").to_numpy()
-        share = np.where(total > 0, dur[sized] / np.where(total > 0, total, 1), 1 / count)
-        for j, i in enumerate(sized):
-            cost = cache[int(op_pos[i])]
-            read[i] = cost.bytes_read * share[j]
-            dtype[i] = cost.dtype
+    # No formula: bytes read from the launching op's recorded tensors (when recorded), split among
+    # that op's kernels by the same rules; FLOPs stay 0.
+    sized = np.full(n, -1, dtype=np.int64)
+    for i in no_formula:
+        if op_pos[i] >= 0 and cache.get(int(op_pos[i])) is not None:
+            sized[i] = op_pos[i]
+    for p, rows in _groups(sized):
+        cost = cache[p]
+        _, r, _, _ = split_op(cost, names[rows].tolist(), blocks[rows], threads[rows])
+        read[rows] = r
+        dtype[rows] = cost.dtype
     # Memcpy / memset: measured bytes (CUDA "bytes"; ROCm: the runtime call's "size").
     rt_args = runtime["args"].to_numpy()
     for i in np.flatnonzero(kind != "kernel"):
@@ -225,3 +288,13 @@ def gpu_costs(
     ops["op_class"], ops["dtype"], ops["flops"] = klass, dtype, flops
     ops["bytes_read"], ops["bytes_written"], ops["has_formula"] = read, written, has
     ops["input_dims"], ops["input_types"] = dims_json, types_json
+
+
+def _groups(key: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(key, rows in row order) for every key >= 0: the kernels of one op, in launch order."""
+    rows = np.flatnonzero(key >= 0)
+    order = rows[np.argsort(key[rows], kind="stable")]
+    if len(order) == 0:
+        return []
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    return [(int(key[g[0]]), g) for g in np.split(order, cuts)]
