@@ -330,3 +330,37 @@ def test_wakeup_pingpong_measures_both_modes():
         row = bench.run_pingpong([], [], "127.0.0.1", poll=poll, iters=50)
         assert 0 < row["one_way_us_p10"] <= row["one_way_us_median"] <= row["one_way_us_p90"]
         assert row["client_cpu_us_per_round_trip"] > 0 and row["server_cpu_us_per_round_trip"] > 0
+
+
+@pytest.mark.parametrize("placement", ["server", "in-network"])
+def test_simulators_wakeup_breakdown_is_the_closed_forms(placement):
+    # One actor on the bundled Ape-X trace under kernel TCP: the simulator's insert and sample
+    # breakdowns carry the wake-up of each receiving host (2.8 us an insert to a server host, none to
+    # the poll-mode replay in the path; a sample wakes the server and the learner, or the learner
+    # only), as the closed form has it, and the wake-up is not also left in "stack".
+    from pathlib import Path
+
+    from archsim.report.network_charts import ReplayMessages, access_breakdown
+    from archsim.sim.config import SimConfig
+    from archsim.sim.replay_traffic import traffic_from_messages
+    from archsim.sim.run import simulate
+    from archsim.trace.format import load
+
+    trace = Path(__file__).resolve().parents[1] / "traces" / "apex-dqn-cpu"
+    if not (trace / "messages.csv").exists():
+        pytest.skip("traces/apex-dqn-cpu/messages.csv is not in this checkout")
+    hw = load_hw("local", ["network.nic_bw_gbs=5", "network.stack=kernel_tcp"])
+    config = SimConfig(
+        actors=1, replay_placement=placement, inference="local", loop="distributed", sim_seconds=0.5
+    )
+    net = simulate(load(trace), hw, config).network
+    traffic = traffic_from_messages(trace / "messages.csv")
+    m = ReplayMessages(traffic.insert_bytes(traffic.insert_items), 24, 32, 0.0, 0.0)
+    sim = net["insert_latency_breakdown_us"]
+    closed = access_breakdown(m, hw.network, placement, "insert")
+    assert sim["wakeup"] == pytest.approx(closed["wakeup_us"], abs=1e-9)
+    assert sim["stack"] == pytest.approx(closed["stack_us"], rel=1e-6)
+    assert sim["wakeup"] == pytest.approx(2.8 if placement == "server" else 0.0)
+    sample = net.get("sample_latency_breakdown_us")
+    if sample:  # wake-ups do not depend on the sizes
+        assert sample["wakeup"] == pytest.approx(5.6 if placement == "server" else 2.8)
