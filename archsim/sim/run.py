@@ -4,10 +4,13 @@ and the CLI) and ``simulate_system`` on already-resolved service times (the entr
 Which path runs: ``engine="simpy"`` is the plain model (a simpy Resource per hardware thread, a
 process per actor, a Store of requests). ``engine="fast"`` (and ``"auto"``) computes the same model
 with closed forms: hardware threads as Lindley recursions, central-inference actors advanced a batch
-at a time, and local-inference actors that own their thread and are never throttled as one cumsum.
-``cpu_sched="shared"`` (OS time-sharing, archsim.sim.shared_cpu) has one path: a process per actor
-on the processor-sharing CPU (path name "shared"); a burst's end depends on later arrivals there, so
-the Lindley closed forms do not apply.
+at a time, and local-inference actors that own their thread and are never throttled as one cumsum;
+the learner process's GIL on its own event loop (archsim.sim.fast_gil). ``cpu_sched="shared"`` (OS
+time-sharing, archsim.sim.shared_cpu): a burst's end depends on later arrivals, so the Lindley closed
+forms do not apply; the fast engine drives central-inference actors by callbacks on the
+processor-sharing CPU (archsim.sim.vector_shared, path "shared_fast") with the GIL of
+archsim.sim.shared_gil, else a process per actor (path "shared"). docs/SIMULATOR.md "Engines" says
+where each is exact.
 """
 
 from __future__ import annotations
