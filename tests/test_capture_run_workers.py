@@ -129,7 +129,7 @@ def _steps_by_pid(trace) -> tuple[dict, dict]:
 def test_async_vector_env_example_is_captured_per_process_and_simulates(tmp_path, capsys):
     """The single-file DQN with AsyncVectorEnv (fork): every worker's env steps are actor steps on
     its own pid, learner steps are the program's own, and ``simulate --hw local`` runs the merged
-    trace as the distributed system (the steps come from 3 processes)."""
+    trace as the program ran: one loop whose env step waits for the workers (--loop sequential)."""
     args = ["--total-timesteps", "120", "--learning-starts", "40", "--num-envs", "2"]
     args += ["--async-envs", "--torch-threads", "1"]
     code, out = _capture(tmp_path, str(EXAMPLE), *args)
@@ -153,6 +153,7 @@ def test_async_vector_env_example_is_captured_per_process_and_simulates(tmp_path
     assert main(["simulate", out, "--hw", "local", "--out", str(sim)]) == 0
     metrics = json.loads((sim / "metrics.json").read_text())
     assert metrics["env_steps_per_s"] > 0
+    assert metrics["loop"] == "sequential" and metrics["path"] == "sequential"
 
 
 @pytest.mark.parametrize("context", ["spawn", "forkserver"])

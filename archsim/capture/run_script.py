@@ -10,10 +10,10 @@ could do nothing with it. Nothing is written to ``--out`` unless the capture suc
 Worker processes the program starts (``multiprocessing``: gymnasium's AsyncVectorEnv, SB3's
 SubprocVecEnv) capture themselves (archsim.capture.child_capture): each marks its env steps as actor
 steps on its own pid and writes its own trace, which is merged with this process's as ``capture
-r2d2`` merges its processes (archsim.capture.merge; meta.capture.processes lists them). Such a trace
-is no longer one thread's loop, so ``simulate`` runs it as ``--loop distributed`` by default
-(archsim.trace.info.loop_of_steps): its environments step in other processes, on other cores, which
-the sequential closed form, charging the env step to the loop's own thread, cannot express.
+r2d2`` merges its processes (archsim.capture.merge; meta.capture.processes lists them). ``simulate``
+still runs such a trace as the program ran, ``--loop sequential`` by default
+(archsim.trace.info.loop_of_steps): one loop whose env step lasts as long as the slowest worker's, the
+workers stepping on their own cores (archsim.sim.vector_workers).
 meta.capture.schedule is the profiler's schedule, whose ``skip_first`` is one more than given (its
 step 0 is the program's start).
 """
