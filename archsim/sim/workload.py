@@ -9,7 +9,8 @@ passes: the engine then only draws and adds numbers. This module composes the pa
 
 CPU work is thread CPU time where the capture recorded it, wall time otherwise
 (archsim.sim.step_work), with the profiler's own cost taken out where the capture timed its
-unprofiled steps (archsim.sim.profiler_cost).
+unprofiled steps (archsim.sim.profiler_cost): per process for the vector-env workers of a ``capture
+run`` trace, as ``--loop sequential`` does (archsim.sim.vector_workers).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 
 from archsim.perf.network import ACTION_BYTES, OBS_BYTES, message_seconds
 from archsim.sim.actor_work import derive_actor_work
@@ -43,7 +45,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
     trace = trace_with_conv_impl(trace, hw, config.conv_impl)
     # the Python share of the learner process's bursts: op and phase times both as profiled
     python = derive_python_share(trace)
-    trace = without_profiler_cost(trace)
+    trace = without_process_profiler_cost(trace)
     trace = dataclasses.replace(trace, steps=whole_steps(trace.steps))
     frames_per_env_step = trace_frames_per_env_step(trace)
     source = source_hw_for_trace(trace)
@@ -82,6 +84,27 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         inference.server_python_s_per_batch,
     )
     return dataclasses.replace(times, frames_per_env_step=frames_per_env_step, python=python)
+
+
+def without_process_profiler_cost(trace):
+    """``trace`` without the profiler's cost (archsim.sim.profiler_cost), where its env steps ran in
+    vector-env worker processes (archsim.trace.info.loop_of_steps) each process by its own figures:
+    the parent's steps by its share of the pooled ones (vector_workers.loop_meta), each worker's by
+    ``meta.capture.processes[i]`` (vector_workers.without_worker_profiler_cost). The pooled actor
+    figures would scale the parent's cheap vector steps and the workers' env steps alike by one
+    factor, which is right for neither. Rows keep their order; other traces as profiler_cost does."""
+    from archsim.sim.vector_workers import loop_meta, split_workers, without_worker_profiler_cost
+    from archsim.trace.info import loop_of_steps
+
+    if not loop_of_steps(trace.steps)[0]:
+        return without_profiler_cost(trace)
+    loop_steps, workers = split_workers(trace.steps)
+    if workers.empty:
+        return without_profiler_cost(trace)
+    loop_trace = dataclasses.replace(trace, meta=loop_meta(trace.meta), steps=loop_steps)
+    clean = without_profiler_cost(loop_trace).steps
+    workers = without_worker_profiler_cost(workers, trace.meta)
+    return dataclasses.replace(trace, steps=pd.concat([clean, workers]).sort_index())
 
 
 def with_shared_dram(times: ServiceTimes, hw, config: SimConfig) -> ServiceTimes:
