@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from archsim.validate.apex import (
+    FRAMESKIP,
     ApexMeasurement,
     baseline_costs,
     measure_capture,
@@ -237,6 +238,34 @@ def per_message(captures: list[Path]) -> None:
             )
 
 
+def cpu_budgets(baseline: Path, captures: list[Path], from_json: Path | None) -> None:
+    """Where each capture's timed-window CPU went per env step (archsim.validate.apex_cpu), beside
+    the baseline's actor work and, with ``from_json``, the simulator's CPU per env step."""
+    from archsim.validate.apex_cpu import baseline_actor_us, cpu_budget
+
+    sim_us = {}
+    if from_json:
+        for old in json.loads(from_json.read_text()):
+            fpc = (old.get("simulator") or {}).get("frames_per_cpu_s", math.nan)
+            sim_us[old.get("path")] = FRAMESKIP * 1e6 / fpc if fpc and fpc > 0 else math.nan
+    base_phases, base_unphased = baseline_actor_us(baseline)
+    print(
+        f"baseline {baseline}: actor phases {base_phases:,.0f} us, unphased {base_unphased:,.0f} us"
+    )
+    cols = ["measured", "actor_phases", "actor_unphased", "learner", "replay", "param_serve"]
+    cols += ["unaccounted"]
+    print("| capture | window s | " + " | ".join(cols) + " | simulator |")
+    print("|---|" + "---:|" * (len(cols) + 2))
+    for d in captures:
+        samples = load_figures(d).get("cpu_samples")
+        if not samples:
+            continue
+        b = cpu_budget(d, samples).as_dict()
+        cells = [f"{b[c + '_us']:,.0f}" for c in cols]
+        sim = sim_us.get(str(d), math.nan)
+        print(f"| {d} | {b['window_s']:.2f} | " + " | ".join(cells) + f" | {sim:,.0f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("captures", nargs="*", type=Path)
@@ -256,7 +285,15 @@ def main() -> None:
     ap.add_argument(
         "--from-json", type=Path, help="the simulator column of an earlier --sim --json run"
     )
+    ap.add_argument(
+        "--cpu-budget",
+        action="store_true",
+        help="only: each capture's CPU per env step split by what its trace recorded",
+    )
     args = ap.parse_args()
+    if args.cpu_budget:
+        cpu_budgets(args.baseline, args.captures, args.from_json)
+        return
     if args.per_message:
         per_message(args.captures)
         return

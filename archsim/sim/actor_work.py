@@ -62,6 +62,23 @@ def actor_rows(steps: pd.DataFrame, config: SimConfig) -> pd.DataFrame:
     return actor
 
 
+def fetches_in_step(settings: dict, actor: pd.DataFrame) -> bool:
+    """True when the capture says its actors fetch parameters inside their steps (an Ape-X
+    capture's ``param_fetch_frames`` setting) and the steps record their own CPU time."""
+    return "param_fetch_frames" in settings and has_cpu_time(actor)
+
+
+def unphased_step_us(actor: pd.DataFrame, phases: list[str]) -> float:
+    """Mean CPU of an actor step outside ``phases``: the mean step ``cpu_us`` less the mean of the
+    phases' CPU, over the rows that record the step's CPU; 0 when none (never below 0: a phase
+    cannot hold more CPU than its step, so a negative mean is rounding)."""
+    rows = actor[actor["cpu_us"].notna()] if "cpu_us" in actor else actor.iloc[0:0]
+    if rows.empty:
+        return 0.0
+    inside = sum(phase_work_us(rows, p).fillna(0.0) for p in phases)
+    return max(0.0, float(rows["cpu_us"].astype(float).mean() - inside.mean()))
+
+
 def derive_actor_work(trace, hw, config: SimConfig) -> ActorWork:
     """Actor CPU work per env step and the server's CPU per observation for ``trace`` on ``hw``
     (``trace`` already without the profiler's cost and cut to whole steps)."""
@@ -97,7 +114,14 @@ def derive_actor_work(trace, hw, config: SimConfig) -> ActorWork:
     param_copy_capture_s = (
         stack_seconds_per_message(hw.network) + param_bytes / (hw.memory.host_dram_bw_gbs * 1e9)
     ) * speed_rel
-    if config.inference == "local":
+    if config.inference == "local" and fetches_in_step(settings, actor):
+        # The Ape-X runtime fetches parameters inside the actor step, in none of its phases
+        # (workloads/apex/actor.py): the recorded CPU outside the phases holds the fetch (receive,
+        # decode, load) at its recorded rate, so it replaces the modelled copy (issue 14 item 5:
+        # 79 us per env step in runs/apexval/base's unprofiled steps against the model's ~4 us).
+        extra_us = unphased_step_us(actor, phases) * speed_rel / phase_speed(hw.cpu, "other")
+        actor_cpu_s = actor_cpu_s + extra_us * 1e-6 / per_env
+    elif config.inference == "local":
         actor_cpu_s = actor_cpu_s + param_copy_capture_s / PARAM_FETCH_EVERY_ENV_STEPS
     actor_cpu_s = actor_cpu_s[np.isfinite(actor_cpu_s)]
 
