@@ -37,7 +37,8 @@ _AUXILIARY = re.compile(AUXILIARY_KERNEL_PATTERN)
 
 
 def launch_threads(ops: pd.DataFrame) -> np.ndarray:
-    """(blocks, threads) of each kernel from its traced grid and block (1 where not recorded)."""
+    """(blocks, threads) of each kernel from its traced grid and block; blocks 0 where the trace
+    records no grid (ROCm traces without launch arguments)."""
 
     def product(prefix: str) -> np.ndarray:
         out = np.ones(len(ops))
@@ -48,7 +49,9 @@ def launch_threads(ops: pd.DataFrame) -> np.ndarray:
                 out *= np.maximum(np.nan_to_num(values, nan=1.0), 1.0)
         return out
 
-    return np.stack([product("grid"), product("block")])
+    grid_x = pd.to_numeric(ops.get("grid_x", pd.Series(np.nan, index=ops.index)), errors="coerce")
+    known = np.nan_to_num(grid_x.to_numpy(dtype=float), nan=0.0) > 0
+    return np.stack([np.where(known, product("grid"), 0.0), product("block")])
 
 
 def _element_bytes(dtype: str) -> float:
@@ -69,9 +72,11 @@ def split_op(
       (AUXILIARY_KERNEL_PATTERN: layout, FFT and Winograd transforms, split-K reductions, scaling,
       epilogues), share the op's FLOPs and bytes in proportion to their launch size, blocks x
       threads: a library splits a GEMM into equal tiles, so the work of each launch is its tile count
-      times the tile. The auxiliary kernels multiply no tiles: they get no FLOPs, and the bytes their
-      own grid moves, each element (ELEMENTS_PER_THREAD per thread, PyTorch's element-wise launch)
-      read once and written once. Without a main kernel the non-auxiliary ones share as main.
+      times the tile. The other kernels (auxiliary ones, bias broadcasts) multiply no tiles: they
+      get no FLOPs, and the bytes their own grid moves, each element (ELEMENTS_PER_THREAD per
+      thread, PyTorch's element-wise launch) read once and written once (none where the trace has
+      no grid: the kernel model then infers them). Without a main kernel the non-auxiliary ones
+      share as main. Where a sharing kernel's grid is not recorded, shares are equal.
     - Other ops: every kernel shares by launch size (one element per thread-slot of the launch,
       as element-wise and reduction launches size their grid to their data), except, for reduction
       ops, the one-block final stage of a two-stage reduction (after a multi-block kernel of the op):
@@ -90,10 +95,10 @@ def split_op(
         engine = np.array([flops_mod.kernel_class(name) in allowed for name in names], dtype=bool)
         sharing = engine & ~auxiliary if (engine & ~auxiliary).any() else ~auxiliary
         moved = size * ELEMENTS_PER_THREAD * element
-        read = np.where(auxiliary, moved, 0.0)
+        read = np.where(sharing, 0.0, moved)
         written = read.copy()
     elif cost.op_class == "reduction" and n > 1 and blocks.max() > 1:
-        for i in np.flatnonzero(blocks <= 1):
+        for i in np.flatnonzero(blocks == 1):
             before = np.flatnonzero(blocks[:i] > 1)
             if len(before) == 0:
                 continue  # nothing launched before it produced partials: it is a kernel of its own
@@ -103,7 +108,9 @@ def split_op(
             read[i] = partials * element
             written[i] = min(read[i], cost.bytes_written)
     if sharing.any():
-        weight = size[sharing] / size[sharing].sum()
+        sizes = size[sharing]
+        # A launch size the trace does not record (blocks 0) leaves no basis but equal shares.
+        weight = sizes / sizes.sum() if (sizes > 0).all() else np.full(len(sizes), 1 / len(sizes))
         flops[sharing] = cost.flops * weight
         read[sharing] = cost.bytes_read * weight
         written[sharing] = cost.bytes_written * weight
@@ -232,16 +239,15 @@ def gpu_costs(
     names = ops["name"].to_numpy(dtype=object)
     name_class = np.array([flops_mod.kernel_class(n) for n in names], dtype=object)
     blocks, threads = launch_threads(ops)
-    shared = np.zeros(n, dtype=bool)
     for p, rows in _groups(formula_pos):
         cost = cache[p]
         f, r, w, share = split_op(cost, names[rows].tolist(), blocks[rows], threads[rows])
-        flops[rows], read[rows], written[rows], shared[rows] = f, r, w, share
+        flops[rows], read[rows], written[rows] = f, r, w
+        has[rows] = True  # the launching op has a formula; split_op placed its work
         dtype[rows] = cost.dtype
         klass[rows] = np.where(
             share | (name_class[rows] == "other"), cost.op_class, name_class[rows]
         )
-    has[shared] = True
     no_formula = np.flatnonzero((kind == "kernel") & (formula_pos < 0))
     for i in no_formula:
         k = flops_mod.op_class(cpu_names[op_pos[i]]) if op_pos[i] >= 0 else "other"
