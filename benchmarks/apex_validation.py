@@ -17,7 +17,8 @@ Run: ``python benchmarks/apex_validation.py --capture runs/apexval3`` (6 capture
 a busy 2-core box), then ``python benchmarks/apex_validation.py --baseline runs/apexval/base
 runs/apexval3/* --sim [--json FILE]``; ``--from-json FILE`` reuses an earlier run's simulator column;
 ``--per-message DIR...`` prints each capture's median transfer time per message kind against
-``message_breakdown``.
+``message_breakdown``; ``--cpu-budget --baseline B DIR... [--from-json FILE]`` splits each
+capture's timed-window CPU per env step by what its trace recorded (archsim.validate.apex_cpu).
 """
 
 from __future__ import annotations
@@ -254,8 +255,10 @@ def cpu_budgets(baseline: Path, captures: list[Path], from_json: Path | None) ->
     )
     cols = ["measured", "actor_phases", "actor_unphased", "learner", "replay", "param_serve"]
     cols += ["unaccounted"]
-    print("| capture | window s | " + " | ".join(cols) + " | simulator |")
-    print("|---|" + "---:|" * (len(cols) + 2))
+    # the simulator's CPU per env step with the actors' phases at this run's own CPU instead of
+    # the baseline's: how much of the gap the actors' slower phases under load account for
+    print("| capture | window s | " + " | ".join(cols) + " | simulator | with run's actor phases |")
+    print("|---|" + "---:|" * (len(cols) + 3))
     for d in captures:
         samples = load_figures(d).get("cpu_samples")
         if not samples:
@@ -263,7 +266,9 @@ def cpu_budgets(baseline: Path, captures: list[Path], from_json: Path | None) ->
         b = cpu_budget(d, samples).as_dict()
         cells = [f"{b[c + '_us']:,.0f}" for c in cols]
         sim = sim_us.get(str(d), math.nan)
-        print(f"| {d} | {b['window_s']:.2f} | " + " | ".join(cells) + f" | {sim:,.0f} |")
+        loaded = sim + b["actor_phases_us"] - base_phases
+        sims = [f"{v:,.0f} ({v / b['measured_us'] - 1:+.0%})" for v in (sim, loaded)]
+        print(f"| {d} | {b['window_s']:.2f} | " + " | ".join(cells + sims) + " |")
 
 
 def main() -> None:

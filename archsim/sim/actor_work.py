@@ -7,7 +7,8 @@
   Each phase is first scaled by its kind of work (archsim.perf.cpu_speed: the env step at the
   emulator speed, act at the SIMD speed, the rest at the interpreter speed), which changes nothing
   when a preset gives no per-class speeds.
-- Local inference adds the actors' share of fetching the learner's parameters.
+- Local inference adds the actors' share of fetching the learner's parameters: the step's recorded
+  CPU outside its phases where an Ape-X capture fetched inside its steps, else a modelled copy.
 - Server CPU per observation: the replay insert plus reading the request (what a SEED capture
   measured between its batches, else the network model's stack cost).
 """
@@ -118,7 +119,8 @@ def derive_actor_work(trace, hw, config: SimConfig) -> ActorWork:
         # The Ape-X runtime fetches parameters inside the actor step, in none of its phases
         # (workloads/apex/actor.py): the recorded CPU outside the phases holds the fetch (receive,
         # decode, load) at its recorded rate, so it replaces the modelled copy (issue 14 item 5:
-        # 79 us per env step in runs/apexval/base's unprofiled steps against the model's ~4 us).
+        # 79 us per env step in runs/apexval/base's unprofiled steps against the model's 1.4 us
+        # on --hw local: a 139 us copy every 100 env steps).
         extra_us = unphased_step_us(actor, phases) * speed_rel / phase_speed(hw.cpu, "other")
         actor_cpu_s = actor_cpu_s + extra_us * 1e-6 / per_env
     elif config.inference == "local":
