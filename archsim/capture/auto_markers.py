@@ -115,6 +115,7 @@ class AutoMarker(EnvMarking):
         self._pending = True  # late patches (program's own classes, libraries) not yet done
         self._env_id = 0
         self.env_batch: int | None = None
+        self.frameskip: Any = None  # archsim.capture.frameskip.FrameSkip, once an env has stepped
         self.obs_ndim: int | None = None
         self.learner_batch = 1
         self.seen_learner = False

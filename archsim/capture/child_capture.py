@@ -155,6 +155,8 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
                 raise
             finally:
                 sidecar["counts"] = dataclasses.asdict(m.counts)
+                if m.frameskip is not None:  # the parent's meta takes it (capture.run_script)
+                    sidecar["frameskip"] = dataclasses.asdict(m.frameskip)
         sidecar["unprofiled_cpu_us"] = times.summary()
         if windows:
             merge_windows(windows, trace_path)

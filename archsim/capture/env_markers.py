@@ -1,6 +1,7 @@
 """Environment steps of ``archsim capture run``'s AutoMarker (archsim.capture.auto_markers): gymnasium
 ``Env.step``/``reset``, vector envs' and Stable-Baselines3 VecEnvs' ``step``, and ale_py's AtariEnv (its
-frameskip counts emulator frames), patched on every subclass, also those defined later.
+frameskip counts emulator frames), patched on every subclass, also those defined later. The env's frames
+per step are read from its wrapper chain when first stepped (archsim.capture.frameskip).
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from archsim.capture.frameskip import env_frameskip
 
 
 class EnvMarking:
@@ -21,6 +24,7 @@ class EnvMarking:
     _depth: int
     counts: Any
     env_batch: int | None
+    frameskip: Any  # archsim.capture.frameskip.FrameSkip of the env last stepped
     obs_ndim: int | None
     seen_learner: bool
     _actor_stepped: bool
@@ -39,6 +43,7 @@ class EnvMarking:
         space = space or getattr(env, "observation_space", None)
         shape = getattr(space, "shape", None)
         self.obs_ndim = len(shape) if isinstance(shape, tuple) else None
+        self.frameskip = env_frameskip(env)
 
     def _wrap_env_step(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def step(env: Any, *args: Any, **kwargs: Any) -> Any:

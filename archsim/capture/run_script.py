@@ -14,6 +14,9 @@ r2d2`` merges its processes (archsim.capture.merge; meta.capture.processes lists
 still runs such a trace as the program ran, ``--loop sequential`` by default
 (archsim.trace.info.loop_of_steps): one loop whose env step lasts as long as the slowest worker's, the
 workers stepping on their own cores (archsim.sim.vector_workers).
+Emulator frames per env step (``meta.workload.frames_per_env_step``, and ``frames_per_env_step_source``
+saying why) are what the env's wrapper chain says for sure (archsim.capture.frameskip), 1 otherwise;
+with worker processes, what the workers' envs say.
 meta.capture.schedule is the profiler's schedule, whose ``skip_first`` is one more than given (its
 step 0 is the program's start).
 """
@@ -233,7 +236,7 @@ def capture_program(
                 workers.stop_all()  # no worker outlives the program, whatever happened
             counts = marker.counts
             _check_counts(program, counts, schedule)
-            _describe_workload(meta, counts, marker.env_batch)
+            _describe_workload(meta, counts, marker.env_batch, marker.frameskip)
         trace = merge_workers(cap.trace, workers, out_dir, program.name)
     return trace, counts
 
@@ -267,10 +270,30 @@ def merge_workers(trace: Any, workers: Any, out_dir: Path, name: str) -> Any:
     pooled = _pooled_unprofiled(capture_meta.get("unprofiled_cpu_us") or {}, merged["processes"])
     capture_meta["unprofiled_cpu_us"] = pooled
     meta["capture"] = capture_meta
+    if "workload" in meta:
+        meta["workload"] = _workers_frames(dict(meta["workload"]), parts)
     trace = ingest_and_save(raw_path, meta, out_dir, force=True)
     traced = sum(1 for part in parts if part.trace_path)
     note(f"merged the traces of {traced} worker process(es) with this process's")
     return trace
+
+
+def _workers_frames(workload: dict[str, Any], parts: list[Any]) -> dict[str, Any]:
+    """``workload`` with the workers' frames per env step where the parent's vector env stepped its
+    envs in them (archsim.capture.frameskip.IN_WORKERS): each worker read its own env's."""
+    from archsim.capture.frameskip import IN_WORKERS, FrameSkip
+
+    if IN_WORKERS not in str(workload.get("frames_per_env_step_source", "")):
+        return workload
+    read = [(p.sidecar or {}).get("frameskip") or {} for p in parts]
+    values = {r.get("frames_per_env_step") for r in read}
+    if len(values) != 1 or None in values:
+        why = "; ".join(sorted({str(r.get("source")) for r in read}))
+        set_frames(workload, FrameSkip(None, f"{IN_WORKERS}, which said: {why}"))
+    else:
+        source = f"{IN_WORKERS}: {read[0].get('source')}"
+        set_frames(workload, FrameSkip(float(values.pop()), source))
+    return workload
 
 
 def _pooled_unprofiled(parent: dict, processes: list[dict]) -> dict:
@@ -300,8 +323,11 @@ def _check_counts(program: Program, counts: Any, schedule: Any) -> None:
         )
 
 
-def _describe_workload(meta: dict[str, Any], counts: Any, env_batch: int | None) -> None:
-    """Pacing that ingest and the simulator read from meta, measured over the whole run."""
+def _describe_workload(
+    meta: dict[str, Any], counts: Any, env_batch: int | None, frameskip: Any
+) -> None:
+    """Pacing that ingest and the simulator read from meta, measured over the whole run; frames per
+    env step as the env's wrapper chain says (archsim.capture.frameskip)."""
     workload = meta
     workload["settings"]["counts"] = dataclasses.asdict(counts)
     workload["settings"]["num_envs"] = env_batch or 1
@@ -309,8 +335,21 @@ def _describe_workload(meta: dict[str, Any], counts: Any, env_batch: int | None)
         # learner samples per environment transition from the first optimizer step on (the replay
         # fill before it is not the steady state the recorded windows show; archsim.trace.pacing)
         workload["samples_per_insert"] = counts.samples_training / counts.transitions_training
-    if counts.transitions and counts.frames:  # ALE frames per env step, from ale_py AtariEnv.step
-        workload["frames_per_env_step"] = counts.frames / counts.transitions
+    set_frames(workload, frameskip)
+
+
+def set_frames(workload: dict[str, Any], frameskip: Any) -> None:
+    """``frames_per_env_step`` where the env says it for sure, else 1; and where it came from.
+    (``settings.counts.frames`` counts ALE frames as stepped, resets' no-op and fire frames too.)"""
+    from archsim.capture.frameskip import FrameSkip
+
+    frameskip = frameskip or FrameSkip(None, "no gymnasium env was stepped")
+    if frameskip.frames_per_env_step is None:
+        workload["frames_per_env_step"] = 1.0
+        workload["frames_per_env_step_source"] = f"1 frame per env step: {frameskip.source}"
+    else:
+        workload["frames_per_env_step"] = float(frameskip.frames_per_env_step)
+        workload["frames_per_env_step_source"] = frameskip.source
 
 
 def check_recorded(trace: Any, counts: Any, schedule: Any) -> None:
