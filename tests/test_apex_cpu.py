@@ -9,10 +9,13 @@ import math
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archsim.errors import ArchsimError
 from archsim.hw import load_hw
 from archsim.perf.cpu_speed import phase_speed
+from archsim.perf.network import stack_seconds_per_message
 from archsim.sim.actor_work import (
     PARAM_FETCH_EVERY_ENV_STEPS,
     derive_actor_work,
@@ -155,3 +158,32 @@ def test_unprofiled_means_weight_processes_by_steps():
         {"unprofiled_cpu_us": {"learner": {"step": {"steps": 5, "mean_us": 9}}}},
     ]}}  # fmt: skip
     assert unprofiled_means_us(meta, "actor") == {"step": pytest.approx(1250.0)}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    phases_us=st.lists(st.tuples(*[st.floats(0.0, 5_000.0)] * 4), min_size=1, max_size=12),
+    outside_us=st.lists(st.floats(0.0, 20_000.0), min_size=12, max_size=12),
+)
+def test_fetch_in_step_charges_the_whole_recorded_step(phases_us, outside_us):
+    """On ``--hw local`` (every speed 1) an actor whose fetch is inside its step is charged, on
+    average, its whole recorded step CPU plus one send's stack work: nothing the step recorded is
+    dropped, nothing is counted twice."""
+    hw = load_hw("local")
+    assert hw.cpu.thread_speed_rel == 1.0
+    rows = []
+    for (env, pre, act, ins), out in zip(phases_us, outside_us[: len(phases_us)], strict=True):
+        rows.append({"role": "actor", "actor": 0, "pid": 1, "tid": 1, "batch_size": 1,
+                     "dur_us": 1e5, "env_step_us": env, "preprocess_us": pre, "act_us": act,
+                     "replay_insert_us": ins, "env_step_cpu_us": env, "preprocess_cpu_us": pre,
+                     "act_cpu_us": act, "replay_insert_cpu_us": ins,
+                     "cpu_us": env + pre + act + ins + out})  # fmt: skip
+    steps = pd.DataFrame(rows)
+    meta = {"workload": {"name": "apex", "settings": {"param_fetch_frames": 400}}}
+    work = derive_actor_work(
+        Trace(meta=meta, ops=pd.DataFrame(), steps=steps), hw, SimConfig(inference="local")
+    )
+    stack_s = stack_seconds_per_message(hw.network)
+    assert work.actor_step_cpu_s.mean() == pytest.approx(
+        steps["cpu_us"].mean() * 1e-6 + stack_s, rel=1e-9, abs=1e-12
+    )
