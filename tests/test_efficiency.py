@@ -111,8 +111,10 @@ def test_fp16_without_tensor_cores_gains_only_where_kernels_vectorize() -> None:
     assert fp32_s[0] == pytest.approx(n / (2 * 256 * 998e6))
     # a traced native-FP16 HGEMM (cublasHgemm: half2 FMAs) runs at the 2x FP16 rate; the
     # fp16-storage, fp32-compute kernel at the FP32 rate
-    traced = [{**rows[1], "kind": "kernel", "name": name}
-              for name in ("maxwell_hgemm_128x64_nn", "maxwell_fp16_sgemm_fp16_128x64_nn")]
+    traced = [
+        {**rows[1], "kind": "kernel", "name": name}
+        for name in ("maxwell_hgemm_128x64_nn", "maxwell_fp16_sgemm_fp16_128x64_nn")
+    ]
     hgemm_s, sgemm_fp16_s = kernel_terms(make_ops(traced), tx1.gpu)["math"]
     assert fp32_s[0] / hgemm_s == pytest.approx(2.0)
     assert fp32_s[0] / sgemm_fp16_s == pytest.approx(1.0)
