@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 
 import gymnasium as gym
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from archsim.capture.frameskip import IN_WORKERS, FrameSkip, env_frameskip
 from archsim.capture.merge import ProcessPart
 from archsim.capture.run_script import _workers_frames, set_frames
 from archsim.cli import main
 from archsim.trace.format import load
+from archsim.trace.pacing import frames_per_env_step
 from tests.conftest import PROJECT_ROOT
 
 ale_py = pytest.importorskip("ale_py", reason="ale-py provides the Atari envs of the examples")
@@ -90,6 +94,20 @@ def test_vector_envs_are_read_through_their_first_sub_env(make_env):
     assert env_frameskip(vec).frames_per_env_step == 4.0
 
 
+@given(
+    st.one_of(st.none(), st.floats(0.5, 64.0), st.integers(1, 64)),
+    st.text(min_size=1, max_size=40),
+)
+def test_what_the_capture_writes_is_what_the_simulator_reads(frames, source):
+    """Round trip: the figure set_frames writes is the one archsim.trace.pacing reads back, and it
+    is a positive number (1 when the env does not say)."""
+    workload: dict = {}
+    set_frames(workload, FrameSkip(frames, source))
+    read, _ = frames_per_env_step({"workload": workload})
+    assert read == (1.0 if frames is None else float(frames)) and read > 0
+    assert source in workload["frames_per_env_step_source"]
+
+
 def _part(index: int, frameskip: dict | None) -> ProcessPart:
     return ProcessPart("actor", index, 1000 + index, None, {"frameskip": frameskip})
 
@@ -123,6 +141,45 @@ def _assert_four_frames(workload: dict, metrics: dict) -> None:
     assert "MaxAndSkipEnv skip 4" in workload["frames_per_env_step_source"]
     assert metrics["env_steps_per_s"] > 0
     assert metrics["frames_per_s"] == pytest.approx(4 * metrics["env_steps_per_s"])
+
+
+# An ALE env behind a wrapper with its own step (which could repeat it), in a loop that trains.
+OWN_STEP_LOOP = textwrap.dedent(
+    """
+    import ale_py
+    import gymnasium as gym
+    import torch
+
+    gym.register_envs(ale_py)
+
+    class OwnStep(gym.Wrapper):
+        def step(self, action):
+            return self.env.step(action)
+
+    env = OwnStep(gym.make("ALE/Pong-v5", obs_type="ram"))
+    net = torch.nn.Linear(128, 6)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    obs, _ = env.reset(seed=0)
+    for t in range(40):
+        with torch.no_grad():
+            action = int(net(torch.as_tensor(obs, dtype=torch.float32)).argmax())
+        obs, reward, terminated, truncated, _ = env.step(action)
+        if t >= 4 and t % 2 == 0:
+            opt.zero_grad()
+            net(torch.as_tensor(obs, dtype=torch.float32)).pow(2).mean().backward()
+            opt.step()
+    """
+)
+
+
+def test_a_capture_behind_an_unknown_wrapper_says_1_and_why(tmp_path):
+    script = tmp_path / "own_step.py"
+    script.write_text(OWN_STEP_LOOP)
+    out = tmp_path / "cap"
+    assert main(["capture", "run", "--out", str(out), *SCHEDULE, "--", str(script)]) == 0
+    workload = load(out).meta["workload"]
+    assert workload["frames_per_env_step"] == 1.0
+    assert "OwnStep has its own step" in workload["frames_per_env_step_source"]
 
 
 @pytest.mark.slow

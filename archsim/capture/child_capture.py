@@ -13,7 +13,9 @@ counted in the child's own env steps from the parent's first optimizer step on (
 LEARNING_STARTED_FILE then; until it exists the child looks for it at every step: one
 ``Path.exists`` of 3.3 us, timed with timeit on the 2-core development box on 2026-11-24, against
 ALE Pong env steps of about 700 us of CPU in the workers of the ``--async-envs`` example), and writes its
-trace and a sidecar (archsim.capture.merge) when its target returns, or when it is terminated.
+trace and a sidecar (archsim.capture.merge) when its target returns, or when it is terminated. The
+sidecar also says its env's frames per step (``frameskip``, archsim.capture.frameskip): the parent's
+vector env cannot see the envs its workers build.
 
 The parent (:class:`Workers`) records who started, and after the program has ended waits for them
 (a worker the program did not close is asked to stop with SIGTERM, then killed), so no process
