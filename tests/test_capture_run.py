@@ -137,8 +137,9 @@ def test_example_dqn_is_captured_unmodified(tmp_path):
     assert (steps["cpu_us"] > 0).all()
     workload = trace.meta["workload"]
     assert workload["samples_per_insert"] == pytest.approx(1056 / 135)
-    # 4 emulator frames per step (max-and-skip) plus the no-op and fire frames of each reset
-    assert 4.0 <= workload["frames_per_env_step"] < 4.5
+    # read off the env's wrapper stack (archsim.capture.frameskip): ALE frameskip 1 x max-and-skip 4
+    assert workload["frames_per_env_step"] == 4.0
+    assert "MaxAndSkipEnv" in workload["frames_per_env_step_source"]
     assert workload["settings"]["counts"]["env_steps"] == 200
     assert workload["settings"]["counts"]["learner_steps"] == 34  # global steps 64, 68, ..., 196
     # the training forward lands in train_forward, not in "other"
