@@ -122,13 +122,14 @@ def run_point(trace, hw, config, work_us: dict[str, float] | None):
 
 
 def network_part_us(result) -> float:
-    """Mean stack + wire + switch time of one replay access (no server work, no queueing)."""
+    """Mean stack + receive wake-up + wire + switch time of one replay access (no server work, no
+    queueing): the network's part, which kernel bypass acts on."""
     detail = result.network
     total, count = 0.0, 0
     for kind, key in (("inserts", "insert"), ("samples", "sample")):
         parts = detail[f"{key}_latency_breakdown_us"]
         n = detail[kind]
-        total += n * sum(parts.get(name, 0.0) for name in ("stack", "wire", "switch"))
+        total += n * sum(parts.get(name, 0.0) for name in ("stack", "wakeup", "wire", "switch"))
         count += n
     return total / count if count else 0.0
 
