@@ -207,20 +207,25 @@ def _mean(values: pd.Series) -> float:
     return float(values.mean()) if len(values) else math.nan
 
 
+def read_meta(trace_dir: Path) -> dict:
+    """A capture's meta.yaml as a mapping, or one line naming the file."""
+    import yaml
+
+    try:
+        return yaml.safe_load((Path(trace_dir) / "meta.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ArchsimError(
+            f"{Path(trace_dir) / 'meta.yaml'}: not a readable trace meta ({exc})"
+        ) from None
+
+
 def measure_capture(
     trace_dir: Path, name: str | None = None, cpu_samples: list[list[float]] | None = None
 ) -> ApexMeasurement:
     """The measured figures of one Ape-X capture directory (meta.yaml, messages.csv, steps);
     with ``cpu_samples`` (see ``cpus_over``) also per CPU-second."""
-    import yaml
-
     trace_dir = Path(trace_dir)
-    try:
-        meta = yaml.safe_load((trace_dir / "meta.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ArchsimError(
-            f"{trace_dir / 'meta.yaml'}: not a readable trace meta ({exc})"
-        ) from None
+    meta = read_meta(trace_dir)
     settings = (meta.get("workload") or {}).get("settings") or {}
     if (meta.get("workload") or {}).get("name") != "apex":
         raise ArchsimError(f"{trace_dir}: not an Ape-X capture (meta.workload.name is not apex)")

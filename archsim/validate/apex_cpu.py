@@ -35,6 +35,7 @@ from archsim.validate.apex import (
     FRAMESKIP,
     cpus_over,
     load_messages,
+    read_meta,
     unprofiled_frames_per_s,
     unprofiled_window_ns,
 )
@@ -89,15 +90,8 @@ def unprofiled_means_us(meta: dict, role: str) -> dict[str, float]:
 def cpu_budget(trace_dir: Path, cpu_samples: list[list[float]]) -> CpuBudget:
     """The timed window's CPU of the capture in ``trace_dir`` split as the module says.
     ``cpu_samples``: [time_ns, machine busy s, run's CPU s] rows (benchmarks/apex_validation.py)."""
-    import yaml
-
     trace_dir = Path(trace_dir)
-    try:
-        meta = yaml.safe_load((trace_dir / "meta.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ArchsimError(
-            f"{trace_dir / 'meta.yaml'}: not a readable trace meta ({exc})"
-        ) from None
+    meta = read_meta(trace_dir)
     settings = (meta.get("workload") or {}).get("settings") or {}
     send_every = float(settings.get("send_every", 0))
     if send_every <= 0:
