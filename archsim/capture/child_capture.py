@@ -38,6 +38,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from archsim.capture import env_markers
+
 # Written by the parent into the workers' folder at its first optimizer step: workers count their
 # schedule from then on, so their recorded windows fall in the training phase as the parent's do.
 LEARNING_STARTED_FILE = "learning-started"
@@ -53,6 +55,39 @@ TERMINATE_TIMEOUT_S = 10.0
 
 class _Terminated(BaseException):
     """SIGTERM in a captured worker: unwinds its target (not an Exception, which workers catch)."""
+
+
+# Modules whose bookkeeping an exception must not cut in half: a SIGTERM raised inside
+# torch.profiler's step or a record_function's enter/exit leaves the profiler unable to stop
+# ("Expected record to be set") and the worker's windows were lost.
+_PROFILER_MODULES = ("torch.profiler", "torch.autograd.profiler")
+
+
+def _inside_profiler(frame: Any) -> bool:
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith(_PROFILER_MODULES):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class _TermSignal:
+    """A worker's SIGTERM: raised at once, or, when it lands inside the profiler's bookkeeping, at
+    the start of the worker's next env step (archsim.capture.env_markers.before_env_step)."""
+
+    def __init__(self) -> None:
+        self.pending = False
+
+    def on_signal(self, signum: int, frame: Any) -> None:
+        if _inside_profiler(frame):
+            self.pending = True
+            return
+        raise _Terminated()
+
+    def raise_if_pending(self) -> None:
+        if self.pending:
+            self.pending = False
+            raise _Terminated()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,11 +147,11 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
     def learning_started() -> bool:
         return started.exists()
 
-    def on_term(signum: int, frame: Any) -> None:
-        raise _Terminated()
-
-    previous_handler = signal.signal(signal.SIGTERM, on_term)
-    window_dir = Path(tempfile.mkdtemp(prefix=f"archsim-worker-{child.index}-"))
+    term = _TermSignal()
+    env_markers.before_env_step = term.raise_if_pending
+    previous_handler = signal.signal(signal.SIGTERM, term.on_signal)
+    # inside the capture's own temporary folder, so a worker killed mid-run leaves nothing behind
+    window_dir = Path(tempfile.mkdtemp(prefix=f"windows-{child.index}-", dir=settings.folder))
     windows: list[Path] = []
 
     def on_ready(profiler: Any) -> None:
@@ -166,6 +201,7 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
         return result
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
+        env_markers.before_env_step = None
         _write_json(sidecar_path, sidecar)
         for path in windows:
             path.unlink(missing_ok=True)

@@ -12,6 +12,10 @@ from typing import Any
 
 from archsim.capture.frameskip import env_frameskip
 
+# Called at the start of every marked env step, outside the profiler's bookkeeping: a captured
+# worker raises its deferred SIGTERM there (archsim.capture.child_capture).
+before_env_step: Callable[[], None] | None = None
+
 
 class EnvMarking:
     """Mixin of AutoMarker: wraps env classes' ``step``/``reset`` into actor steps' ``env_step``."""
@@ -47,6 +51,8 @@ class EnvMarking:
 
     def _wrap_env_step(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def step(env: Any, *args: Any, **kwargs: Any) -> Any:
+            if before_env_step is not None:
+                before_env_step()
             if not self._outermost():
                 return original(env, *args, **kwargs)
             self._note_env(env)
