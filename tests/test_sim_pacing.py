@@ -157,6 +157,15 @@ def test_trace_info_says_pacing_and_frames(tmp_path):
     assert main(["trace", "info", str(saved)]) == 0
 
 
+def test_frames_source_says_why_when_the_capture_wrote_it():
+    """capture run writes how it knew the frames per env step; trace info and the notes show it."""
+    why = "ale_py AtariEnv frameskip 1 x MaxAndSkipEnv skip 4"
+    meta = {"workload": {"frames_per_env_step": 4.0, "frames_per_env_step_source": why}}
+    assert frames_per_env_step(meta) == (4.0, f"meta workload.frames_per_env_step: {why}")
+    bare = {"workload": {"frames_per_env_step": 4.0}}
+    assert frames_per_env_step(bare) == (4.0, "meta workload.frames_per_env_step")
+
+
 @settings(max_examples=12, deadline=None)
 @given(
     ratio=st.floats(min_value=0.5, max_value=16.0),

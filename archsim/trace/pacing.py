@@ -107,7 +107,9 @@ def frames_per_env_step(meta: dict[str, Any] | None) -> tuple[float, str]:
     workload = _workload(meta)
     if "frames_per_env_step" in workload:
         field = "workload.frames_per_env_step"
-        return _positive(workload["frames_per_env_step"], field), f"meta {field}"
+        why = workload.get("frames_per_env_step_source")  # capture run: read off the env's wrappers
+        source = f"meta {field}" + (f": {why}" if isinstance(why, str) and why else "")
+        return _positive(workload["frames_per_env_step"], field), source
     settings = workload.get("settings")
     if isinstance(settings, dict) and "frame_skip" in settings:
         field = "workload.settings.frame_skip"
