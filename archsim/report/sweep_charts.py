@@ -183,17 +183,36 @@ def _compact(value: float) -> str:
     return f"{value:.3g}"
 
 
+# More combinations of the other swept knobs than this, and the chart draws their median and range
+# instead of a line each (a 10,000-point sweep would give ~100 lines and a legend nobody can read).
+MAX_SWEEP_LINES = 10
+
+
+def sweep_envelope(table: pd.DataFrame, x: str) -> pd.DataFrame:
+    """Per value of ``x``: min, median and max of frames/s over every combination of the other knobs."""
+    return table.groupby(x)["frames_per_s"].agg(["min", "median", "max"]).reset_index()
+
+
 def generic_chart(table: pd.DataFrame, swept: list[str], out: Path, title: str) -> list[Path]:
     plt = pyplot()
     x, others = swept[0], swept[1:]
     fig, ax = plt.subplots(figsize=(6.5, 4), layout="constrained")
     groups = table.groupby(others) if others else [((), table)]
     numeric = pd.api.types.is_numeric_dtype(table[x])  # words (--inference, --loop) are str
-    for key, group in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        label = ", ".join(f"{k}={v}" for k, v in zip(others, key, strict=True)) or None
-        g = group.sort_values(x)
-        ax.plot(g[x] if numeric else g[x].astype(str), g["frames_per_s"], marker="o", label=label)
+    combinations = len(groups)
+    if combinations > MAX_SWEEP_LINES:
+        band = sweep_envelope(table, x)
+        xs = band[x] if numeric else band[x].astype(str)
+        ax.fill_between(xs, band["min"], band["max"], alpha=0.25, label="min to max")
+        knobs = ", ".join(others)
+        ax.plot(xs, band["median"], marker="o", label=f"median of {combinations} ({knobs})")
+    else:
+        for key, group in groups:
+            key = key if isinstance(key, tuple) else (key,)
+            label = ", ".join(f"{k}={v}" for k, v in zip(others, key, strict=True)) or None
+            g = group.sort_values(x)
+            xs = g[x] if numeric else g[x].astype(str)
+            ax.plot(xs, g["frames_per_s"], marker="o", label=label)
     if numeric:
         value_axis(ax, table[x])
     ax.set_xlabel(x.replace("_", " "))
