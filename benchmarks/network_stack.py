@@ -11,9 +11,9 @@ sizes gives the per-message fixed cost and the per-byte cost, printed beside the
 ``ib_send_lat`` ~0.8 us at 32 B). Loops are bounded (at most --iters round trips and 64 MiB a size).
 
 Run: ``python benchmarks/network_stack.py [--iters 400] [--no-veth]``. With ``--wakeup [--runs 5]
-[--iters 2000]`` it measures the receive wake-up instead: a 64 B ping-pong with blocking receivers
-against one with busy-polling receivers, per run the difference of the median one-way times, and
-the blocking ends' thread CPU (docs/NETWORK.md "Receive wake-up"). With ``--apex-table TRACE_DIR``
+[--iters 2000]`` it measures the receive wake-up instead (benchmarks/network_wakeup.py: a 64 B
+ping-pong with blocking receivers against one with busy-polling receivers; docs/NETWORK.md "Receive
+wake-up"). With ``--apex-table TRACE_DIR``
 it measures nothing and prints docs/NETWORK.md's table instead: each message kind of an Ape-X capture's
 ``messages.csv`` on 40GbE under each stack (``archsim.perf.network.message_breakdown``).
 """
@@ -48,14 +48,20 @@ def _recv_exact(sock: socket.socket, n: int, buf: bytearray) -> None:
         got += k
 
 
-def serve(host: str, port: int) -> None:
-    """Echo server: per size, a 4-byte size + 4-byte count header, then count echoes; replies its CPU."""
+def accept_one(host: str, port: int) -> tuple[socket.socket, socket.socket]:
+    """(listening socket, the one connection): says "ready" on stdout once it listens."""
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lsock.bind((host, port))
     lsock.listen(1)
     print("ready", flush=True)
     conn, _ = lsock.accept()
+    return lsock, conn
+
+
+def serve(host: str, port: int) -> None:
+    """Echo server: per size, a 4-byte size + 4-byte count header, then count echoes; replies its CPU."""
+    lsock, conn = accept_one(host, port)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = bytearray(max(SIZES_B))
     hdr = bytearray(8)
@@ -188,154 +194,6 @@ def veth_rows(iters: int) -> list[dict]:
         return run_pair(server_prefix, client_prefix, host, iters)
 
 
-# Ping-pong of small messages (issue 14 note: the receive wake-up). Both processes either block in
-# recv (the kernel wakes the sleeping thread when a segment arrives: softirq -> wake-up -> scheduler ->
-# the thread runs) or spin on a non-blocking socket (busy polling, as a DPDK or RDMA poller does), so
-# blocking one-way - polling one-way is the wake-up a blocking receiver pays per message.
-PING_BYTES = 64
-PING_PORT = PORT + 1
-
-
-def _recv_poll(sock: socket.socket, view: memoryview) -> None:
-    got, n = 0, len(view)
-    while got < n:
-        try:
-            k = sock.recv_into(view[got:], n - got)
-        except BlockingIOError:
-            continue
-        if k == 0:
-            raise ConnectionError("peer closed")
-        got += k
-
-
-def _send_poll(sock: socket.socket, view: memoryview) -> None:
-    sent = 0
-    while sent < len(view):
-        try:
-            sent += sock.send(view[sent:])
-        except BlockingIOError:
-            continue
-
-
-def _pp_socket(sock: socket.socket, poll: bool):
-    """(recv, send) of one mode on a TCP_NODELAY socket."""
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if poll:
-        sock.setblocking(False)
-        return (lambda v: _recv_poll(sock, v)), (lambda v: _send_poll(sock, v))
-    sock.settimeout(None)
-    return (lambda v: _recv_exact(sock, len(v), v)), sock.sendall
-
-
-def pp_serve(host: str, poll: bool) -> None:
-    """Ping-pong echo of PING_BYTES messages until the peer closes; prints its thread CPU (s)."""
-    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsock.bind((host, PING_PORT))
-    lsock.listen(1)
-    print("ready", flush=True)
-    conn, _ = lsock.accept()
-    recv, send = _pp_socket(conn, poll)
-    view = memoryview(bytearray(PING_BYTES))
-    c0 = time.thread_time()
-    try:
-        while True:
-            recv(view)
-            send(view)
-    except (ConnectionError, OSError):
-        pass
-    print(json.dumps({"cpu_s": time.thread_time() - c0}), flush=True)
-    conn.close()
-    lsock.close()
-
-
-def pp_client(host: str, poll: bool, iters: int) -> dict:
-    """``iters`` timed round trips (after 50 warm-up ones): one-way = RTT / 2 per round trip."""
-    sock = socket.create_connection((host, PING_PORT), timeout=30)
-    recv, send = _pp_socket(sock, poll)
-    view = memoryview(bytearray(PING_BYTES))
-    rtt_ns = np.empty(iters, dtype=np.int64)
-    for i in range(-50, iters):
-        t0 = time.perf_counter_ns()
-        send(view)
-        recv(view)
-        if i >= 0:
-            rtt_ns[i] = time.perf_counter_ns() - t0
-        if i == -1:
-            c0, w0 = time.thread_time(), time.perf_counter()
-    cpu_s, wall_s = time.thread_time() - c0, time.perf_counter() - w0
-    sock.close()
-    one_way_us = rtt_ns / 2e3
-    return {
-        "one_way_us_p10": float(np.percentile(one_way_us, 10)),
-        "one_way_us_median": float(np.median(one_way_us)),
-        "one_way_us_p90": float(np.percentile(one_way_us, 90)),
-        "client_cpu_us_per_round_trip": cpu_s / iters * 1e6,
-        "client_cpu_share": cpu_s / wall_s,
-    }
-
-
-def run_pingpong(server_prefix: list[str], client_prefix: list[str], host: str, poll: bool,
-                 iters: int) -> dict:  # fmt: skip
-    me, mode = [sys.executable, __file__], ["--poll"] if poll else []
-    srv = subprocess.Popen(server_prefix + me + ["--pp-serve", host, *mode], stdout=subprocess.PIPE,
-                           text=True)  # fmt: skip
-    try:
-        assert srv.stdout is not None and srv.stdout.readline().strip() == "ready"
-        out = subprocess.run(client_prefix + me + ["--pp-client", host, "--iters", str(iters), *mode],
-                             capture_output=True, text=True, check=True, timeout=120)  # fmt: skip
-        row = json.loads(out.stdout)
-        server_cpu_s = json.loads(srv.communicate(timeout=30)[0])["cpu_s"]
-    finally:
-        if srv.poll() is None:
-            srv.kill()
-            srv.wait()
-    # the server's CPU covers its warm-up round trips too: per round trip over all of them
-    row["server_cpu_us_per_round_trip"] = server_cpu_s / (iters + 50) * 1e6
-    return row
-
-
-def wakeup(name: str, prefixes: tuple, runs: int, iters: int) -> dict:
-    """``runs`` pairs of (blocking, polling) ping-pongs, interleaved so that the machine's load falls
-    on both alike; per run the wake-up is the difference of the two medians."""
-    out = []
-    for _ in range(runs):
-        blocking = run_pingpong(*prefixes, poll=False, iters=iters)
-        polling = run_pingpong(*prefixes, poll=True, iters=iters)
-        out.append({"blocking": blocking, "polling": polling,
-                    "wakeup_us": blocking["one_way_us_median"] - polling["one_way_us_median"]})  # fmt: skip
-    print(f"\n{name}: {PING_BYTES} B ping-pong, {iters} round trips a run; one-way = RTT/2, us"
-          "\n  run  blocking p10/median/p90   polling p10/median/p90   wake-up   blocking CPU"
-          " us/msg (client+server)   poller's CPU share of wall")  # fmt: skip
-    for i, r in enumerate(out):
-        b, p = r["blocking"], r["polling"]
-        cpu = (b["client_cpu_us_per_round_trip"] + b["server_cpu_us_per_round_trip"]) / 2
-        print(f"  {i:>3}  {b['one_way_us_p10']:6.1f} {b['one_way_us_median']:6.1f}"
-              f" {b['one_way_us_p90']:6.1f}   {p['one_way_us_p10']:6.1f} {p['one_way_us_median']:6.1f}"
-              f" {p['one_way_us_p90']:6.1f}   {r['wakeup_us']:7.1f}   {cpu:6.1f}"
-              f"   {p['client_cpu_share']:6.2f}")  # fmt: skip
-    # A polling run measures polling only while both pollers hold a core at once; where other jobs
-    # left them one core between them, most round trips wait a time slice (ms) and the polling
-    # median exceeds the blocking one: such a run is reported and left out.
-    valid = [r for r in out if r["wakeup_us"] >= 0]
-    for r in out:
-        r["valid"] = r["wakeup_us"] >= 0
-    if len(valid) < len(out):
-        print(f"  left out {len(out) - len(valid)} run(s): the pollers shared a core (polling"
-              " median above blocking)")  # fmt: skip
-    if not valid:
-        print("  no valid run: the machine is too busy for two pollers")
-        return {"runs": out}
-    w = sorted(r["wakeup_us"] for r in valid)
-    # quietest: the run whose poller held its core most (a spinning thread's CPU share of the wall
-    # time is 1 on an idle machine; other jobs' time slices lower it)
-    quiet = max(valid, key=lambda r: r["polling"]["client_cpu_share"])
-    print(f"  wake-up over valid runs: median {np.median(w):.1f} us, range {w[0]:.1f}..{w[-1]:.1f}"
-          f" us; quietest run (poller's CPU share {quiet['polling']['client_cpu_share']:.2f}):"
-          f" {quiet['wakeup_us']:.1f} us")  # fmt: skip
-    return {"runs": out}
-
-
 def report(name: str, rows: list[dict]) -> None:
     print(f"\n{name}: bytes  round_trips  one_way_us  cpu_us_per_msg(both ends)")
     for r in rows:
@@ -404,28 +262,13 @@ def main() -> None:
         "--apex-table", metavar="TRACE_DIR", help="print docs/NETWORK.md's table, no runs"
     )
     ap.add_argument("--wakeup", action="store_true",
-                    help=f"{PING_BYTES} B ping-pong, blocking vs busy-polling recv, instead")  # fmt: skip
+                    help="64 B ping-pong, blocking vs busy-polling recv, instead (network_wakeup.py)")  # fmt: skip
     ap.add_argument("--runs", type=int, default=5, help="--wakeup: (blocking, polling) pairs")
-    ap.add_argument("--pp-serve", metavar="HOST")
-    ap.add_argument("--pp-client", metavar="HOST")
-    ap.add_argument("--poll", action="store_true", help="busy-polling non-blocking socket")
     args = ap.parse_args()
-    if args.pp_serve:
-        pp_serve(args.pp_serve, args.poll)
-        return
-    if args.pp_client:
-        print(json.dumps(pp_client(args.pp_client, args.poll, args.iters)))
-        return
     if args.wakeup:
-        import os
+        from network_wakeup import measure_wakeup  # beside this script
 
-        res = {"loopback": wakeup("loopback", ([], [], "127.0.0.1"), args.runs, args.iters)}
-        if not args.no_veth and os.geteuid() == 0:
-            with veth_namespaces() as prefixes:
-                res["veth"] = wakeup("veth", prefixes, args.runs, args.iters)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(res, f, indent=1)
+        measure_wakeup(args.runs, args.iters, veth=not args.no_veth, json_path=args.json)
         return
     if args.apex_table:
         apex_table(args.apex_table)

@@ -322,7 +322,7 @@ def test_wakeup_pingpong_measures_both_modes():
 
     root = Path(__file__).resolve().parent.parent
     spec = importlib.util.spec_from_file_location(
-        "network_stack", root / "benchmarks" / "network_stack.py"
+        "network_wakeup", root / "benchmarks" / "network_wakeup.py"
     )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
