@@ -353,26 +353,17 @@ def simulate_sequential(
     from archsim.perf.conv_impl import trace_with_conv_impl
     from archsim.sim.machine import derive_machine
     from archsim.sim.pacing import trace_frames_per_env_step
-    from archsim.sim.profiler_cost import without_profiler_cost
     from archsim.sim.run import SimResult
     from archsim.sim.step_work import whole_steps
-    from archsim.sim.vector_workers import (
-        loop_meta,
-        split_workers,
-        without_worker_profiler_cost,
-    )
+    from archsim.sim.workload import without_process_profiler_cost
 
     check_sequential_trace(trace)
     trace = trace_with_conv_impl(trace, hw, config.conv_impl)  # --conv-impl (issue 15)
     machine = derive_machine(hw, config)
     # the loop's steps and the env workers' (if any) lose the profiler's cost each by their own
-    # unprofiled figures (archsim.sim.vector_workers)
-    loop_steps, workers = split_workers(trace.steps)
-    loop_trace = dataclasses.replace(trace, meta=loop_meta(trace.meta), steps=loop_steps)
-    clean = dataclasses.replace(without_profiler_cost(loop_trace), meta=trace.meta)
-    workers = without_worker_profiler_cost(workers, trace.meta)
-    steps = whole_steps(pd.concat([clean.steps, workers], ignore_index=True))
-    clean = dataclasses.replace(clean, steps=steps)
+    # unprofiled figures, as the distributed path does
+    clean = without_process_profiler_cost(trace)
+    clean = dataclasses.replace(clean, steps=whole_steps(clean.steps.reset_index(drop=True)))
     times = derive_loop_times(clean, hw, config, learner_batch)
     metrics = loop_metrics(
         times, machine, trace_frames_per_env_step(trace), learner_batch, config.sim_seconds
