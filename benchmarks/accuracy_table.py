@@ -1,6 +1,7 @@
 """Regenerate docs/ACCURACY.md: kernel-model accuracy on real GPU traces it was not fitted to.
 
     python benchmarks/accuracy_table.py            # writes docs/ACCURACY.md and prints it
+    python benchmarks/accuracy_table.py --out F    # writes F instead (trying a model change)
 
 For every GPU fixture: the model's time of every measured kernel, memcpy and memset from the trace's
 shapes and launch geometry alone (``predict --model-only``: no measured durations), on the fixture's
@@ -193,7 +194,14 @@ def alexnet_rows(rates: dict | None = None) -> list[str]:
     return rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "docs" / "ACCURACY.md", help="file to write"
+    )
+    args = parser.parse_args(argv)
     names = [n for n in FIXTURE_NOTES if (FIXTURES / n).exists()]
     frames, hws = {}, {}
     for name in names:
@@ -361,7 +369,7 @@ def main() -> int:
         "",
     ]
     text = "\n".join(lines)
-    out = ROOT / "docs" / "ACCURACY.md"
+    out = args.out
     with atomic_output_file(out) as handle:
         handle.write(text)
     print(text)
