@@ -19,7 +19,7 @@ import numpy as np
 
 from archsim.sim.cpu import record
 from archsim.sim.inference import FleetBatcher, PlainBatcher, arrival_time, in_actor_order
-from archsim.sim.system import System
+from archsim.sim.system import SAMPLE_CHUNK, System
 
 
 def plain_central_actor(system: System, actor: int, batcher: PlainBatcher):
@@ -135,8 +135,7 @@ class ActorFleet:
             pos = positions[actor]
             buf = buffers[actor]
             if pos == len(buf):
-                buf = buffers[actor] = streams.chunk(actor).tolist()
-                pos = 0
+                buf, pos = streams.refill(actor)
             positions[actor] = pos + 1
             thread = actor_threads[actor]
             free = free_at[thread]
@@ -165,12 +164,14 @@ def closed_form_local(system: System) -> None:
     envs = system.config.envs_per_actor
     speed = system.layout.speed
     queue = rec.queue("cpu_run")  # every burst starts on arrival: arrivals count, zero wait
+    streams = system.streams
     for actor in range(system.config.actors):
         thread = int(system.actor_threads[actor])
         total = 0.0
         steps = 0
         while total < end:
-            ends = total + np.cumsum(system.streams.chunk(actor) / speed[thread])
+            # SAMPLE_CHUNK at a time: the same float sums as before chunks grew (exact to the bit)
+            ends = total + np.cumsum(streams.take(actor, SAMPLE_CHUNK) / speed[thread])
             steps += int(np.searchsorted(ends, end, side="left"))
             total = float(ends[-1])
         queue.arrivals += steps + 1  # the bursts that ended inside, and the one running at the end

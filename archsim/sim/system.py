@@ -4,7 +4,9 @@ simulation objects. Kept apart from the components so each of them stays one sma
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,9 +18,17 @@ from archsim.sim.config import SimConfig
 from archsim.sim.metrics import PowerModel, Recorder
 from archsim.sim.python_share import PythonShare
 
-SAMPLE_CHUNK = (
-    1024  # draws per refill of an actor's random stream (any value gives the same stream)
-)
+# An actor's stream is refilled in chunks that start at FIRST_CHUNK step works and double up to
+# SAMPLE_CHUNK. Any sizes give the same stream (chunked Generator.integers draws continue one
+# sequence: tests/test_sim_streams.py); small first chunks matter with many actors: a paced 2 s run
+# of 4,096 DQN actors takes ~3 steps per actor (benchmarks/sim_speed.py), where a first chunk of
+# 1,024 spent most of the run drawing and listing values never used.
+FIRST_CHUNK = 16
+SAMPLE_CHUNK = 1024
+# Step works kept per thread for the next run of the same streams (the SMT calibration passes and
+# the run, archsim.sim.run; sweep points that differ only in other knobs): ~32 MB as Python floats,
+# less than the 4,096 x 1,024 values one pass of 4,096 actors held with fixed chunks of 1,024.
+KEEP_VALUES = 2**20
 
 
 @dataclass(frozen=True)
@@ -117,31 +127,131 @@ class Machine:
     power: PowerModel
 
 
+class _KeptStreams:
+    """The first values of each actor's stream, drawn once and read by every run of the same
+    streams (same samples, envs per actor and seed; actor ``a``'s stream does not depend on the
+    number of actors). ``rngs[a]`` sits just after ``values[a]``."""
+
+    def __init__(self, samples: np.ndarray, envs: int, seed: int) -> None:
+        self.samples = samples.copy()  # compared, not trusted by identity: arrays are mutable
+        self.envs = envs
+        self.seed = seed
+        self.rngs: list[np.random.Generator | None] = []
+        self.values: list[list[float]] = []
+        self.held = 0  # values kept over all actors
+
+    def fits(self, samples: np.ndarray, envs: int, seed: int) -> bool:
+        return self.envs == envs and self.seed == seed and np.array_equal(self.samples, samples)
+
+    def reserve(self, actors: int) -> None:
+        while len(self.values) < actors:
+            self.rngs.append(None)
+            self.values.append([])
+
+    def rng(self, actor: int) -> np.random.Generator:
+        """Actor ``actor``'s generator: child ``actor`` of SeedSequence(seed).spawn(...), made when
+        first needed (a 4,096-actor run spent ~70 ms a pass making them all up front)."""
+        rng = self.rngs[actor]
+        if rng is None:
+            seed_seq = np.random.SeedSequence(self.seed, spawn_key=(actor,))
+            rng = self.rngs[actor] = np.random.Generator(np.random.PCG64(seed_seq))
+        return rng
+
+
+_kept = threading.local()  # one _KeptStreams per thread: runs on other threads never race on it
+
+
+def _kept_streams(samples: np.ndarray, actors: int, envs: int, seed: int) -> _KeptStreams:
+    kept = getattr(_kept, "streams", None)
+    if kept is None or not kept.fits(samples, envs, seed):
+        kept = _kept.streams = _KeptStreams(samples, envs, seed)
+    kept.reserve(actors)
+    return kept
+
+
 class ActorStreams:
     """Per-actor random streams of env-step CPU work: draw ``k`` of actor ``a`` is the same whatever
-    order the simulation asks in, so the fast and the plain path see identical work."""
+    order the simulation asks in, so the fast and the plain path see identical work. Actor ``a``'s
+    step works are, in order, the sums of ``envs_per_actor`` consecutive draws from ``samples`` with
+    indices from ``Generator(PCG64(SeedSequence(seed).spawn(actors)[a])).integers(0, len(samples))``.
 
-    def __init__(self, samples: np.ndarray, actors: int, envs_per_actor: int, seed: int) -> None:
+    The hot loops read ``buffers[a][pos[a]]`` and call ``refill`` when ``pos[a]`` reaches the
+    buffer's end. Values are read first from the kept prefix shared with earlier runs of the same
+    streams (``_KeptStreams``, which this run extends while it holds fewer than ``keep_values``),
+    then from a private copy of the actor's generator."""
+
+    def __init__(
+        self,
+        samples: np.ndarray,
+        actors: int,
+        envs_per_actor: int,
+        seed: int,
+        keep_values: int = KEEP_VALUES,
+    ) -> None:
         self.samples = np.asarray(samples, dtype=float)
         self.envs = envs_per_actor
-        seeds = np.random.SeedSequence(seed).spawn(actors)
-        self.rngs = [np.random.Generator(np.random.PCG64(s)) for s in seeds]
-        self.buffers: list[list[float]] = [[] for _ in range(actors)]
+        self.keep_values = keep_values
+        self.kept = _kept_streams(self.samples, actors, envs_per_actor, seed)
+        # every actor starts on its kept prefix (an empty list until a run draws)
+        self.buffers: list[list[float]] = self.kept.values[:actors]
         self.pos = [0] * actors
+        self.private: list[np.random.Generator | None] = [None] * actors
+        self.drawn = [0] * actors  # values drawn so far (used once an actor reads privately)
 
-    def chunk(self, actor: int) -> np.ndarray:
-        """The next SAMPLE_CHUNK step works (each the sum of envs_per_actor env steps) of ``actor``."""
-        idx = self.rngs[actor].integers(0, len(self.samples), size=SAMPLE_CHUNK * self.envs)
-        return self.samples[idx].reshape(SAMPLE_CHUNK, self.envs).sum(axis=1)
+    def _draw(self, rng: np.random.Generator, steps: int) -> list[float]:
+        idx = rng.integers(0, len(self.samples), size=steps * self.envs)
+        if self.envs == 1:  # a sum of one value is that value
+            return self.samples[idx].tolist()
+        return self.samples[idx].reshape(steps, self.envs).sum(axis=1).tolist()
+
+    def refill(self, actor: int) -> tuple[list[float], int]:
+        """(buffer, position) of ``actor``'s next value, once ``pos[actor]`` reached its buffer's
+        end. While ``private[actor]`` is None the buffer is the actor's kept prefix."""
+        rng = self.private[actor]
+        if rng is None:
+            kept, pos = self.kept, self.pos[actor]
+            prefix = kept.values[actor]
+            if pos < len(prefix):  # another run of these streams drew further meanwhile
+                return prefix, pos
+            room = self.keep_values - kept.held
+            if room > 0:  # extend the kept prefix in place: later runs read it too
+                steps = min(_chunk_after(pos), room)
+                prefix.extend(self._draw(kept.rng(actor), steps))
+                kept.held += steps
+                return prefix, pos
+            # a copy at the same point of the stream: the kept generator stays at the prefix end
+            rng = self.private[actor] = copy.deepcopy(kept.rng(actor))
+            self.drawn[actor] = pos
+        values = self._draw(rng, _chunk_after(self.drawn[actor]))
+        self.drawn[actor] += len(values)
+        self.buffers[actor] = values
+        return values, 0
 
     def next(self, actor: int) -> float:
         pos = self.pos[actor]
         buf = self.buffers[actor]
         if pos == len(buf):
-            buf = self.buffers[actor] = self.chunk(actor).tolist()
-            pos = 0
+            buf, pos = self.refill(actor)
         self.pos[actor] = pos + 1
         return buf[pos]
+
+    def take(self, actor: int, steps: int) -> np.ndarray:
+        """``actor``'s next ``steps`` step works as an array."""
+        out = []
+        while len(out) < steps:
+            pos = self.pos[actor]
+            buf = self.buffers[actor]
+            if pos == len(buf):
+                buf, pos = self.refill(actor)
+            part = buf[pos : pos + steps - len(out)]
+            out.extend(part)
+            self.pos[actor] = pos + len(part)
+        return np.array(out)
+
+
+def _chunk_after(drawn: int) -> int:
+    """Step works to draw for an actor that has drawn ``drawn``: doubling, FIRST_CHUNK to SAMPLE_CHUNK."""
+    return min(SAMPLE_CHUNK, max(FIRST_CHUNK, drawn))
 
 
 @dataclass
