@@ -52,6 +52,7 @@ from archsim.perf.columns import by_unique
 from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
+from archsim.perf.memory_parallelism import step_floor
 from archsim.perf.occupancy import blocks_per_sm
 from archsim.perf.passes import add_pass_terms, row_pass_work
 
@@ -276,6 +277,11 @@ def kernel_terms(
 # x block 256 and 9.69e10 FLOPs is 296 workgroups (as 75,776 tiles of 320 x 224 outputs its depth
 # would be 9, less than one 64-deep tile step), while Cijk_..._MT64x64x128 with grid 256 and 8.6e9
 # FLOPs is 256 workgroups (as one, a 64 x 64 tile 1M deep). So a grid is read as work-items only
+    # Scalar-loop reductions with few blocks: dependent load steps (archsim.perf.memory_parallelism).
+    resident = blocks_per_sm(threads, registers, shared, gpu)
+    steps = step_floor(ops, (blocks, threads, resident), dram_bytes, gpu, idealize)
+    if steps is not None:
+        terms["lat"] = np.maximum(terms["lat"], steps)
 # for names with no C++ scope whose grid is a whole number of blocks, and, when the kernel has
 # FLOPs and a tile in its name (MT64x64x128, bt128x256x32), only if read as blocks its depth would
 # be shallower than one tile step. Without FLOPs (no shapes; mi210_gpu_only's MIOpen igemm kernels)

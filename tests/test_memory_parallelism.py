@@ -1,0 +1,143 @@
+"""Dependent load steps of scalar-loop reduction kernels (archsim.perf.memory_parallelism).
+
+Worked by hand on the mi300x preset: 304 CUs, 2100 MHz, 2048 threads per CU, DRAM latency 500 ns,
+kernel floor 2.0 us; L2 hit 193 cycles (Jia et al. 2018) = 193 / 2100 MHz = 91.9 ns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archsim.hw import load_hw
+from archsim.perf.kernel import body_seconds
+from archsim.perf.memory_parallelism import dependent_step_seconds, load_steps, step_floor
+from archsim.trace.schema import OPS_COLUMNS, conform
+
+MI300X = load_hw("mi300x")
+STATS = (
+    "void at::native::batch_norm_collect_statistics_kernel<at::native::Var, float, float, float, "
+    "int>(...)"
+)
+REDUCE_MEAN = (
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
+    "float, float, float>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, "
+    "at::native::MeanOps<float, float, float, float>, unsigned int, float, 4, 4>)"
+)
+OTHER = "void at::native::some_streaming_kernel<float>(...)"
+
+
+def _kernel(name: str, grid: tuple[int, int], threads: int, read: float, written: float,
+            input_dims: str = "") -> pd.DataFrame:  # fmt: skip
+    row = {
+        "kind": "kernel", "name": name, "op_class": "reduction", "dtype": "float32",
+        "bytes_read": read, "bytes_written": written, "flops": read / 4,
+        "grid_x": grid[0], "grid_y": grid[1], "grid_z": 1, "block_x": threads, "block_y": 1,
+        "block_z": 1, "input_dims": input_dims,
+    }  # fmt: skip
+    return conform(pd.DataFrame([row]), OPS_COLUMNS)
+
+
+def test_step_counts_from_kernel_names() -> None:
+    # an older PyTorch's name (v100_cnn_ddp_train) carries vt0 only; a newer one vt0 and the vector size
+    older = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 2> >(x)"  # noqa: E501
+    wide = "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, f, unsigned int, float, 4, 8> >(x)"  # noqa: E501
+    names = pd.Series([STATS, REDUCE_MEAN, OTHER, "layer_norm_grad_input_kernel<float, float>",
+                       older, wide])  # fmt: skip
+    per_step, first_input, reduce = load_steps(names)
+    assert list(per_step) == [1, 4, 0, 4, 2, 8]
+    assert list(first_input) == [True, False, False, True, False, False]
+    assert list(reduce) == [False, True, False, False, True, True]
+
+
+def test_small_grid_statistics_kernel_pays_its_dependent_steps() -> None:
+    # batch_norm over [8, 16, 32, 32] fp32: 16 channels, one 1024-thread block each. The trace gives
+    # the kernel a third of the op's bytes, but the kernel reads its whole input: 131,072 elements,
+    # 8,192 per block, one scalar load per thread per step: 8 steps x 500 ns = 4.0 us (one wave).
+    ops = _kernel(STATS, (16, 1), 1024, 174805.0, 174763.0, "[[8,16,32,32],[],[],[16],[16]]")
+    assert body_seconds(ops, MI300X)[0] == pytest.approx(4.0e-6)
+    # The same kernel without recorded shapes: its bytes read, 174,805 B = 43,701 elements, 2,732
+    # per block: 3 steps = 1.5 us, below the 2.0-us kernel floor.
+    ops = _kernel(STATS, (16, 1), 1024, 174805.0, 174763.0)
+    assert body_seconds(ops, MI300X)[0] == pytest.approx(2.0e-6)
+
+
+def test_global_reduction_adds_l2_round_trips() -> None:
+    # mean of [8, 16, 32, 32] fp32 to one value over 16 blocks of 512 threads (grid (1, 16)):
+    # 524,292 B read = 131,073 elements / 16 = 8,192 per block (whole elements), 4 per thread per
+    # step: 4 steps x 500 ns = 2.0 us; plus the global reduction's 3 L2 round trips of 193 cycles
+    # at 2100 MHz.
+    ops = _kernel(REDUCE_MEAN, (1, 16), 512, 524292.0, 4.0, "[[8,16,32,32],[],[]]")
+    floor = step_floor(ops, (np.array([16.0]), np.array([512.0]), np.array([4.0])),
+                       np.array([524296.0]), MI300X.gpu, frozenset())  # fmt: skip
+    assert floor is not None
+    assert floor[0] == pytest.approx(2.0e-6 + 3 * 193 / 2100e6)
+    assert body_seconds(ops, MI300X)[0] == pytest.approx(2.0e-6 + 3 * 193 / 2100e6)
+    # the idealized DRAM latency and memory system remove both
+    ideal = step_floor(ops, (np.array([16.0]), np.array([512.0]), np.array([4.0])),
+                       np.array([524296.0]), MI300X.gpu, frozenset({"dram_latency", "memory_system"}))  # fmt: skip
+    assert ideal is not None and ideal[0] == 0.0
+
+
+def test_large_kernel_unchanged() -> None:
+    # 1024 blocks of 512 threads reducing 1 GiB: 2^28 elements / 1024 blocks / (512 x 4) = 128
+    # steps x 0.5 us = 64 us of dependent steps,
+    # below the 1 GiB / (5300 GB/s x 0.82) = 247 us of streaming: same time as an unnamed kernel.
+    read = float(2**30)
+    named = _kernel(REDUCE_MEAN, (1024, 1), 512, read, 4096.0)
+    other = _kernel(OTHER, (1024, 1), 512, read, 4096.0)
+    assert body_seconds(named, MI300X)[0] == body_seconds(other, MI300X)[0]
+    assert body_seconds(named, MI300X)[0] > 200e-6
+
+
+def test_kernels_without_names_get_no_floor() -> None:
+    ops = _kernel(OTHER, (16, 1), 1024, 174805.0, 174763.0)
+    floor = step_floor(ops, (np.array([16.0]), np.array([1024.0]), np.array([2.0])),
+                       np.array([349568.0]), MI300X.gpu, frozenset())  # fmt: skip
+    assert floor is None
+
+
+GPU = MI300X.gpu
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.floats(1.0, 1e8),
+    more=st.floats(1.0, 100.0),
+    blocks=st.integers(1, 100_000),
+    threads=st.sampled_from([64, 128, 256, 512, 1024]),
+    per_step=st.sampled_from([1, 2, 4, 8]),
+)
+def test_more_bytes_never_faster(
+    rows: float, more: float, blocks: int, threads: int, per_step: int
+) -> None:
+    def t(r: float) -> float:
+        return float(dependent_step_seconds(np.array([per_step]), np.array([r]),
+                                            np.array([blocks]), np.array([threads]),
+                                            np.array([2.0]), np.array([0.0]), GPU)[0])  # fmt: skip
+
+    assert t(rows * more) >= t(rows) > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    elements=st.floats(1.0, 1e9),
+    blocks=st.integers(1, 600),
+    extra=st.integers(0, 600),
+    threads=st.sampled_from([64, 128, 256, 512, 1024]),
+)
+def test_more_blocks_never_slower_within_one_wave(
+    elements: float, blocks: int, extra: int, threads: int
+) -> None:
+    """The same reduction split over more blocks, all resident at once (304 CUs x 2 blocks per CU
+    = 608 blocks of up to 1024 threads): shorter rows, never more steps."""
+    wider = min(blocks + extra, 608)
+
+    def t(b: int) -> float:
+        return float(dependent_step_seconds(np.array([1.0]), np.array([elements / b]),
+                                            np.array([b]), np.array([threads]),
+                                            np.array([2.0]), np.array([3.0]), GPU)[0])  # fmt: skip
+
+    assert t(wider) <= t(blocks)
