@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from archsim.perf.blocks import tiled_engine
+from archsim.perf.calibrate import measured_ops
+from archsim.perf.terms import launch_shape
 from archsim.perf.tile_padding import gemm_output_dims, padding_factor, tile_of, tile_padding
+from archsim.trace.ingest import ingest
+from tests.conftest import kineto_fixture
 
 MT320 = "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT320x224x64_MI16x16x1_SN_LDSB0_WG64_4_1"
 MT128 = "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT128x96x128_MI16x16x1_SN_WG16_8_2"
@@ -115,3 +120,26 @@ def test_only_traced_tiled_gemm_kernels_are_padded() -> None:
     assert got[3] == pytest.approx(1_634_304 / 1_619_712)
     bare = pd.DataFrame({"name": [MT320]})  # a table without grid, launch op or dims
     assert tile_padding(bare, np.array([296.0]), np.array([True])).tolist() == [1.0]
+
+
+def test_sd35_fixture_gemms_padded_by_their_own_shapes() -> None:
+    """mi300x_sd35_inference: every traced hipBLASLt GEMM gets a padding >= 1; the MT320x224 mm of
+    [8192, 2432] x [2432, 2432] gets the hand-worked 1.065 and the split-K MT128x96x128 addmm of
+    [666, 9728] x [9728, 2432] on 266 workgroups 1.009, not 2."""
+    ops = measured_ops(ingest(kineto_fixture("mi300x_sd35_inference.json.gz")).ops)
+    ops = ops.reset_index(drop=True)
+    blocks = launch_shape(ops)[0]
+    view = ops[["name", "dtype", "op_class"]].astype(str)
+    traced = ops["grid_x"].fillna(0).to_numpy(dtype=float) > 0
+    tiled = tiled_engine(view, traced, ops["flops"].to_numpy(dtype=float))
+    padding = tile_padding(ops, blocks, tiled)
+    assert (padding >= 1.0).all()
+    names = ops["name"].astype(str)
+    dims = ops["input_dims"].astype(str)
+    mt320 = names.str.contains("MT320x224x64") & (dims == "[[8192,2432],[2432,2432],[8192,2432]]")
+    assert mt320.any()
+    assert padding[mt320.to_numpy()] == pytest.approx(21_217_280 / 19_922_944)
+    split = names.str.contains("MT128x96x128") & dims.str.startswith("[[666,9728],[9728,2432]")
+    split &= pd.Series(blocks == 266)
+    assert split.any()
+    assert padding[split.to_numpy()] == pytest.approx(1_634_304 / 1_619_712)
