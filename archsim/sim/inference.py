@@ -66,6 +66,25 @@ def in_actor_order(env: simpy.Environment, actor: int, actors: int, delay_s: flo
     return event
 
 
+def first_of(env: simpy.Environment, *events: Event) -> Event:
+    """An event that succeeds when the first of ``events`` is processed. It is scheduled at that
+    moment, as simpy's ``a | b`` schedules its Condition, so a process waiting on it resumes in the
+    same order among its instant's events; without the Condition's bookkeeping (a value dict and
+    callback removal per wait: the fleet batcher waits about once per batch)."""
+    done = Event(env)
+
+    def fire(_event: Event) -> None:
+        if not done.triggered:
+            done.succeed()
+
+    for event in events:
+        if event.callbacks is None:  # already processed
+            fire(event)
+        else:
+            event.callbacks.append(fire)
+    return done
+
+
 class LateTimeout(Event):
     """A timeout that fires after all URGENT and NORMAL events of its instant."""
 
@@ -269,20 +288,37 @@ class FleetBatcher:
         self.wait_for_server = system.times.batch_when_server_free
         self.servers = len(system.server_threads)
         self.busy = 0  # closed batches whose server has not got their actions yet
+        self.armed: float | None = None  # the closing time run() sleeps until, if it does
 
     def server_free(self) -> None:
         if self.wait_for_server:  # otherwise no wake-up: it would reorder same-instant closes
             self.busy -= 1
-            self.notify()
+            self._wake()
 
     def add(self, sent: float, actor: int) -> None:
         """Register an actor's next request, sent at ``sent`` (>= now)."""
         bisect.insort(self.pending, (arrival_time(sent, self.system.times.request_up_s), actor))
 
     def notify(self) -> None:
-        """New arrivals may close the open batch earlier: recompute."""
+        """New arrivals may close the open batch earlier: recompute, unless run() already sleeps
+        until the closing time they give (woken, it would only set the same timer again; with
+        thousands of actors that was a wake-up per env step)."""
+        if self.armed is not None and self.pending and self._close() == self.armed:
+            return
+        self._wake()
+
+    def _wake(self) -> None:
         if not self.wake.triggered:
             self.wake.succeed()
+
+    def _close(self) -> float:
+        """When the open batch closes: its first request's timeout, or its filling request."""
+        pending = self.pending
+        close = pending[0][0] + self.timeout_s
+        cap = self.capacity
+        if len(pending) >= cap and pending[cap - 1][0] < close:
+            close = pending[cap - 1][0]
+        return close
 
     def run(self):
         env = self.system.env
@@ -294,14 +330,14 @@ class FleetBatcher:
                 self.wake = env.event()
                 yield self.wake
                 continue
-            close = pending[0][0] + self.timeout_s
-            if len(pending) >= cap and pending[cap - 1][0] < close:
-                close = pending[cap - 1][0]
+            close = self._close()
             now = env.now
             if close > now or (close == now and late_at != now):
                 self.wake = env.event()
                 timer = LateTimeout(env, close - now)
-                yield self.wake | timer
+                self.armed = close
+                yield first_of(env, self.wake, timer)
+                self.armed = None
                 if timer.processed:
                     late_at = env.now
                 continue
