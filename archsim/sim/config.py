@@ -11,7 +11,8 @@ from typing import Any
 from archsim.errors import ArchsimError
 
 INFERENCE_MODES = ("central", "local")
-ENGINES = ("auto", "fast", "simpy")
+# "steady": the fast engine on doubling windows until the steady state shows (archsim.sim.steady)
+ENGINES = ("auto", "fast", "simpy", "steady")
 SMT_MODELS = ("busy", "static")
 CPU_SCHEDULERS = ("pinned", "shared")
 SWITCHES = ("off", "on")

@@ -100,7 +100,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("publish_every", _int, "integer", "learner steps per parameter publication (1)"),
     Knob("sim_seconds", _float, "number", "simulated seconds (default 2)"),
     Knob("seed", _int, "integer", "random seed (default 0)"),
-    Knob("engine", _choice(ENGINES), "auto|fast|simpy", "simulation path (default auto)"),
+    Knob(
+        "engine",
+        _choice(ENGINES),
+        "auto|fast|simpy|steady",
+        "simulation path (default auto); steady: the shortest window whose rates have settled",
+    ),
     Knob("smt_model", _choice(SMT_MODELS), "busy|static", "SMT slowdown model (default busy)"),
     Knob(
         "cpu_sched",

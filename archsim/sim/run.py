@@ -67,6 +67,8 @@ class SimResult:
     # per-link and per-component detail of the replay's network (archsim.sim.replay_server), for
     # metrics.json's nested "network" key; None when no message crosses a network
     network: dict | None = None
+    # --engine steady: the window reported and the doublings before it (archsim.sim.steady)
+    steady: object | None = None
 
 
 # SMT calibration: short runs that measure each hardware thread's busy fraction, from which the
@@ -88,7 +90,34 @@ def simulate_system(
 ) -> SimResult:
     """Simulate ``config.sim_seconds`` of the system and summarise it. ``network`` (the hardware
     config's NetworkConfig) and ``traffic`` (archsim.sim.replay_traffic.ReplayTraffic) are needed
-    when replay traffic crosses a network (``--nodes`` > 1 or a remote ``--replay-placement``)."""
+    when replay traffic crosses a network (``--nodes`` > 1 or a remote ``--replay-placement``).
+    ``engine="steady"`` reports the shortest doubling window that shows the steady state
+    (archsim.sim.steady)."""
+    if config.engine == "steady":
+        from archsim.sim.steady import simulate_steady
+
+        return simulate_steady(
+            times, machine, config, learner_batch, timeline, series_bins, network, traffic
+        )
+    layout, net_setup = prepare_layout(times, machine, config, learner_batch, network, traffic)
+    rec, engine, events = _run(
+        times, layout, machine, config, learner_batch, timeline, series_bins, net_setup
+    )
+    return summarize_run(rec, layout, machine, config, learner_batch, net_setup, engine, events)
+
+
+def prepare_layout(
+    times: ServiceTimes,
+    machine: Machine,
+    config: SimConfig,
+    learner_batch: int,
+    network=None,
+    traffic=None,
+    calibrate: bool = True,
+) -> tuple[ThreadLayout, tuple | None]:
+    """Check the run, place its threads (on nodes when a network is in use) and, for SMT siblings
+    under the "busy" model (``calibrates_smt``), calibrate their speeds on short runs unless
+    ``calibrate`` is False (archsim.sim.steady calibrates on its own windows): (layout, setup)."""
     times.check(config)
     check_simulated_work(times, machine, config, learner_batch)  # bounded run time (LIMITS.md)
     hw_threads = machine.hw_threads
@@ -113,16 +142,36 @@ def simulate_system(
             thread_speed_rel=machine.thread_speed_rel,
             smt_yield=machine.smt_yield,
         )
-    shared = config.cpu_sched == "shared"
-    if not shared and config.smt_model == "busy" and layout.shared.any() and machine.smt_yield < 1:
+    if calibrate and calibrates_smt(layout, machine, config):
         short = config.replace(sim_seconds=config.sim_seconds * SMT_CALIBRATION_FRACTION)
         for _ in range(SMT_CALIBRATION_PASSES):
             rec, _, _ = _run(times, layout, machine, short, learner_batch, False, 0, net_setup)
             busy = rec.cpu_busy_s / short.sim_seconds
             layout = smt_speeds(layout, busy, machine.thread_speed_rel, machine.smt_yield)
-    rec, engine, events = _run(
-        times, layout, machine, config, learner_batch, timeline, series_bins, net_setup
+    return layout, net_setup
+
+
+def calibrates_smt(layout: ThreadLayout, machine: Machine, config: SimConfig) -> bool:
+    """True when SMT siblings' speeds follow their measured busy fractions (pinned, "busy")."""
+    return (
+        config.cpu_sched != "shared"
+        and config.smt_model == "busy"
+        and bool(layout.shared.any())
+        and machine.smt_yield < 1
     )
+
+
+def summarize_run(
+    rec: Recorder,
+    layout: ThreadLayout,
+    machine: Machine,
+    config: SimConfig,
+    learner_batch: int,
+    net_setup: tuple | None,
+    engine: str,
+    events: int,
+) -> SimResult:
+    """The SimResult of a recorded run: metrics over ``rec.end``, power series when recorded."""
     socket_of_thread = layout.socket_of_thread()
     # every actor node has the hardware config's sockets (archsim.sim.nodes numbers them node by node)
     power = machine.power
@@ -147,7 +196,7 @@ def simulate_system(
     else:
         metrics.update(no_network_metrics())
     series = None
-    if series_bins:
+    if rec.series_bins:
         series = power_series(rec, power, socket_of_thread, threads_per_socket, smt_sibling)
     return SimResult(
         metrics=metrics,
@@ -357,7 +406,7 @@ def simulate(
         network=hw.network,
         traffic=traffic,
     )
-    result.notes = notes
+    result.notes = (*notes, *result.notes)
     env_steps_per_s = result.metrics["env_steps_per_s"]  # issue 15: beside frames/s, both loops
     result.metrics["seconds_per_1000_steps"] = (
         1000.0 / env_steps_per_s if env_steps_per_s > 0 else float("inf")
