@@ -99,8 +99,17 @@ ACHIEVED: dict[str, Achieved] = {
     # Blackwell: no stream figure at hand: the default DRAM row; matrix units: MAMF B200 SXM.
     "blackwell": Achieved(0.82, 0.85, 0.776, "default DRAM; Bekman MAMF B200 SXM"),
     # CDNA2 (MI210, MI250, MI250X; MI100's CDNA1 taken as the same): BabelStream on one MI250X GCD
-    # ~1.3-1.4 of 1.6384 TB/s (OLCF Crusher/Frontier BabelStream results): 0.82.
-    "cdna2": Achieved(0.82, 0.85, 0.767, "BabelStream MI250X GCD; Bekman MAMF MI250X"),
+    # ~1.3-1.4 of 1.6384 TB/s (OLCF Crusher/Frontier BabelStream results): 0.82. The same on an
+    # MI210 (te42kyfo/gpu-benches on github, gpu-stream/mi210.txt, full occupancy): read 1345, scale
+    # 1358, triad 1248 GB/s = 0.76-0.83 of 1638.4. FP32 GEMM (rocBLAS runs it on FP32 MFMA, the
+    # presets' fp32 rate): rocblas-bench sgemm 8192^3 NN on a bare-metal MI210 at 1635-1700 MHz,
+    # 37.9 of 45.3 TFLOP/s = 0.84 (AMD's reply in ROCm/rocm-libraries issue 9453).
+    "cdna2": Achieved(
+        0.82,
+        0.84,
+        0.767,
+        "BabelStream MI250X GCD; gpu-benches MI210; rocblas-bench MI210; Bekman MAMF MI250X",
+    ),
     # CDNA3 (MI300X): the CDNA2 DRAM fraction (no MI300X stream figure at hand).
     "cdna3": Achieved(
         0.82,
