@@ -74,8 +74,20 @@ ENGINE_SATURATING_THREADS_PER_SM = 4 * 1 * 32
 
 HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.bfloat16"})
 # Kernel names of cuBLAS/cuDNN/CUTLASS tensor-core kernels (HMMA instruction shapes 884/1688/16816,
-# "tensorop", xmma, Hopper wgmma, TF32).
-TENSOR_CORE_NAME_PATTERN = r"hmma|884|1688|16816|tensorop|xmma|wgmma|tf32"
+# "tensorop", xmma, Hopper wgmma, TF32), and AMD CDNA matrix-core (MFMA) kernels on fp16/bf16 data:
+# rocBLAS/hipBLASLt Tensile kernels name their data type right after the operand indices (Tensile
+# documentation, "Precision Support": H half, B bfloat16, S single) and their MFMA instruction as
+# "MI<m>x<n>x<k>" (the MatrixInstruction kernel parameter); MIOpen's assembly implicit-GEMM
+# convolutions on MFMA ("xdlops") are igemm_<dir>_gtcx*_<layout>_<type>_*. An fp32 MFMA kernel
+# (Cijk_..._SB_..._MI16x16x1) runs at the FP32 matrix rate, which CDNA presets give as their fp32
+# rate, so only fp16/bf16 names are matched. Needed for traces without the launching op's dtype
+# (fixture mi210_gpu_only: bf16 igemm kernels had been priced on the FP32 rate, 1/4 of bf16 MFMA).
+CDNA_HALF_MATRIX_NAME_PATTERN = (
+    r"^cijk_a[a-z]+_b[a-z]+_[hb][a-z]*_.*_mi\d+x\d+x\d+|^igemm_[a-z]+_gtcx\d*_[a-z]+_(?:fp16|bf16)_"
+)
+TENSOR_CORE_NAME_PATTERN = (
+    r"hmma|884|1688|16816|tensorop|xmma|wgmma|tf32|" + CDNA_HALF_MATRIX_NAME_PATTERN
+)
 # fp16 on vector pipes: the "FP16 = 2x FP32" rates of GM20B, GP100 and later vector pipes need packed
 # __half2 math (CUDA C Programming Guide, "Arithmetic Instructions"). PyTorch's fp16 kernels do not
 # use it: GEMMs call cublasGemmEx with CUDA_R_16F operands and CUDA_R_32F compute (rocblas_gemm_ex
