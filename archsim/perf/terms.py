@@ -55,6 +55,7 @@ from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
 from archsim.perf.memory_parallelism import step_floor
 from archsim.perf.occupancy import blocks_per_sm
 from archsim.perf.passes import add_pass_terms, row_pass_work
+from archsim.perf.tile_padding import tile_padding
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
 
@@ -252,8 +253,12 @@ def kernel_terms(
     math_fraction, dram_fraction = achieved_fractions(tiled, tensor, gen, attention)
     if "sm_utilization" in idealize:
         math_fraction = np.ones_like(math_fraction)
+    # Traced tiled GEMMs compute whole tiles at ragged edges: their padding from the tile in the
+    # kernel's name and the op's dims, confirmed by the traced grid (archsim.perf.tile_padding).
+    padding = tile_padding(ops, blocks, tiled)
     terms = _achieved(_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
-                             tile_edge / size, gpu, idealize), math_fraction, dram_fraction)  # fmt: skip
+                             tile_edge / size, gpu, idealize, padding),
+                      math_fraction, dram_fraction)  # fmt: skip
 
     choose = tiled & ~grid_known
     if choose.any():
@@ -277,6 +282,11 @@ def kernel_terms(
             terms[k][rows] = v
     if row_work is not None:
         add_pass_terms(terms, row_work, gpu, idealize)
+    # Scalar-loop reductions with few blocks: dependent load steps (archsim.perf.memory_parallelism).
+    resident = blocks_per_sm(threads, registers, shared, gpu)
+    steps = step_floor(ops, (blocks, threads, resident), dram_bytes, gpu, idealize)
+    if steps is not None:
+        terms["lat"] = np.maximum(terms["lat"], steps)
     return terms
 
 
@@ -289,11 +299,6 @@ def kernel_terms(
 # x block 256 and 9.69e10 FLOPs is 296 workgroups (as 75,776 tiles of 320 x 224 outputs its depth
 # would be 9, less than one 64-deep tile step), while Cijk_..._MT64x64x128 with grid 256 and 8.6e9
 # FLOPs is 256 workgroups (as one, a 64 x 64 tile 1M deep). So a grid is read as work-items only
-    # Scalar-loop reductions with few blocks: dependent load steps (archsim.perf.memory_parallelism).
-    resident = blocks_per_sm(threads, registers, shared, gpu)
-    steps = step_floor(ops, (blocks, threads, resident), dram_bytes, gpu, idealize)
-    if steps is not None:
-        terms["lat"] = np.maximum(terms["lat"], steps)
 # for names with no C++ scope whose grid is a whole number of blocks, and, when the kernel has
 # FLOPs and a tile in its name (MT64x64x128, bt128x256x32), only if read as blocks its depth would
 # be shallower than one tile step. Without FLOPs (no shapes; mi210_gpu_only's MIOpen igemm kernels)
@@ -409,7 +414,8 @@ def _terms(
     padding: np.ndarray | float = 1.0,
 ) -> dict[str, np.ndarray]:
     """``padding`` (>= 1): outputs the launched tiles compute over the op's outputs; the busiest SM
-    runs whole tiles, ragged or not (1 for traced launches, whose grid is as measured)."""
+    runs whole tiles, ragged or not (traced launches: archsim.perf.tile_padding reads it from the
+    kernel's tile and the op's dims; the tile search below sets it for launches without a grid)."""
     n_ops = len(flops)
     n_sms = gpu.sms
     resident_limit = blocks_per_sm(threads, registers, shared, gpu)
