@@ -115,7 +115,9 @@ ARCHS: dict[str, GpuArch] = {
         # AMD Instinct MI210 datasheet: 104 CUs, 1700 MHz, 22.6 FP32 vector / 45.3 FP32 matrix and
         # packed / 181 FP16 matrix TFLOP/s (181e12 / (104 x 1700e6) = 1024), HBM2e 1638.4 GB/s; CDNA2
         # whitepaper: 8 MB L2 per GCD, 32 channels x 128 B/clk = 4096 B/clk (6963 GB/s at 1700 MHz);
-        # packed FP16 vector 256 per CU per clock; no TF32; no Infinity Cache.
+        # packed FP16 vector 256 per CU per clock; no TF32; no Infinity Cache. One GCD of an MI250
+        # (MI250 datasheet: 208 CUs, 1700 MHz, HBM2e 3.2768 TB/s, 128 GB over 2 GCDs) has the same
+        # figures, as fixture mi250_mlp_train's deviceProperties say (104 CUs, 64 GB per device).
         GpuArch("gfx90a", "CDNA2 (MI200)", 256, 256, 1024, False, 1700, 104, 1638.4, 8, 6963,
                 "mi210", "MI210 datasheet; CDNA2 whitepaper"),
         # AMD Instinct MI300X datasheet: 304 CUs, 2100 MHz, 163.4 FP32 matrix / 1307.4 dense FP16
