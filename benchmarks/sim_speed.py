@@ -13,12 +13,19 @@ tiny synthetic DQN-like trace the tests build. Pacing as ``archsim simulate`` se
 replay ratio) or none (``--replay-ratio none``: the actors run free, many more env steps per
 simulated second). Prints figures; asserts nothing (timings vary with the machine's load).
 
+Engines: ``auto`` (the exact fast paths) for --sim-seconds (8 s; 2 s above 1,024 actors, what the
+run-time bound allows unpaced), and ``steady`` (archsim.sim.steady: exact runs of short windows, the
+rest extrapolated at their steady rates) for --steady-seconds (60 s, issue 17's example). A steady
+row's steps are the steps its result stands for (its env steps/s x the simulated seconds asked).
+
     python benchmarks/sim_speed.py [--sim-seconds 8] [--actors 256 4096] [--pacing trace none]
+        [--engine auto steady] [--steady-seconds 60]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import subprocess
 import sys
@@ -78,7 +85,11 @@ def one_run(args: argparse.Namespace) -> None:
     hw = load_hw(args.hw)
     pacing = {} if args.pacing == "trace" else {"replay_ratio": None}
     config = SimConfig(
-        actors=args.actors, sim_seconds=args.sim_seconds, cpu_sched=args.cpu_sched, **pacing
+        actors=args.actors,
+        sim_seconds=args.sim_seconds,
+        cpu_sched=args.cpu_sched,
+        engine=args.engine[0],
+        **pacing,
     )
     batch = trace_learner_batch(trace)
     config, _ = resolve_pacing(trace, config.replace(learner_batch=batch))
@@ -94,8 +105,11 @@ def one_run(args: argparse.Namespace) -> None:
     print(json.dumps(row))
 
 
-def child(args: argparse.Namespace, actors: int, sched: str, pacing: str, seconds: float) -> dict:
+def child(
+    args: argparse.Namespace, actors: int, sched: str, pacing: str, seconds: float, engine: str
+) -> dict:
     command = [sys.executable, __file__, "--one", "--actors", str(actors), "--cpu-sched", sched]
+    command += ["--engine", engine]
     command += ["--pacing", pacing, "--sim-seconds", str(seconds), "--hw", args.hw]
     if args.trace is not None:
         command += ["--trace", str(args.trace)]
@@ -120,10 +134,24 @@ def main() -> None:
     parser.add_argument("--actors", type=int, nargs="+", default=[256, 4096])
     parser.add_argument("--pacing", nargs="+", default=["trace", "none"], choices=["trace", "none"])
     parser.add_argument("--cpu-sched", nargs="+", default=["pinned", "shared"])
+    parser.add_argument(
+        "--engine",
+        nargs="+",
+        default=["auto", "steady"],
+        choices=["auto", "fast", "simpy", "steady"],
+        help="engines to time (steady: archsim.sim.steady, run for --steady-seconds)",
+    )
+    parser.add_argument(
+        "--steady-seconds",
+        type=float,
+        default=60.0,
+        help="simulated seconds of the steady engine's rows (issue 17's example: 60)",
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         args.actors, args.cpu_sched, args.pacing = args.actors[0], args.cpu_sched[0], args.pacing[0]
+        args.engine = args.engine[:1]
         one_run(args)
         return
     print(
@@ -131,17 +159,19 @@ def main() -> None:
         "simulated env steps; per second of wall / of the run's own CPU time"
     )
     header = (
-        f"{'pacing':>6} {'actors':>6} {'cpu':>6} {'path':>11} {'sim s':>5} {'steps':>10} "
+        f"{'pacing':>6} {'actors':>6} {'cpu':>6} {'path':>13} {'sim s':>5} {'steps':>10} "
         f"{'archsim/wall':>12} {'archsim/cpu':>11} {'bare/cpu':>10} {'ratio':>6} "
         f"{'MB 1/4':>6} {'MB':>6}"
     )
     printed = False
     for pacing in args.pacing:
         for actors in args.actors:
-            for sched in args.cpu_sched:
+            for sched, engine in itertools.product(args.cpu_sched, args.engine):
                 seconds = args.sim_seconds if actors <= 1024 else args.sim_seconds_large
-                long = child(args, actors, sched, pacing, seconds)
-                brief = child(args, actors, sched, pacing, seconds / 4)
+                if engine == "steady":
+                    seconds = args.steady_seconds
+                long = child(args, actors, sched, pacing, seconds, engine)
+                brief = child(args, actors, sched, pacing, seconds / 4, engine)
                 if not printed:
                     print(f"trace: {long['trace']}")
                     print(header)
@@ -151,7 +181,7 @@ def main() -> None:
                 bare_rate = steps / bare_cpu
                 rate = steps / long["cpu_s"]
                 print(
-                    f"{pacing:>6} {actors:>6} {sched:>6} {long['path']:>11} {seconds:>5g} "
+                    f"{pacing:>6} {actors:>6} {sched:>6} {long['path']:>13} {seconds:>5g} "
                     f"{steps:>10,} {steps / long['wall_s']:>12,.0f} {rate:>11,.0f} "
                     f"{bare_rate:>10,.0f} {rate / bare_rate:>6.2f} {brief['peak_mb']:>6.0f} "
                     f"{long['peak_mb']:>6.0f}"

@@ -143,7 +143,7 @@ def check_knob_ranges(config) -> None:
         )
 
 
-def _step_rates(times, machine, config, learner_batch: int) -> tuple[float, float, float]:
+def step_rate_bounds(times, machine, config, learner_batch: int) -> tuple[float, float, float]:
     """(actor steps/s, learner steps/s, extra steps) that bound a run from above: actors step at
     most as fast as their env-step CPU work on the fastest thread allows, on at most as many threads
     as there are; the learner at most once per its step's CPU or GPU time, and (paced) at most its
@@ -171,8 +171,8 @@ def _step_rates(times, machine, config, learner_batch: int) -> tuple[float, floa
 
 
 def simulated_steps_bound(times, machine, config, learner_batch: int) -> float:
-    """Upper bound of the actor and learner steps ``config.sim_seconds`` can hold (_step_rates)."""
-    actor_rate, learner_rate, extra = _step_rates(times, machine, config, learner_batch)
+    """Upper bound of the actor and learner steps ``config.sim_seconds`` can hold (step_rate_bounds)."""
+    actor_rate, learner_rate, extra = step_rate_bounds(times, machine, config, learner_batch)
     return config.sim_seconds * (actor_rate + learner_rate) + extra
 
 
@@ -184,7 +184,7 @@ def step_cpu_us(actors: int) -> float:
 def check_simulated_work(times, machine, config, learner_batch: int) -> None:
     """Refuse a run whose simulated steps could take more than MAX_RUN_CPU_S of simulator CPU,
     saying how many simulated seconds fit."""
-    actor_rate, learner_rate, extra = _step_rates(times, machine, config, learner_batch)
+    actor_rate, learner_rate, extra = step_rate_bounds(times, machine, config, learner_batch)
     steps = config.sim_seconds * (actor_rate + learner_rate) + extra
     if not math.isfinite(steps):
         raise ArchsimError(
