@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from archsim.sim import system as system_mod
 from archsim.sim.config import SimConfig
 from archsim.sim.run import simulate_system
-from archsim.sim.system import ActorStreams
+from archsim.sim.system import ActorStreams, seed_words
 from tests.test_sim_support import machine, service_times
 
 
@@ -41,6 +41,24 @@ def test_chunked_integer_draws_continue_one_sequence(n, seed, chunks):
     rng = np.random.Generator(np.random.PCG64(seed))
     parts = np.concatenate([rng.integers(0, n, size=k) for k in chunks])
     assert np.array_equal(parts, whole)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 2**32 - 1, 2**32, 2**64 - 1]),
+    actors=st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=8),
+)
+def test_seed_words_are_numpys_seed_sequence_children(seed, actors):
+    # The actors' generators are seeded from words computed for all actors at once: they must be
+    # numpy's SeedSequence words, child by child, so every stream is the one spawn() gives.
+    got = seed_words(seed, np.asarray(actors, dtype=np.uint32))
+    want = [
+        np.random.SeedSequence(seed, spawn_key=(a,)).generate_state(4, np.uint64) for a in actors
+    ]
+    assert np.array_equal(got, np.stack(want))
+    spawned = np.random.SeedSequence(seed).spawn(3)
+    first = seed_words(seed, np.arange(3, dtype=np.uint32))
+    assert np.array_equal(first, np.stack([c.generate_state(4, np.uint64) for c in spawned]))
 
 
 @settings(max_examples=80, deadline=None)
