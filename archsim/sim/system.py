@@ -281,9 +281,7 @@ class ActorStreams:
         rng = self.private[actor]
         if rng is None:
             kept, pos = self.kept, self.pos[actor]
-            prefix = kept.values[actor]
-            if pos < len(prefix):  # another run of these streams drew further meanwhile
-                return prefix, pos
+            prefix = kept.values[actor]  # read up to its end (an earlier run's draws too)
             room = self.keep_values - kept.held
             if room > 0:  # extend the kept prefix in place: later runs read it too
                 steps = min(_chunk_after(pos), room)
