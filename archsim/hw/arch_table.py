@@ -101,8 +101,9 @@ ARCHS: dict[str, GpuArch] = {
                 "l4", "Ada whitepaper; L4 datasheet", geforce_tensor_factor=0.5),
         # NVIDIA H100 datasheet (SXM5): 132 SMs, 1980 MHz boost, 66.9 FP32 / 133.8 FP16 / 989 dense
         # tensor TFLOP/s (989e12 / (132 x 1980e6) = 3784 per SM per clock), HBM3 3350 GB/s, 50 MB L2.
-        # L2 bandwidth: A100's 32.6 B per SM per clock x 132 x 1980 MHz = 8512 GB/s.
-        GpuArch("sm_90", "Hopper GH100", 256, 512, 3784, True, 1980, 132, 3350, 50, 8512,
+        # L2 bandwidth measured on the same die: te42kyfo/gpu-benches gpu-l2-cache/h200.txt, 9780 GB/s
+        # (median over 8-40 MB data sets; hwconfigs/dgx-h100.yaml).
+        GpuArch("sm_90", "Hopper GH100", 256, 512, 3784, True, 1980, 132, 3350, 50, 9780,
                 "dgx-h100", "H100 datasheet; Hopper whitepaper"),
         # NVIDIA HGX B200 datasheet, per GPU: 75 FP32 TFLOP/s, 2.25 dense FP16 tensor PFLOP/s, HBM3e
         # 8 TB/s; 148 SMs (2 dies x 74). Clock: 75e12 / (148 x 256) = 1979 MHz (128 FP32 cores per SM
