@@ -51,6 +51,7 @@ from archsim.perf.blocks import (
 from archsim.perf.columns import by_unique
 from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
+from archsim.perf.conv_channels import channel_padding
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
 from archsim.perf.memory_parallelism import step_floor
 from archsim.perf.occupancy import blocks_per_sm
@@ -241,6 +242,9 @@ def kernel_terms(
     if row_work is not None:
         dram_bytes = dram_bytes + row_work.extra_dram
     rate, tensor = math_units(ops, gpu)
+    # Tensor-core convolutions multiply zero-padded channels too (archsim.perf.conv_channels).
+    channel_factor, channel_bytes = channel_padding(ops, tensor)
+    flops, dram_bytes = flops * channel_factor, dram_bytes + channel_bytes
     size = element_bytes(_strings(ops, "dtype"))
     grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
     tiled = tiled_engine(_name_view(ops), grid_known, _column(ops, "flops"))

@@ -29,6 +29,8 @@ _CONV_ARGS: dict[str, tuple[int, int, int, int | None, int | None]] = {
     "_slow_conv2d_forward": (4, 5, None, None, None),
     "thnn_conv2d": (4, 5, None, None, None),
 }
+# Launching-op names of forward convolutions (input arg 0, weight arg 1), as kernels record them.
+FORWARD_CONV_OPS: frozenset[str] = frozenset(f"aten::{name}" for name in _CONV_ARGS)
 
 
 def _seq(value: Any, n: int, default: int) -> list[int]:
