@@ -64,6 +64,9 @@ class GpuConfig(_Strict):
     # term. None = no DRAM term (the SMs then take the whole dynamic budget).
     dram_pj_per_bit: float | None = Field(default=None, ge=0)
     dram_latency_ns: float = Field(gt=0)
+    # Load-to-use latency of an L2 hit (a pointer chase within L2), for the model's dependent on-chip
+    # round trips (archsim.perf.passes.l2_hit_seconds). None = Volta's 193 cycles at clock_mhz.
+    l2_latency_ns: float | None = Field(default=None, gt=0)
     l2_size_mb: float = Field(gt=0)
     l2_bw_gbs: float = Field(gt=0)
     max_threads_per_sm: int = Field(ge=1)

@@ -55,7 +55,7 @@ from archsim.perf.blocks import element_bytes
 from archsim.perf.columns import by_unique
 from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
-from archsim.perf.passes import L2_HIT_CYCLES
+from archsim.perf.passes import l2_hit_seconds
 
 # (kernel-name pattern, elements each thread loads per dependent step, row = op's first input),
 # first match wins; see the module docstring for the source lines.
@@ -144,7 +144,7 @@ def dependent_step_seconds(
     concurrent = np.minimum(blocks, gpu.sms * np.maximum(resident_per_sm, 1.0))
     waves = np.ceil(blocks / concurrent)
     dram_s = 0.0 if "dram_latency" in idealize else gpu.dram_latency_ns * 1e-9
-    l2_s = 0.0 if "memory_system" in idealize else L2_HIT_CYCLES * 1e-6 / gpu.clock_mhz
+    l2_s = 0.0 if "memory_system" in idealize else l2_hit_seconds(gpu)
     trips = np.where(active, np.asarray(l2_trips, dtype=float), 0.0)
     return waves * (steps * dram_s + trips * l2_s)
 

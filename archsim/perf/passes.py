@@ -58,13 +58,22 @@ ROW_PASS_KERNELS: tuple[tuple[str, int], ...] = (
 )
 
 # Load latencies on a hit, in SM clock cycles: Jia et al. 2018, "Dissecting the NVIDIA Volta GPU
-# Architecture via Microbenchmarking" (arXiv:1804.06826), V100: L1 hit 28 cycles, L2 hit 193 cycles;
-# taken for every generation (no per-generation figures are held).
+# Architecture via Microbenchmarking" (arXiv:1804.06826), V100: L1 hit 28 cycles, L2 hit 193 cycles.
+# The L1 figure is taken for every generation; the L2 one only where a config has no measured
+# ``gpu.l2_latency_ns`` (its preset cites the pointer chase it comes from).
 L1_HIT_CYCLES = 28
 L2_HIT_CYCLES = 193
 # L1 per CU on AMD CDNA, separate from the 64 KB LDS (unlike NVIDIA's unified L1/shared memory, whose
 # size the config's shared_mem_per_sm_kb bounds): CDNA2 whitepaper 16 KB, CDNA3 whitepaper 32 KB.
 CDNA2_L1_KB, CDNA3_L1_KB = 16, 32
+
+
+def l2_hit_seconds(gpu: GpuConfig) -> float:
+    """Seconds of one dependent L2 hit: the config's measured ``l2_latency_ns``, else Volta's
+    L2_HIT_CYCLES at the config's clock (so configs without the field load and price as before)."""
+    if gpu.l2_latency_ns is not None:
+        return gpu.l2_latency_ns * 1e-9
+    return L2_HIT_CYCLES * 1e-6 / gpu.clock_mhz
 
 
 def row_passes(names: pd.Series) -> np.ndarray:
@@ -111,7 +120,7 @@ def reread_terms(
 
     cycle_s = 1e-6 / gpu.clock_mhz
     dram_s = 0.0 if "dram_latency" in idealize else gpu.dram_latency_ns * 1e-9
-    on_chip_s = np.where(in_l1, L1_HIT_CYCLES, L2_HIT_CYCLES) * cycle_s
+    on_chip_s = np.where(in_l1, L1_HIT_CYCLES * cycle_s, l2_hit_seconds(gpu))
     if "memory_system" in idealize:
         on_chip_s = np.zeros_like(on_chip_s)
     reread_s = np.where(in_l1 | in_l2, on_chip_s, dram_s)
@@ -175,6 +184,7 @@ __all__ = [
     "L1_HIT_CYCLES",
     "L2_HIT_CYCLES",
     "ROW_PASS_KERNELS",
+    "l2_hit_seconds",
     "reread_terms",
     "row_passes",
 ]
