@@ -27,6 +27,7 @@ from archsim.perf.blocks import (
 from archsim.trace import flops as flops_mod
 from archsim.trace.kineto import op_shapes
 from archsim.trace.link import ancestors_table
+from archsim.trace.norm_traffic import norm_split
 
 _LEGACY_CONV_BACKWARD = "::cudnn_convolution_backward"
 # Autograd nodes of convolutions (CudnnConvolutionBackward, ConvolutionBackward0, ...).
@@ -54,6 +55,14 @@ def launch_threads(ops: pd.DataFrame) -> np.ndarray:
     return np.stack([np.where(known, product("grid"), 0.0), product("block")])
 
 
+def launch_block_x(ops: pd.DataFrame) -> np.ndarray:
+    """blockDim.x of each kernel (1 where the trace records none)."""
+    if "block_x" not in ops.columns:
+        return np.ones(len(ops))
+    values = pd.to_numeric(ops["block_x"], errors="coerce").to_numpy(dtype=float)
+    return np.maximum(np.nan_to_num(values, nan=1.0), 1.0)
+
+
 def _element_bytes(dtype: str) -> float:
     return float(DTYPE_BYTES.get(dtype.replace("torch.", ""), DEFAULT_DTYPE_BYTES))
 
@@ -63,6 +72,7 @@ def split_op(
     names: list[str],
     blocks: np.ndarray,
     threads: np.ndarray,
+    columns: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(FLOPs, bytes read, bytes written, shares the op's cost) of each kernel one op launched, in
     launch order, from the model alone (no measured duration), by these rules:
@@ -82,6 +92,11 @@ def split_op(
       ops, the one-block final stage of a two-stage reduction (after a multi-block kernel of the op):
       it reduces the partials, one per block of the stage before it, so it reads that many
       elements (and adds them: one FLOP each) and writes at most that, not a share of the input.
+    - Normalization ops of several kernels (a kernel named in archsim.trace.norm_traffic): each
+      kernel's bytes are what its code reads and writes (a statistics kernel reads the whole input,
+      then the element-wise kernel reads it again), so together they move more than the op's
+      nominal bytes; FLOPs are shared by launch size as above. ``columns`` (blocks x blockDim.x of
+      each launch; blocks x threads when not given) sizes their per-column results.
     The shares sum to the op's total where its work is all in its main (or stage-one) kernels."""
     n = len(names)
     blocks = np.asarray(blocks, dtype=float)
@@ -90,6 +105,15 @@ def split_op(
     sharing = np.ones(n, dtype=bool)
     element = _element_bytes(cost.dtype)
     allowed = flops_mod.MAIN_KERNEL_CLASSES.get(cost.op_class)
+    norm = None
+    if n > 1 and allowed is None:
+        cols = size if columns is None else np.asarray(columns, dtype=float)
+        norm = norm_split(
+            names, blocks, threads, cols, cost.bytes_read, cost.bytes_written, element
+        )
+    if norm is not None:
+        weight = size / size.sum() if (size > 0).all() else np.full(n, 1 / n)
+        return cost.flops * weight, norm[0], norm[1], sharing
     if allowed is not None:
         auxiliary = np.array([bool(_AUXILIARY.search(name.lower())) for name in names], dtype=bool)
         engine = np.array([flops_mod.kernel_class(name) in allowed for name in names], dtype=bool)
@@ -239,9 +263,12 @@ def gpu_costs(
     names = ops["name"].to_numpy(dtype=object)
     name_class = np.array([flops_mod.kernel_class(n) for n in names], dtype=object)
     blocks, threads = launch_threads(ops)
+    columns = blocks * launch_block_x(ops)
     for p, rows in _groups(formula_pos):
         cost = cache[p]
-        f, r, w, share = split_op(cost, names[rows].tolist(), blocks[rows], threads[rows])
+        f, r, w, share = split_op(
+            cost, names[rows].tolist(), blocks[rows], threads[rows], columns[rows]
+        )
         flops[rows], read[rows], written[rows] = f, r, w
         has[rows] = True  # the launching op has a formula; split_op placed its work
         dtype[rows] = cost.dtype
@@ -260,7 +287,9 @@ def gpu_costs(
             sized[i] = op_pos[i]
     for p, rows in _groups(sized):
         cost = cache[p]
-        _, r, _, _ = split_op(cost, names[rows].tolist(), blocks[rows], threads[rows])
+        _, r, _, _ = split_op(
+            cost, names[rows].tolist(), blocks[rows], threads[rows], columns[rows]
+        )
         read[rows] = r
         dtype[rows] = cost.dtype
     # Memcpy / memset: measured bytes (CUDA "bytes"; ROCm: the runtime call's "size").
