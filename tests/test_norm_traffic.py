@@ -29,6 +29,13 @@ RUNNING = (
     "at::native::batch_norm_update_stats_and_invert(...)::{lambda()#1}>"
 )
 TRANSFORM = "void at::native::batch_norm_transform_input_kernel<float, float, float, true, int>"
+# PyTorch's element-wise gpu_kernel inside group norm's backward, as named in the MI300X trace
+GROUP_NORM_BACKWARD = (
+    "void at::native::elementwise_kernel_manual_unroll<128, 4, at::native::gpu_kernel_impl_nocast<"
+    "at::native::(anonymous namespace)::GroupNormBackwardKernelImplInternal<float>(at::Tensor "
+    "const&, at::Tensor const&, at::Tensor const&, at::Tensor const&, at::Tensor const&, long, "
+    "long, long, long, at::Tensor&, at::Tensor&, at::Tensor&)::{{lambda({operands})#1}}>"
+)
 GRAD_INPUT = (
     "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel<float, float, false>"
 )
@@ -124,6 +131,30 @@ def test_group_norm_kernels_do_not_match_layer_norm_gamma_beta() -> None:
     )
 
 
+def test_group_norm_backward_by_hand() -> None:
+    """native_group_norm_backward on [8, 16, 32, 32] fp32, G = 4, with gamma: dY and X 524,288 B
+    each, mean and rstd 2 x 8 x 4 x 4 B, gamma 64 B: 1,048,896 B read; dX 524,288 B plus dgamma and
+    dbeta 2 x 64 B written. ComputeInternalGradients (one block per (n, c): 128) reads dY and X and
+    writes ds, db (2 x 128 x 4 B); the 2-operand gpu_kernel (c1 = rstd x gamma, 1 block of 128)
+    and the fused-parameter and gamma/beta kernels move their own grids; the 5-operand gpu_kernel
+    (256 blocks of 128) reads dY and X again and writes dX."""
+    op_read, op_written = 2 * 524_288.0 + 256.0 + 64.0, 524_288.0 + 128.0
+    cost = OpCost("reduction", 0.0, op_read, op_written, True, "float32")
+    names = [
+        "void at::native::(anonymous namespace)::ComputeInternalGradientsCUDAKernel<float>",
+        GROUP_NORM_BACKWARD.format(operands="float, float"),
+        "void at::native::(anonymous namespace)::ComputeBackwardFusedParamsCUDAKernel<float>",
+        GROUP_NORM_BACKWARD.format(operands="float, float, float, float, float"),
+        "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernel1<float>",
+    ]
+    blocks = np.array([128.0, 1.0, 32.0, 256.0, 1.0])
+    threads = np.array([512.0, 128.0, 64.0, 128.0, 256.0])
+    _, read, written, _ = split_op(cost, names, blocks, threads, blocks * threads)
+    # own grids: 1 x 128 x 4 x 4 B = 2,048; 32 x 64 x 4 x 4 B = 32,768; 1 x 256 x 4 x 4 B = 4,096
+    assert read.tolist() == [op_read, 2_048.0, 32_768.0, op_read, 4_096.0]
+    assert written.tolist() == [1_024.0, 2_048.0, 32_768.0, op_written, 4_096.0]
+
+
 # One concrete name per kernel of NORM_KERNEL_TRAFFIC that sweeps the op's inputs.
 INPUT_READERS = [
     STATS,
@@ -141,6 +172,7 @@ INPUT_READERS = [
     "cuComputePartGradGammaBeta<float, float, true>",
     "MIOpenBatchNormFwdTrainSpatialMeanVariance",
     "MIOpenBatchNormFwdTrainSpatialNorm",
+    GROUP_NORM_BACKWARD.format(operands="float, float, float, float, float"),
 ]
 
 
@@ -200,6 +232,8 @@ def _normalization_ops():
         "GammaBetaBackwardSimpleCUDAKernel",
         "MIOpenBatchNormFwdTrainSpatialMeanVariance",
         "MIOpenBatchNormFwdTrainSpatialNorm",
+        "GroupNormKernelImplInternal<float>",
+        "float, float, float, float, float)#",  # group norm backward's apply
     ],
 )
 def test_fixture_sweeping_kernels_read_the_whole_first_input(kernel: str) -> None:

@@ -37,18 +37,19 @@ src/kernels/MIOpenBatchNormFwdTrainSpatial.cl):
   loops over all M rows of dY and X, writes ``dg[j]``, ``db[j]``), ``cuComputePartGradGammaBeta``
   (reads dY and X, writes ``part_grad_gamma`` and ``part_grad_beta``, one row per blockIdx.y) and
   ``cuComputeGradGammaBeta`` (sums those partials into dgamma and dbeta).
-- group_norm_kernel.cu ``RowwiseMomentsCUDAKernel`` (one block per (sample, group)) and
+- group_norm_kernel.cu ``RowwiseMomentsCUDAKernel`` (one block per (sample, group)),
   ``ComputeInternalGradientsCUDAKernel`` (``nc = blockIdx.x``: reads dY and X, writes ``ds[nc]``,
-  ``db[nc]``).
+  ``db[nc]``), and the ``gpu_kernel`` calls of ``GroupNormKernelImplInternal`` (``[](T x, T_ACC a,
+  T_ACC b)``: reads X, writes Y) and ``GroupNormBackwardKernelImplInternal`` (``[](T dy, T x, T_ACC
+  c1, T_ACC c2, T_ACC c3)``: reads dY and X, writes dX; its ``[](T_ACC rstd, T gamma)`` forms c1
+  over N x C only), told apart in the kernel name by their lambda's operand count.
 - MIOpen's multi-kernel spatial batch norm: ``...MeanVariance`` reads its slice of the input and
   stashes a mean and variance per workgroup, ``...FinalMeanVariance`` reads those stashes and writes
   the channel's mean and inverse variance, ``...Norm`` reads the input and writes the output.
 
-Kernels of such an op that the table does not name (PyTorch's element-wise ``gpu_kernel`` that
-applies group norm, parameter kernels of a few channels) move their own grid's elements, read once
-and written once (ELEMENTS_PER_THREAD per thread, PyTorch's element-wise launch), as auxiliary
-kernels of a GEMM do; an element-wise kernel that reads two inputs (group norm's backward applies
-dY and X) is undercounted by one input.
+Kernels of such an op that the table does not name (parameter kernels of a few channels, running
+statistics updates) move their own grid's elements, read once and written once
+(ELEMENTS_PER_THREAD per thread, PyTorch's element-wise launch), as auxiliary kernels of a GEMM do.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ import numpy as np
 
 from archsim.perf.blocks import ELEMENTS_PER_THREAD
 
+GROUP_NORM_APPLY = (
+    r"GroupNorm(?:Backward)?KernelImplInternal<[^>]*>\([^)]*\)::\{lambda\((?:[\w:]+, ){2,}"
+)
 # (kernel-name pattern, reads, writes, values per row or column), first match wins; see the
 # module docstring for each kernel's source.
 NORM_KERNEL_TRAFFIC: tuple[tuple[str, str, str, int], ...] = (
@@ -69,6 +73,9 @@ NORM_KERNEL_TRAFFIC: tuple[tuple[str, str, str, int], ...] = (
     (r"batch_norm_backward_kernel", "inputs", "output", 0),
     (r"RowwiseMomentsCUDAKernel", "inputs", "rows", 2),
     (r"ComputeInternalGradientsCUDAKernel", "inputs", "rows", 2),
+    # group norm's apply: a gpu_kernel lambda of 3+ operands (x, a, b forward; dy, x, c1-c3
+    # backward) over the whole activation; its 2-operand one (rstd x gamma) covers N x C only
+    (GROUP_NORM_APPLY, "inputs", "output", 0),
     (r"LayerNormForwardCUDAKernel|vectorized_layer_norm_kernel", "inputs", "output", 0),
     (r"layer_norm_grad_input_kernel", "inputs", "output", 0),
     # layer norm's, not group norm's GammaBetaBackwardCUDAKernel1/2 (a few channels' sums)
@@ -123,4 +130,4 @@ def norm_split(
     return read, written
 
 
-__all__ = ["NORM_KERNEL_TRAFFIC", "kernel_traffic", "norm_split"]
+__all__ = ["GROUP_NORM_APPLY", "NORM_KERNEL_TRAFFIC", "kernel_traffic", "norm_split"]
