@@ -60,6 +60,8 @@ import numpy as np
 
 from archsim.perf.blocks import ELEMENTS_PER_THREAD
 
+# PyTorch names a gpu_kernel by its lambda: "GroupNormKernelImplInternal<float>(...)::{lambda(float,
+# float, float)#2}"; three or more operands mark the apply over the whole activation.
 GROUP_NORM_APPLY = (
     r"GroupNorm(?:Backward)?KernelImplInternal<[^>]*>\([^)]*\)::\{lambda\((?:[\w:]+, ){2,}"
 )
