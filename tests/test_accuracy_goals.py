@@ -44,7 +44,7 @@ def _miss(reason: str):
             "mi300x_normalization_bench.json.gz",
             marks=_miss("total -46.9% (few-block reductions priced at the floor)"),
         ),
-        pytest.param("h100_timesformer_inference.json.gz", marks=_miss("total -28.3%")),
+        pytest.param("h100_timesformer_inference.json.gz", marks=_miss("total -38.5%")),
         pytest.param("mi300x_sd35_inference.json.gz", marks=_miss("total -21.8%")),
         pytest.param("mi250_mlp_train.json.gz", marks=_miss("total -63.8% (kernel floor)")),
     ],
@@ -60,7 +60,9 @@ def test_model_only_total_within_20_percent(name: str) -> None:
     [
         ("v100_resnet50_train_2021.json.gz", None),  # met: 29.8%
         ("mi300x_normalization_bench.json.gz", "50%"),
-        ("h100_timesformer_inference.json.gz", None),  # met: 28.8% (was 36%: Hopper L2 bandwidth)
+        # 28.8% with the 500-ns DRAM latency guess; 34% with the measured GH200 pointer chase (343 ns,
+        # dgx-h100.yaml): its latency-bound kernels sit near the 30% line
+        ("h100_timesformer_inference.json.gz", "34%"),
         ("mi300x_sd35_inference.json.gz", "45%"),
         ("mi250_mlp_train.json.gz", "51%"),
     ],

@@ -47,15 +47,15 @@ def test_row_in_l1_costs_no_extra_traffic_only_latency() -> None:
         H100.gpu, "hopper", frozenset(),
     )  # fmt: skip
     assert extra_dram[0] == 0 and extra_l2[0] == 0
-    # one wave: a DRAM round trip (dgx-h100's 375 ns) + two L1 hits (28 cycles at 1980 MHz = 14.14 ns each)
-    assert latency[0] == pytest.approx(375e-9 + 2 * 28 / 1980e6)
+    # one wave: a DRAM round trip (dgx-h100's 343 ns) + two L1 hits (28 cycles at 1980 MHz = 14.14 ns each)
+    assert latency[0] == pytest.approx(343e-9 + 2 * 28 / 1980e6)
 
 
 def test_row_beyond_l1_rereads_from_l2_or_dram() -> None:
     gpu = H100.gpu
     # 132 blocks, 1 per SM, 300 KB rows: beyond 228 KB of L1; 132 x 300 KB = 39.6 MB fits the 50 MB
-    # L2, so the two re-reads come from L2: 2 x 39.6 MB of L2 traffic, latency 375 ns + 2 L2 hits of
-    # dgx-h100's l2_latency_ns (134 ns).
+    # L2, so the two re-reads come from L2: 2 x 39.6 MB of L2 traffic, latency 343 ns + 2 L2 hits of
+    # dgx-h100's l2_latency_ns (141.5 ns).
     read = 132 * 300e3
     extra_dram, extra_l2, latency = reread_terms(
         np.array([3.0]), np.array([read]), np.array([132.0]), np.array([1.0]), gpu, "hopper",
@@ -63,7 +63,7 @@ def test_row_beyond_l1_rereads_from_l2_or_dram() -> None:
     )  # fmt: skip
     assert extra_dram[0] == 0
     assert extra_l2[0] == pytest.approx(2 * read)
-    assert latency[0] == pytest.approx(375e-9 + 2 * 134e-9)
+    assert latency[0] == pytest.approx(343e-9 + 2 * 141.5e-9)
     # 400 KB rows: 132 x 400 KB = 52.8 MB > 50 MB of L2: both re-reads go to DRAM, 3 DRAM round trips
     read = 132 * 400e3
     extra_dram, extra_l2, latency = reread_terms(
@@ -71,7 +71,7 @@ def test_row_beyond_l1_rereads_from_l2_or_dram() -> None:
         frozenset(),
     )  # fmt: skip
     assert extra_dram[0] == pytest.approx(2 * read) and extra_l2[0] == 0
-    assert latency[0] == pytest.approx(3 * 375e-9)
+    assert latency[0] == pytest.approx(3 * 343e-9)
 
 
 def test_softmax_bytes_golden_through_the_kernel_model() -> None:
@@ -90,12 +90,12 @@ def test_softmax_bytes_golden_through_the_kernel_model() -> None:
 
 def test_passes_add_latency_to_transfer() -> None:
     # cunn_SoftMaxForward, 528 blocks of 1024 threads x 32 registers: 2 per SM, two waves of 8 KB
-    # rows (in L1). Its blocks wait at each pass's barrier: per wave 375 ns + 2 x 14.14 ns of round
-    # trips, plus the transfer 2 x 4.33 MB / (3350 GB/s x 0.82) = 3.149 us: 3.956 us in all.
+    # rows (in L1). Its blocks wait at each pass's barrier: per wave 343 ns + 2 x 14.14 ns of round
+    # trips, plus the transfer 2 x 4.33 MB / (3350 GB/s x 0.82) = 3.149 us: 3.892 us in all.
     read = 528 * 8192.0
     ops = _kernel(SOFTMAX, read, 528)
-    expected = 2 * (375e-9 + 2 * 28 / 1980e6) + 2 * read / (3350e9 * 0.82)
-    assert expected == pytest.approx(3.956e-6, rel=1e-3)
+    expected = 2 * (343e-9 + 2 * 28 / 1980e6) + 2 * read / (3350e9 * 0.82)
+    assert expected == pytest.approx(3.892e-6, rel=1e-3)
     assert kernel_terms(ops, H100.gpu, frozenset(), H100.name)["lat"][0] == pytest.approx(expected)
     assert body_seconds(ops, H100)[0] == pytest.approx(expected)
     # the one-pass warp softmax on the same bytes is bandwidth-bound: the larger term, not the sum

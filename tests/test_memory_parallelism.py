@@ -1,7 +1,7 @@
 """Dependent load steps of scalar-loop reduction kernels (archsim.perf.memory_parallelism).
 
-Worked by hand on the mi300x preset: 304 CUs, 2100 MHz, 2048 threads per CU, DRAM latency 390 ns,
-kernel floor 2.0 us; L2 hit 193 cycles (Jia et al. 2018) = 193 / 2100 MHz = 91.9 ns."""
+Worked by hand on the mi300x preset: 304 CUs, 2100 MHz, 2048 threads per CU, DRAM latency 434 ns,
+kernel floor 2.0 us; L2 hit (its l2_latency_ns, 213 cycles at 2100 MHz) 101.4 ns."""
 
 from __future__ import annotations
 
@@ -55,11 +55,11 @@ def test_step_counts_from_kernel_names() -> None:
 def test_small_grid_statistics_kernel_pays_its_dependent_steps() -> None:
     # batch_norm over [8, 16, 32, 32] fp32: 16 channels, one 1024-thread block each. The trace gives
     # the kernel a third of the op's bytes, but the kernel reads its whole input: 131,072 elements,
-    # 8,192 per block, one scalar load per thread per step: 8 steps x 390 ns = 3.12 us (one wave).
+    # 8,192 per block, one scalar load per thread per step: 8 steps x 434 ns = 3.472 us (one wave).
     ops = _kernel(STATS, (16, 1), 1024, 174805.0, 174763.0, "[[8,16,32,32],[],[],[16],[16]]")
-    assert body_seconds(ops, MI300X)[0] == pytest.approx(3.12e-6)
+    assert body_seconds(ops, MI300X)[0] == pytest.approx(3.472e-6)
     # The same kernel without recorded shapes: its bytes read, 174,805 B = 43,701 elements, 2,732
-    # per block: 3 steps = 1.17 us, below the 2.0-us kernel floor.
+    # per block: 3 steps = 1.302 us, below the 2.0-us kernel floor.
     ops = _kernel(STATS, (16, 1), 1024, 174805.0, 174763.0)
     assert body_seconds(ops, MI300X)[0] == pytest.approx(2.0e-6)
 
@@ -67,15 +67,15 @@ def test_small_grid_statistics_kernel_pays_its_dependent_steps() -> None:
 def test_global_reduction_adds_l2_round_trips() -> None:
     # mean of [8, 16, 32, 32] fp32 to one value over 16 blocks of 512 threads (grid (1, 16)):
     # 524,292 B read = 131,073 elements / 16 = 8,192 per block (whole elements), 4 per thread per
-    # step: 4 steps x 390 ns = 1.56 us; plus the global reduction's 3 L2 round trips of 193 cycles
-    # at 2100 MHz (91.9 ns each): 1.836 us, under the 2.0-us kernel floor, which the op takes.
+    # step: 4 steps x 434 ns = 1.736 us; plus the global reduction's 3 L2 round trips of 101.4 ns:
+    # 2.0402 us, just above the 2.0-us kernel floor.
     ops = _kernel(REDUCE_MEAN, (1, 16), 512, 524292.0, 4.0, "[[8,16,32,32],[],[]]")
     floor = step_floor(ops, (np.array([16.0]), np.array([512.0]), np.array([4.0])),
                        np.array([524296.0]), MI300X.gpu, frozenset())  # fmt: skip
     assert floor is not None
-    assert floor[0] == pytest.approx(4 * 390e-9 + 3 * 193 / 2100e6)
-    assert floor[0] == pytest.approx(1.836e-6, rel=1e-3)
-    assert body_seconds(ops, MI300X)[0] == pytest.approx(2.0e-6)
+    assert floor[0] == pytest.approx(4 * 434e-9 + 3 * 101.4e-9)
+    assert floor[0] == pytest.approx(2.0402e-6, rel=1e-4)
+    assert body_seconds(ops, MI300X)[0] == pytest.approx(4 * 434e-9 + 3 * 101.4e-9)
     # the idealized DRAM latency and memory system remove both
     ideal = step_floor(ops, (np.array([16.0]), np.array([512.0]), np.array([4.0])),
                        np.array([524296.0]), MI300X.gpu, frozenset({"dram_latency", "memory_system"}))  # fmt: skip

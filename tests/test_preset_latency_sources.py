@@ -1,17 +1,21 @@
 """Every GPU preset's DRAM and L2 latency is the published pointer chase its comment cites (issue 12).
 
-Worked by hand from the data files of te42kyfo/gpu-benches (github): each row is loads chased, the
-clock, the footprint in KB, milliseconds for the whole chase and cycles per load, so ns per load =
-ms x 1e6 / loads, whatever the clock. The largest footprint (1.5 GB, past L2 and the TLB reach):
+Worked by hand from the data files of te42kyfo/gpu-benches (github; gh200, mi300x and a40 as carried
+by its fork xxrjun/gpu-benches): each row is loads chased, the clock, the footprint in KB,
+milliseconds for the whole chase and cycles per load, so ns per load = ms x 1e6 / loads, whatever
+the clock. The largest footprint (past L2, Infinity Cache and the TLB reach):
   V100        cuda-latency/v100.txt        7746.9 ms / 24,465,205 = 316.6 ns -> 317
   A100-40GB   cuda-latency/a100_40.txt     9970.5 ms / 24,465,205 = 407.5 ns -> 408
-  H100 PCIe   gpu-latency/h100_pcie.txt    9177.7 ms / 24,465,205 = 375.1 ns -> 375
-  L40         gpu-latency/l40.txt          4449.7 ms / 17,533,612 = 253.8 ns -> 254 (1.1 GB)
+  GH200       gpu-latency/gh200.txt        6786.4 ms / 19,801,884 = 342.7 ns -> 343
+  L40         gpu-latency/l40.txt          4449.7 ms / 17,533,612 = 253.8 ns -> 254
+  A40         gpu-latency/a40.txt          3016.6 ms /  9,428,272 = 320.0 ns -> 320
   MI210       gpu-latency/mi210.txt        9570.5 ms / 24,465,205 = 391.2 ns -> 390
+  MI300X      gpu-latency/mi300x.txt       7434.8 ms / 17,150,357 = 433.5 ns -> 434
 L2 hits (cycles, from the same files) at each preset's own clock: V100 215 / 1530 MHz = 140.5 ns,
-A100 213 / 1410 = 151 ns, H100 265.5 / 1980 = 134 ns, L40 276.5 at the L4's 2040 = 135.5 ns and the
-RTX 4090's 2520 = 110 ns, MI210 240 / 1700 = 141 ns. Presets with no measured part of their own take
-a sibling's figure, and their comment says "assumed"."""
+A100 213 / 1410 = 151 ns, GH200 280.3 / 1980 = 141.5 ns, L40 276.5 at the L4's 2040 = 135.5 ns and
+the RTX 4090's 2520 = 110 ns, A40 250.4 at Orin's 1300 = 193 ns, MI210 240 / 1700 = 141 ns, MI300X
+213 / 2100 = 101.4 ns. Presets with no measured part of their own take a sibling's figure, and their
+comment says "assumed"."""
 
 from __future__ import annotations
 
@@ -32,28 +36,30 @@ from archsim.perf.passes import L2_HIT_CYCLES, l2_hit_seconds, reread_terms
 MEASURED_DRAM = {
     "dgx1-v100": (7746.9e6 / 24_465_205, 317),
     "dgx-a100": (9970.5e6 / 24_465_205, 408),
-    "dgx-h100": (9177.7e6 / 24_465_205, 375),
+    "dgx-h100": (6786.4e6 / 19_801_884, 343),
     "mi210": (9570.5e6 / 24_465_205, 390),
+    "mi300x": (7434.8e6 / 17_150_357, 434),
 }
 L40_DRAM_NS = (4449.7e6 / 17_533_612, 254)
+A40_DRAM_NS = (3016.6e6 / 9_428_272, 320)
 # preset -> the preset whose measured figure it assumes (same die, architecture or closest part)
 SIBLING = {
     "dgx-h200": "dgx-h100",
     "dgx-b200": "dgx-h100",
-    "jetson-agx-orin": "dgx-a100",
     "dgx1-p100": "dgx1-v100",
     "t4": "dgx1-v100",
     "rtx2080ti": "dgx1-v100",
     "jetson-tx1": "dgx1-v100",
     "mi250x": "mi210",
-    "mi300x": "mi210",
 }
 # preset -> (L2 hit cycles from its cited file, the preset's clock in MHz, l2_latency_ns it holds)
 MEASURED_L2 = {
     "dgx1-v100": (215, 1530, 140.5),
     "dgx-a100": (213, 1410, 151),
-    "dgx-h100": (265.5, 1980, 134),
-    "dgx-h200": (265.5, 1980, 134),
+    "dgx-h100": (280.3, 1980, 141.5),
+    "dgx-h200": (280.3, 1980, 141.5),
+    "jetson-agx-orin": (250.4, 1300, 193),
+    "mi300x": (213, 2100, 101.4),
     "l4": (276.5, 2040, 135.5),
     "rtx4090": (276.5, 2520, 110),
     "mi210": (240, 1700, 141),
@@ -84,12 +90,16 @@ def test_measured_dram_latency_is_the_cited_pointer_chase(preset: str) -> None:
     assert "gpu-benches" in _comment_above(preset, "dram_latency_ns")
 
 
-@pytest.mark.parametrize("preset", ["l4", "rtx4090"])
-def test_ada_presets_take_the_l40_pointer_chase(preset: str) -> None:
-    worked_ns, held = L40_DRAM_NS
+@pytest.mark.parametrize(
+    "preset, cited, file",
+    [("l4", L40_DRAM_NS, "l40.txt"), ("rtx4090", L40_DRAM_NS, "l40.txt"),
+     ("jetson-agx-orin", A40_DRAM_NS, "a40.txt")],
+)  # fmt: skip
+def test_presets_take_their_siblings_published_pointer_chase(preset, cited, file) -> None:
+    worked_ns, held = cited
     assert round(worked_ns) == held == load_hw(preset).gpu.dram_latency_ns
     comment = _comment_above(preset, "dram_latency_ns")
-    assert "gpu-latency/l40.txt" in comment and "assumed" in comment
+    assert f"gpu-latency/{file}" in comment and "assumed" in comment
 
 
 @pytest.mark.parametrize("preset", sorted(SIBLING))
@@ -156,8 +166,8 @@ def test_a_slower_l2_never_makes_a_multi_pass_row_faster(low: float, extra: floa
     slow = base.model_copy(update={"l2_latency_ns": low + extra})
     lat_fast = reread_terms(*args, fast, "hopper", frozenset())[2][0]
     lat_slow = reread_terms(*args, slow, "hopper", frozenset())[2][0]
-    assert lat_fast == pytest.approx(375e-9 + 2 * low * 1e-9)
+    assert lat_fast == pytest.approx(343e-9 + 2 * low * 1e-9)
     assert lat_slow >= lat_fast
     # idealizing the memory system removes the L2 hits, whatever their latency
     ideal = reread_terms(*args, slow, "hopper", frozenset({"memory_system"}))[2][0]
-    assert ideal == pytest.approx(375e-9)
+    assert ideal == pytest.approx(343e-9)
