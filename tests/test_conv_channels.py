@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,10 +17,7 @@ from hypothesis import strategies as st
 from archsim.hw import load_hw
 from archsim.perf.conv_channels import channel_padding, padded_channels
 from archsim.perf.terms import kernel_terms
-
-FIXTURE = (
-    Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kineto"
-) / "h100_timesformer_inference.json.gz"
+from tests.conftest import kineto_fixture
 
 CONV_KERNEL = (
     "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_"
@@ -133,11 +129,7 @@ def test_hopper_l2_bandwidth_is_the_measured_figure() -> None:
 def test_fixture_layout_transform_writes_eight_channels() -> None:
     """The trace itself shows the padding: cuDNN's nchwToNhwcKernel before the conv kernel runs
     1,568 blocks of 256 threads per image (grid z = 128 images) = 224 x 224 x 8 elements."""
-    if not FIXTURE.exists():
-        pytest.skip(
-            f"fixture {FIXTURE.name} not found beside the checkout (shared/fixtures/kineto)"
-        )
-    with gzip.open(FIXTURE, "rt") as f:
+    with gzip.open(kineto_fixture("h100_timesformer_inference.json.gz"), "rt") as f:
         events = json.load(f)["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     conv = [e for e in kernels if "fprop" in e["name"]]
