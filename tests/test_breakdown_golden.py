@@ -26,7 +26,7 @@ DQN = Path(__file__).resolve().parents[1] / "traces" / "dqn-pong-cpu"
 US = 1e-6
 
 # V100 (dgx1-v100 preset): N = 80 SMs, per-SM fp32 rate P = 128 FLOP/clk x 1530 MHz = 195.84 GFLOP/s,
-# DRAM W = 900 GB/s, L = 500 ns, L2 2155 GB/s, kernel floor 1.25 us.
+# DRAM W = 900 GB/s, L = 317 ns, L2 2155 GB/s, kernel floor 1.25 us.
 P = 128 * 1530e6
 N = 80
 
@@ -81,7 +81,7 @@ def test_golden_gemm_too_few_blocks_is_sm_utilization_not_math() -> None:
     t_math = 2.0 * 512**3 / (N * P)  # 17.13 us: perfect parallelism over 80 SMs
     # 16 blocks on 80 SMs: the busiest SM runs 1 block (256 threads >= the 128 a tiled engine needs)
     # while 64 SMs idle, so the kernel takes 80 x 1 / 16 = 5 x t_math = 85.7 us. DRAM (3.5 us),
-    # latency (64 KiB in flight / 500 ns: 24 us) and L2 (8 MiB of panel re-reads: 3.9 us) are hidden.
+    # latency (64 KiB in flight / 317 ns: 15 us) and L2 (8 MiB of panel re-reads: 3.9 us) are hidden.
     # cuBLAS reaches 0.85 of peak (archsim.perf.efficiency, Volta): 5 t_math / 0.85 in all, and
     # perfect SM utilization idealizes that fraction away with the idle SMs.
     expected = {

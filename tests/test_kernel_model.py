@@ -59,7 +59,7 @@ def test_golden_gemm_on_v100() -> None:
     #   T_comp = T_math*80*13/1024 = 1.113683e-3; L2 F/(64/4) = 1073.7 MB / 2155e9 = 4.983e-4.
     # 32x32 (128 thr, 86 regs -> 11*256=2816 regs/warp, 32 KB): 4096 blocks; occupancy min(16,
     #   65536/(2816*4)=5, 3) = 3; u = 3*128/512 = 0.75; T_comp = T_math*80*52/4096/0.75 = 1.4848e-3.
-    # DRAM: 50,331,648 B / 900e9 = 5.592e-5 s (latency-hidden: >= 655 KB in flight / 500 ns > 900 GB/s).
+    # DRAM: 50,331,648 B / 900e9 = 5.592e-5 s (latency-hidden: >= 655 KB in flight / 317 ns > 900 GB/s).
     # Fastest: 64x64. Achieved (archsim.perf.efficiency, Volta): cuBLAS SGEMM at 0.85 of peak,
     # DRAM at 0.83: T_comp = 1.113683e-3 / 0.85 = 1.310215e-3 s, T_bw = 5.592405e-5 / 0.83.
     ops = make_ops([GEMM])

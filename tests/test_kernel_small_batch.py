@@ -58,14 +58,15 @@ def test_golden_batch1_gemv_on_v100() -> None:
     # flight (>= 8 ms). Splits: e.g. the 128x128 tile (256 threads, 128 regs, 32 KB; V100 occupancy
     # min(8, 65536/(4096*8) = 2, 98304/32768 = 3) = 2, a wave of 160 blocks), 1 output tile, usable
     # while 1 * s/2 < min(wave 160, D / (256 * 16 B) = 36,881, F / 2 / 256 = 147,456):
-    #   s = 64:  64 blocks x 256 thr x 16 B = 262,144 B in flight / 500 ns = 524 GB/s: latency-bound,
-    #            151,064,576 / 524.288e9 = 288.1 us.
-    #   s = 128: 128 blocks -> 524,288 B / 500 ns = 1,049 GB/s > 900 GB/s: bandwidth-bound,
-    #            151,064,576 B / 900e9 = 167.850 us   <- fastest (later candidates only tie)
+    #   s = 64:  64 blocks x 256 thr x 16 B = 262,144 B in flight / 317 ns = 827 GB/s: latency-bound
+    #            at peak, 151,064,576 / 826.95e9 = 182.7 us.
+    #   s = 128: 128 blocks -> 524,288 B / 317 ns = 1,654 GB/s > 900 GB/s: bandwidth-bound,
+    #            151,064,576 B / 900e9 = 167.850 us   <- fastest at peak (later candidates only tie)
     #   T_comp = 75,497,472 / (80 * 128 * 1.53e9) * 80 * ceil(128/80) / 128 = 6.02 us.
-    # Achieved (archsim.perf.efficiency, Volta): DRAM at 0.83 of 900 GB/s, so from s = 128 on every
-    # candidate is bound by 151,064,576 B / 747e9 = 202.228 us (the latency term, 144 us at s = 128,
-    # is hidden) and T_comp = 6.02 us / 0.85. Predicted: 202.228 us + 0.75 us launch.
+    # Achieved (archsim.perf.efficiency, Volta): DRAM at 0.83 of 900 GB/s = 747 GB/s, below the
+    # 827 GB/s that s = 64 keeps in flight, so from s = 64 on every candidate is bound by
+    # 151,064,576 B / 747e9 = 202.228 us (the latency term, 182.7 us at s = 64, is hidden) and
+    # T_comp = 6.02 us / 0.85. Predicted: 202.228 us + 0.75 us launch.
     ops = make_ops([linear_op(1, 9216, 4096)])
     terms = kernel_terms(ops, V100.gpu)
     assert terms["bw"][0] == pytest.approx(151_064_576 / (900e9 * 0.83), rel=1e-9)
@@ -80,8 +81,9 @@ def test_batch1_fc_layers_are_bounded_by_their_weight_bytes() -> None:
     #       H100 (3350) 45.1 us; fc7 4096 x 4096 x 4 B = 67,108,864 B -> 74.6 us on V100;
     #   fc8 1000 x 4096 x 4 B = 16,384,000 B -> 18.2 us on V100.
     # The model must not beat the bound, and (a full wave streaming) stays within 2x of it where the
-    # GPU can keep enough bytes in flight (V100, A100). The H100 needs 3350 GB/s x 500 ns = 1.7 MB in
-    # flight but 132 SMs x 512 threads x 16 B hold 1.08 MB: latency-bound at 2.16 TB/s, 1.55x slower.
+    # GPU can keep enough bytes in flight (V100, A100). The H100 needs 3350 GB/s x 343 ns = 1.15 MB in
+    # flight and 132 SMs x 512 threads x 16 B hold 1.08 MB: 3.15 TB/s reachable, above the 0.82 x
+    # 3350 = 2.75 TB/s its DRAM achieves, so it too is bandwidth-bound (1/0.82 = 1.22x the bound).
     ops = make_ops([linear_op(1, 9216, 4096), linear_op(1, 4096, 4096), linear_op(1, 4096, 1000)])
     weight_bytes = np.array([4096 * 9216, 4096 * 4096, 1000 * 4096]) * 4.0
     for preset in PRESETS:
