@@ -8,6 +8,8 @@ bug in archsim and keeps its traceback.
 
 from __future__ import annotations
 
+import contextlib
+
 
 class ArchsimError(Exception):
     """Bad input that the user can fix; the message is one line and says what was expected."""
@@ -20,3 +22,19 @@ class ArchsimError(Exception):
 def where(path: object, detail: str) -> str:
     """Format ``<path>: <detail>`` so every message names its file the same way."""
     return f"{path}: {detail}"
+
+
+def name_trace_in_errors(path: object):
+    """Context manager: an ArchsimError about "trace: ..." names the trace's path instead."""
+
+    @contextlib.contextmanager
+    def renamed():
+        try:
+            yield
+        except ArchsimError as exc:
+            message = str(exc)
+            if message.startswith("trace:"):
+                raise ArchsimError(f"{path}:{message[len('trace:') :]}") from None
+            raise
+
+    return renamed()

@@ -57,8 +57,9 @@ def point_label(point: dict[str, Any]) -> str:
 
 def run_point(trace: str, hw: str, hw_set: list[str], point: dict[str, Any]) -> dict[str, Any]:
     """Simulate one point and return its CSV row, reusing this process's cached state."""
+    from archsim.errors import name_trace_in_errors
     from archsim.sim.config import SimConfig
-    from archsim.sim.run import name_trace_in_errors, simulate
+    from archsim.sim.run import simulate
 
     started = time.perf_counter()
     loaded = STATE.trace(trace)

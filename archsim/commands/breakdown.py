@@ -54,8 +54,8 @@ def handle(args: argparse.Namespace) -> int:
     sm_counts = parse_sm_counts(args.sms) if args.sms else None
     efficiency = load_efficiency(args.calibration) if args.calibration else None
     trace = load_trace_input(args.trace)
+    from archsim.errors import name_trace_in_errors
     from archsim.sim.rnn_lowering import lower_trace_ops
-    from archsim.sim.run import name_trace_in_errors
 
     with name_trace_in_errors(args.trace):  # "trace: no ops in phase ..." names the path
         source = load_hw(args.source_hw) if args.source_hw else source_hw_for_trace(trace)

@@ -36,10 +36,9 @@ def handle(args: argparse.Namespace) -> int:
 
     trace = load_trace_input(args.trace)
     if args.hw is None:  # the GPU the trace was measured on
-        from archsim.errors import ArchsimError
+        from archsim.errors import ArchsimError, name_trace_in_errors
         from archsim.hw.presets import list_presets
         from archsim.perf.source import resolve_source_hw
-        from archsim.sim.run import name_trace_in_errors
 
         with name_trace_in_errors(args.trace):  # "trace: deviceProperties..." names the path
             source = resolve_source_hw(trace, args.source_hw)

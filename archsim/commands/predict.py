@@ -90,9 +90,9 @@ def format_report(trace_path: Path, result: dict[str, Any]) -> str:
 def handle(args: argparse.Namespace) -> int:
     from archsim.analysis.predict import predict_inference, predict_phase
     from archsim.commands._trace_input import load_trace_input
+    from archsim.errors import name_trace_in_errors
     from archsim.hw.args import hw_from_args
     from archsim.perf.source import resolve_source_hw
-    from archsim.sim.run import name_trace_in_errors
 
     hw = hw_from_args(args)
     efficiency = None

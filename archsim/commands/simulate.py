@@ -42,11 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from archsim.atomic import atomic_output_dir, check_output_dir
     from archsim.commands._trace_input import load_trace_input
+    from archsim.errors import name_trace_in_errors
     from archsim.hw.presets import load_hw
     from archsim.sim.config import SimConfig
     from archsim.sim.knobs import knobs_from_args, split_point
     from archsim.sim.report import result_record, write_metrics
-    from archsim.sim.run import name_trace_in_errors, simulate
+    from archsim.sim.run import simulate
     from archsim.sim.timeline import write_chrome_trace
 
     # The output path first: a path that cannot be written is refused before any work.

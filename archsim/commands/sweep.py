@@ -118,9 +118,9 @@ def _run_and_write(
 def _note_unpaced(trace: Path, knobs: dict) -> None:
     """Once per sweep (not per point): the note that the trace does not say how its learner is
     paced, when some point takes the trace's pacing (``--replay-ratio trace``, the default)."""
+    from archsim.errors import name_trace_in_errors
     from archsim.sim.config import REPLAY_RATIO_TRACE
     from archsim.sim.pacing import UNPACED_NOTE
-    from archsim.sim.run import name_trace_in_errors
     from archsim.trace.format import load
     from archsim.trace.pacing import samples_per_insert
 

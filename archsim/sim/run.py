@@ -343,23 +343,6 @@ def _events_processed(env: simpy.Environment) -> int:
     return int(env._eid.__reduce__()[1][0])
 
 
-def name_trace_in_errors(path: object):
-    """Context manager: an ArchsimError about "trace: ..." names the trace's path instead."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def renamed():
-        try:
-            yield
-        except ArchsimError as exc:
-            message = str(exc)
-            if message.startswith("trace:"):
-                raise ArchsimError(f"{path}:{message[len('trace:') :]}") from None
-            raise
-
-    return renamed()
-
-
 def simulate(
     trace,
     hw,
