@@ -85,6 +85,32 @@ def first_of(env: simpy.Environment, *events: Event) -> Event:
     return done
 
 
+def wake_or_late(env: simpy.Environment, wake: Event, timer: Event) -> Event:
+    """``first_of(env, wake, timer)`` for a ``timer`` that is a LateTimeout, one event fewer when
+    the timer is first. The Condition that simpy's ``a | b`` would schedule when the timer is
+    processed is the very next event then: nothing of the instant is left before it (URGENT and
+    NORMAL events come before a LATE one) and it comes before every later LATE event. So it is
+    processed at once, inside the timer's processing: the waiting process resumes at the same
+    point of the event order. When ``wake`` is first, the Condition is scheduled as before."""
+    done = Event(env)
+
+    def fire(_event: Event) -> None:
+        if not done.triggered:
+            done.succeed()
+
+    def fire_now(_event: Event) -> None:
+        if not done.triggered:  # process it here, as simpy's step would
+            done._ok = True
+            done._value = None
+            callbacks, done.callbacks = done.callbacks, None
+            for callback in callbacks:
+                callback(done)
+
+    wake.callbacks.append(fire)
+    timer.callbacks.append(fire_now)
+    return done
+
+
 class LateTimeout(Event):
     """A timeout that fires after all URGENT and NORMAL events of its instant."""
 
@@ -336,7 +362,7 @@ class FleetBatcher:
                 self.wake = env.event()
                 timer = LateTimeout(env, close - now)
                 self.armed = close
-                yield first_of(env, self.wake, timer)
+                yield wake_or_late(env, self.wake, timer)
                 self.armed = None
                 if timer.processed:
                     late_at = env.now

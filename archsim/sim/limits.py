@@ -98,12 +98,16 @@ KNOB_RANGES: dict[str, Range] = {
     "seed": Range(0, 2**64 - 1, "a 64-bit unsigned integer", high_text="2^64-1"),
 }
 MAX_SIM_SECONDS = KNOB_RANGES["sim_seconds"].high
-# Environments of one run (actors x envs_per_actor). Each actor's first refill draws 1,024 x
-# envs_per_actor env-step times, 5.5 ns each (measured: archsim.sim.system.ActorStreams, 64 actors of
-# 1,024 envs, 5.8 ms a refill): 2^18 environments are 2.7e8 draws, ~1.5 s. At the top of both
-# ranges alone (16,384 actors of 1,024 envs) the draws took 136 s of CPU before any simulated step.
-# Published systems run hundreds to thousands of environments (SEED RL, Espeholt et al. 2020:
-# 256 on its V100 row).
+# Environments of one run (actors x envs_per_actor). Set when each actor's first refill drew
+# 1,024 x envs_per_actor env-step times (16,384 actors of 1,024 envs then took 136 s of CPU before
+# any simulated step); the first refill is now FIRST_CHUNK (16) x envs_per_actor, growing
+# (archsim.sim.system), and those draws no longer bind. Measured (2026-11-24, busy 2-core VM):
+# ActorStreams' draws for every actor's first step take 0.012 s at 256 x 1,024 and 0.14 s at
+# 16,384 x 16 environments (2^18), 0.77 s at 16,384 x 1,024 (2^24, each knob at its top); a 2 s
+# run of traces/dqn-pong-cpu on dgx1-v100 (--replay-ratio none) at 2^24 took 0.92 CPU s and
+# 293 MB peak RSS (plus 2.9 s deriving 1,024 inference batch sizes, which --inference-batch
+# bounds). What the bound keeps is a plausible system: published systems run hundreds to thousands
+# of environments (SEED RL, Espeholt et al. 2020: 256 on its V100 row); 2^18 is 1,024 times that.
 MAX_ENVIRONMENTS = 2**18
 
 # Simulator CPU one run may take, estimated before it starts as (an upper bound of its simulated
@@ -138,8 +142,8 @@ def check_knob_ranges(config) -> None:
     if environments > MAX_ENVIRONMENTS:
         raise ArchsimError(
             f"--actors x --envs-per-actor: {format_number(environments)} environments are over the "
-            f"{MAX_ENVIRONMENTS:,} one run may step (each actor draws 1,024 step times per "
-            "environment up front; docs/LIMITS.md)"
+            f"{MAX_ENVIRONMENTS:,} one run may step (1,024 times the 256 of SEED RL's "
+            "V100 runs; docs/LIMITS.md)"
         )
 
 

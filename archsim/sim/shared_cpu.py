@@ -66,6 +66,7 @@ class SharedThreads:
             shared_capacity(n, hw_threads, self.cores, speed, smt_yield)
             for n in range(hw_threads + 1)
         ]
+        self._rates = [0.0]  # rate(n) for every n seen so far, computed once (the same division)
         self.v = 0.0  # work done by every burst present, since time 0
         self.t = 0.0  # time of the last update of v
         self.n = 0  # runnable bursts
@@ -76,8 +77,10 @@ class SharedThreads:
         self.timer_v = float("inf")  # v at which the live timer fires
         self.timer_rate = 0.0  # per-burst rate the live timer assumed
         self.timer_at = float("inf")  # when the live timer fires
-        # seconds (clipped to the window) with k hardware threads busy, k = 0..hw_threads
-        self.level_s = np.zeros(hw_threads + 1)
+        # seconds (clipped to the window) with k hardware threads busy, k = 0..hw_threads (a list:
+        # one float added per clock update; into numpy at the flush)
+        self.level_s = [0.0] * (hw_threads + 1)
+        self.series = rec.series_bins > 0
         self.timeline = rec.timeline is not None  # keep a slice per burst
         self.fifo: dict[int, simpy.Resource] = {}  # software threads shared by several roles
 
@@ -90,23 +93,32 @@ class SharedThreads:
 
     def rate(self, n: int) -> float:
         """Work-seconds per second of each of ``n`` runnable bursts."""
+        rates = self._rates
+        if 0 <= n < len(rates):
+            return rates[n]
         if n <= 0:
             return 0.0
-        return self._capacity[min(n, self.hw_threads)] / n
+        while len(rates) <= n:
+            k = len(rates)
+            rates.append(self._capacity[min(k, self.hw_threads)] / k)
+        return rates[n]
 
     def _advance(self, now: float) -> None:
-        dt = now - self.t
+        t = self.t
+        dt = now - t
         if dt <= 0:
             return
         n = self.n
         if n:
-            self.v += dt * self.rate(n)
+            rates = self._rates
+            self.v += dt * (rates[n] if n < len(rates) else self.rate(n))
         end = self.rec.end
-        start_c, now_c = min(self.t, end), min(now, end)
+        start_c = t if t < end else end
+        now_c = now if now < end else end
         if now_c > start_c:
-            busy = min(n, self.hw_threads)
+            busy = n if n < self.hw_threads else self.hw_threads
             self.level_s[busy] += now_c - start_c
-            if self.rec.series_bins:  # per-slot intervals for the power time series
+            if self.series:  # per-slot intervals for the power time series
                 for slot in range(busy):
                     self.rec.cpu_busy(slot, start_c, now_c)
         self.t = now
@@ -224,6 +236,6 @@ class SharedThreads:
         if self.rec.series_bins:
             return  # recorded slot by slot as it ran
         # thread i is busy whenever more than i threads are: sum of level_s[k] for k > i
-        above = np.cumsum(self.level_s[::-1])[::-1]
+        above = np.cumsum(np.array(self.level_s)[::-1])[::-1]
         self.rec.cpu_busy_s[: self.hw_threads] += above[1:]
-        self.level_s[:] = 0.0
+        self.level_s = [0.0] * (self.hw_threads + 1)

@@ -19,7 +19,10 @@ reference on random systems. Timelines need a slice per step with its context: t
 
 from __future__ import annotations
 
-from archsim.sim.inference import FleetBatcher
+from bisect import insort
+from functools import partial
+
+from archsim.sim.inference import FleetBatcher, arrival_time
 from archsim.sim.shared_cpu import SharedThreads
 from archsim.sim.system import System
 
@@ -31,9 +34,19 @@ class SharedFleet:
         self.system = system
         self.batcher = batcher
         self.threads: SharedThreads = system.threads
-        self.sent_at = [0.0] * system.config.actors
+        actors = system.config.actors
+        self.sent_at = [0.0] * actors
+        # the step each actor has on the CPU (one at a time: the next starts when actions arrive)
+        self.arrive = [0.0] * actors
+        self.work = [0.0] * actors
         self.actor_threads = [int(t) for t in system.actor_threads]
         self.envs = system.config.envs_per_actor
+        # what a finished step needs, looked up once; one callback per actor (not a closure per step)
+        threads = self.threads
+        self._env, self._queue, self._full_speed = threads.env, threads.queue, threads.full_speed
+        self._rec, self._pending = system.rec, batcher.pending
+        self._up_s = system.times.request_up_s
+        self.on_done = [partial(self._finished, actor) for actor in range(actors)]
         batcher.deliver = self.deliver
 
     def start(self) -> None:
@@ -48,29 +61,31 @@ class SharedFleet:
         now_c = now if now < end else end
         streams = system.streams
         start = self.threads.start
-        sent_at = self.sent_at
+        sent_at, arrive, work, on_done = self.sent_at, self.arrive, self.work, self.on_done
         waited = 0.0
         for actor in members:
             if not first:
                 sent = sent_at[actor]
                 waited += now_c - (sent if sent < end else end)
-            work = streams.next(actor)
-            start(work, self._finisher(actor, now, work))
+            step_s = streams.next(actor)
+            arrive[actor] = now
+            work[actor] = step_s
+            start(step_s, on_done[actor])
         rec.actor_wait_s += waited
 
-    def _finisher(self, actor: int, arrive: float, work_s: float):
-        def finished() -> None:
-            threads = self.threads
-            finish = threads.env.now
-            threads.account(arrive, work_s)
-            self.sent_at[actor] = finish
-            rec = self.system.rec
-            if finish < rec.end:
-                rec.env_steps += self.envs
-            self.batcher.add(finish, actor)
-            self.batcher.notify()
-
-        return finished
+    def _finished(self, actor: int) -> None:
+        """``actor``'s env step ended now: count it and register its request with the batcher."""
+        finish = self._env.now
+        arrive = self.arrive[actor]
+        # SharedThreads.account of one burst: its wait beyond running alone on a core
+        slowdown = (finish - arrive) - self.work[actor] / self._full_speed
+        self._queue.add_wait(arrive, arrive + (slowdown if slowdown > 0.0 else 0.0))
+        self.sent_at[actor] = finish
+        rec = self._rec
+        if finish < rec.end:
+            rec.env_steps += self.envs
+        insort(self._pending, (arrival_time(finish, self._up_s), actor))  # FleetBatcher.add
+        self.batcher.notify()
 
 
 def start_shared_fleet(system: System) -> str:
