@@ -111,11 +111,12 @@ def test_large_add_at_the_stream_fraction(preset: str) -> None:
 
 @pytest.mark.parametrize("preset", CDNA2_PRESETS)
 def test_one_workgroup_add_latency_and_floor(preset: str) -> None:
-    """256 elements in one workgroup of 128 threads: 3072 B, of which 128 threads x 16 B = 2048 B
-    are in flight at once, so Little's law gives 3072 / (2048 B / 390 ns) = 585 ns (one and a half
-    HBM round trips at the gpu-benches pointer-chase latency); the 3.7-us floor binds."""
+    """256 elements in one workgroup of 128 threads: 3072 B. A vectorized element-wise thread loads
+    all its elements before it computes (archsim.perf.in_flight): 2 elements x 12 B = 24 B per
+    thread, all 3072 B in flight at once, so Little's law gives 3072 / (3072 B / 390 ns) = 390 ns
+    (one HBM round trip at the gpu-benches pointer-chase latency); the 3.7-us floor binds."""
     hw = load_hw(preset)
     assert hw.gpu.dram_latency_ns == 390
     ops = _add(256, 1, 128)
-    assert kernel_terms(ops, hw.gpu)["lat"][0] * 1e9 == pytest.approx(585.0, rel=1e-6)
+    assert kernel_terms(ops, hw.gpu)["lat"][0] * 1e9 == pytest.approx(390.0, rel=1e-6)
     assert body_seconds(ops, hw)[0] * 1e6 == pytest.approx(hw.gpu.kernel_min_us)

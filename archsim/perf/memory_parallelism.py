@@ -1,8 +1,8 @@
 """Memory-level parallelism of loop-carried reduction kernels: dependent load steps (Little's law).
 
 A GPU reaches DRAM bandwidth W only with W x L bytes in flight (Little's law; L the loaded DRAM
-latency). :mod:`archsim.perf.terms` prices every kernel so, with 16 bytes in flight per resident thread
-(PyTorch's 4-wide vectorized element-wise loads) and the op's bytes spread evenly over the GPU. Kernels
+latency). :mod:`archsim.perf.terms` prices every kernel so, with the bytes in flight per resident thread
+of its kernel family (:mod:`archsim.perf.in_flight`) and the op's bytes spread evenly over the GPU. Kernels
 that reduce a row per block in a scalar loop have far less in flight: each thread loads one element per
 loop iteration and folds it into its accumulator, so a block of T threads has T x e elements in flight
 and needs ceil(row / (T x e)) round trips to DRAM, one after another. With few blocks (one per channel

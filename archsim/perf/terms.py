@@ -11,7 +11,9 @@ blocks per SM, per-SM peak P, DRAM bandwidth W and latency L, and the achieved f
                                                 min(a, ceil(B/N)) resident blocks can use (16 warps
                                                 saturate an SM, 4 for tiled GEMM engines: ILP)
     T_bw   = D / (W e_dram)                     achievable (stream) bandwidth
-    T_lat  = D / min(W, C / L)                  Little's law, C = bytes in flight (<= D)
+    T_lat  = D / min(W, C / L)                  Little's law, C = bytes in flight (<= D): resident
+                                                threads x bytes per thread by kernel family
+                                                (archsim.perf.in_flight)
     T_mem  = L2 bytes / L2 bandwidth            on-chip memory system
     T      = max(T_comp, T_bw, T_lat, T_mem)    (archsim.perf.kernel adds floor, launch, calibration)
 
@@ -53,6 +55,7 @@ from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
 from archsim.perf.conv_channels import channel_padding
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
+from archsim.perf.in_flight import bytes_in_flight_per_thread
 from archsim.perf.memory_parallelism import step_floor
 from archsim.perf.occupancy import blocks_per_sm
 from archsim.perf.passes import add_pass_terms, row_pass_work
@@ -260,8 +263,11 @@ def kernel_terms(
     # Traced tiled GEMMs compute whole tiles at ragged edges: their padding from the tile in the
     # kernel's name and the op's dims, confirmed by the traced grid (archsim.perf.tile_padding).
     padding = tile_padding(ops, blocks, tiled)
+    # Bytes in flight per thread by kernel family (archsim.perf.in_flight), for the Little's-law term.
+    per_thread = bytes_in_flight_per_thread(_strings(ops, "name"), _strings(ops, "dtype"),
+                                            dram_bytes, blocks, threads)  # fmt: skip
     terms = _achieved(_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
-                             tile_edge / size, gpu, idealize, padding),
+                             tile_edge / size, gpu, idealize, padding, per_thread),
                       math_fraction, dram_fraction)  # fmt: skip
 
     choose = tiled & ~grid_known
@@ -416,10 +422,13 @@ def _terms(
     gpu: GpuConfig,
     idealize: frozenset[str],
     padding: np.ndarray | float = 1.0,
+    bytes_per_thread: np.ndarray | float = BYTES_IN_FLIGHT_PER_THREAD,
 ) -> dict[str, np.ndarray]:
     """``padding`` (>= 1): outputs the launched tiles compute over the op's outputs; the busiest SM
     runs whole tiles, ragged or not (traced launches: archsim.perf.tile_padding reads it from the
-    kernel's tile and the op's dims; the tile search below sets it for launches without a grid)."""
+    kernel's tile and the op's dims; the tile search below sets it for launches without a grid).
+    ``bytes_per_thread``: bytes each thread has in flight per DRAM round trip (archsim.perf.in_flight,
+    by kernel family; the flat 16 B for the grid-less tile search)."""
     n_ops = len(flops)
     n_sms = gpu.sms
     resident_limit = blocks_per_sm(threads, registers, shared, gpu)
@@ -450,7 +459,7 @@ def _terms(
         t_lat = np.zeros(n_ops)
     else:
         latency_s = gpu.dram_latency_ns * 1e-9
-        in_flight = np.minimum(dram_bytes, threads_in_flight * BYTES_IN_FLIGHT_PER_THREAD)
+        in_flight = np.minimum(dram_bytes, threads_in_flight * bytes_per_thread)
         with np.errstate(divide="ignore", invalid="ignore"):
             reachable = np.minimum(bw, in_flight / latency_s)
             t_lat = np.where(dram_bytes > 0, dram_bytes / reachable, 0.0)

@@ -1,0 +1,165 @@
+"""Bytes each thread keeps in flight to DRAM per round trip, by kernel family (the Little's-law term).
+
+:mod:`archsim.perf.terms` prices T_lat = D / min(W, C / L) with C = resident threads x bytes per
+thread. What a thread has in flight depends on how its kernel's loop issues loads, which the public
+source of the kernels says (github.com/pytorch/pytorch, github.com/NVIDIA/cutlass). Per family, first
+match on the kernel name wins:
+
+- ``vectorized_elementwise_kernel`` / ``unrolled_elementwise_kernel`` / ``softmax_warp_forward``
+  (aten/src/ATen/native/cuda/CUDALoops.cuh, MemoryAccess.cuh ``policies::vectorized::load`` /
+  ``policies::unroll::load``; PersistentSoftmax.cuh ``softmax_warp_forward`` loads its
+  ``WARP_BATCH x WARP_ITERATIONS`` elements into registers before reducing): a thread loads every
+  element it handles before computing and storing, one round trip for its whole share D / (B x T).
+  The share is read off the op's own launch, not a library constant, since ``thread_work_size`` (4)
+  became ``elems_per_thread<io_size>()`` (8 or 16) between PyTorch releases.
+- legacy ``elementwise_kernel<nt, vt, ...>`` (CUDALoops.cuh, ``launch_legacy_kernel``: strided and
+  non-contiguous TensorIterator loops): ``for (i < vt) f(idx)``, each ``f`` a load then a store through
+  a pointer that may alias the next load, so the loads of one thread are serialized: one element of
+  every operand per round trip, D / (B x T x vt).
+- ``CatArrayBatchedCopy`` / ``CatArrayBatchedCopy_contig`` (aten/src/ATen/native/cuda/Shape.cu): a
+  grid-stride ``while (tid < nElements) { output[...] = data[...]; }``: one element loaded and stored
+  per round trip, 2 x sizeof(OpaqueType<N>) = 2N bytes.
+- ``cunn_SoftMaxForward<ILP, ...>`` (aten/src/ATen/native/cuda/SoftMax.cu, ``ilpReduce`` /
+  ``WriteFpropResults``: ``aligned_vector<scalar_t, ILP>`` loads): ILP elements per step.
+- ``vectorized_layer_norm_kernel`` (aten/src/ATen/native/cuda/layer_norm_kernel.cu: ``constexpr int
+  vec_size = 4``, ``compute_stats`` loads one ``aligned_vector<T, vec_size>`` per step): 4 elements.
+- ``reduce_kernel`` and the scalar-loop statistics kernels of :mod:`archsim.perf.memory_parallelism`
+  (Reduce.cuh ``vt0`` / ``input_vec_size``; Normalization.cuh): recognized, but they keep
+  DEFAULT_BYTES_PER_THREAD here. Their round trips are priced by ``memory_parallelism.step_floor``
+  from the rows they read (the whole input where the trace records it); the op's bytes that this
+  term spreads over the threads are reads and writes as the trace splits them among the op's
+  kernels, which for a statistics kernel can be a share of the op's output it does not write.
+- CUTLASS 2.x multistage GEMM/conv kernels, named ``..._<m>x<n>_<k>x<stages>_...`` (CUTLASS
+  python/cutlass_library/library.py ``TileDescription.procedural_name``: "%dx%d_%dx%d" of the
+  threadblock shape and stage count): a block has ``stages - 1`` A and B tiles of (m + n) x k
+  elements in flight while it computes on one (include/cutlass/gemm/threadblock/mma_multistage.h,
+  ``MmaMultistage``: the prologue issues ``kStages - 1`` complete stages of cp.async, and each
+  mainloop iteration issues one more as it retires one); one stage for two-stage (``MmaPipelined``:
+  the next tile's global loads are issued before the current tile's MMAs) and single-stage kernels
+  (``MmaSingleStage``: it waits for its tile). Per thread: that / T.
+- cuBLAS Hopper kernels ``sm90_xmma_..._tilesize<m>x<n>x<k>``: the stage count is not in the name, so
+  one stage, (m + n) x k elements per block: the least a block has in flight, since its MMAs on a
+  k-step need that step's whole A and B tiles (a lower bound; cuBLAS's Hopper kernels keep several
+  stages in shared memory).
+- everything else (cuBLAS/cuDNN kernels without a k-tile in the name such as
+  ``cutlass_75_..._128x128_nn_align1``, MIOpen/Tensile, Triton, grid-less CPU captures): the former
+  flat assumption, DEFAULT_BYTES_PER_THREAD (16 B, one 4 x fp32 vector load). Unsourced per kernel.
+
+Little's law with the unloaded latency (pointer chase) is a lower bound on T_lat: under load the
+latency grows, and no published loaded-latency curve for these GPUs was found, so none is modelled.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from archsim.perf.blocks import BYTES_IN_FLIGHT_PER_THREAD, element_bytes
+from archsim.perf.memory_parallelism import load_steps
+
+DEFAULT_BYTES_PER_THREAD = BYTES_IN_FLIGHT_PER_THREAD
+# layer_norm_kernel.cu: constexpr int vec_size = 4 (elements per aligned_vector load)
+LAYER_NORM_VEC_ELEMENTS = 4
+
+WHOLE_SHARE_PATTERN = (
+    r"vectorized_elementwise_kernel<|unrolled_elementwise_kernel<|softmax_warp_forward<"
+)
+LEGACY_ELEMENTWISE_PATTERN = r"(?<![a-z_])elementwise_kernel<\d+, (\d+),"
+CAT_COPY_PATTERN = r"CatArrayBatchedCopy(?:_contig)?<[^,]*OpaqueType<(\d+)u?>"
+SOFTMAX_ILP_PATTERN = r"cunn_SoftMaxForward<(\d+),"
+LAYER_NORM_PATTERN = r"vectorized_layer_norm_kernel<"
+CUTLASS_STAGES_PATTERN = r"_(\d+)x(\d+)_(\d+)x(\d+)_"
+SM90_TILE_PATTERN = r"tilesize(\d+)x(\d+)x(\d+)"
+
+# family codes (first match wins, in this order)
+_DEFAULT, _SHARE, _LEGACY, _CAT, _SOFTMAX, _LAYER_NORM, _STEPS, _CUTLASS, _SM90 = range(9)
+
+
+def _families(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(family code, per-family figure: vt, OpaqueType bytes, ILP, or block in-flight elements)."""
+
+    def classify(unique: pd.Series) -> np.ndarray:
+        code = np.full(len(unique), _DEFAULT, dtype=float)
+        figure = np.zeros(len(unique))
+        steps = load_steps(unique)[0]
+        found = np.zeros(len(unique), dtype=bool)
+
+        def take(mask: np.ndarray, family: int, value: np.ndarray | float) -> None:
+            new = mask & ~found
+            code[new] = family
+            figure[new] = np.broadcast_to(value, figure.shape)[new]
+            found[new] = True
+
+        take(unique.str.contains(WHOLE_SHARE_PATTERN, regex=True).to_numpy(bool), _SHARE, 0.0)
+        legacy = unique.str.extract(LEGACY_ELEMENTWISE_PATTERN)[0].astype(float).to_numpy()
+        take(np.isfinite(legacy), _LEGACY, legacy)
+        cat = unique.str.extract(CAT_COPY_PATTERN)[0].astype(float).to_numpy()
+        take(np.isfinite(cat), _CAT, cat)
+        ilp = unique.str.extract(SOFTMAX_ILP_PATTERN)[0].astype(float).to_numpy()
+        take(np.isfinite(ilp), _SOFTMAX, ilp)
+        take(unique.str.contains(LAYER_NORM_PATTERN, regex=True).to_numpy(bool), _LAYER_NORM, 0.0)
+        take(steps > 0, _STEPS, steps)
+        tile = unique.str.extract(CUTLASS_STAGES_PATTERN).astype(float).to_numpy()
+        m, n, k, stages = tile.T
+        take(np.isfinite(m), _CUTLASS, (m + n) * k * np.maximum(stages - 1, 1))
+        sm90 = unique.str.extract(SM90_TILE_PATTERN).astype(float).to_numpy()
+        take(np.isfinite(sm90[:, 0]), _SM90, (sm90[:, 0] + sm90[:, 1]) * sm90[:, 2])
+        return np.stack([code, figure], axis=1)
+
+    names = names.astype("string").fillna("")
+    unique = pd.Series(names.unique())
+    table = classify(unique.astype(str)) if len(unique) else np.zeros((0, 2))
+    index = pd.Index(unique).get_indexer(names)
+    return table[index, 0].astype(int), table[index, 1]
+
+
+def bytes_in_flight_per_thread(
+    names: pd.Series,
+    dtypes: pd.Series,
+    dram_bytes: np.ndarray,
+    blocks: np.ndarray,
+    threads: np.ndarray,
+) -> np.ndarray:
+    """Bytes each thread has in flight per DRAM round trip, per op (module docstring), > 0."""
+    family, figure = _families(pd.Series(names).reset_index(drop=True))
+    size = element_bytes(pd.Series(dtypes).reset_index(drop=True).astype("string").fillna(""))
+    size = np.asarray(size, dtype=float)
+    total_threads = np.maximum(np.asarray(blocks, float), 1.0) * np.maximum(
+        np.asarray(threads, float), 1.0
+    )
+    share = np.nan_to_num(np.asarray(dram_bytes, dtype=float), nan=0.0) / total_threads
+    per_thread_block = figure * size / np.maximum(np.asarray(threads, float), 1.0)
+    out = np.select(
+        [
+            family == _SHARE,
+            family == _LEGACY,
+            family == _CAT,
+            family == _SOFTMAX,
+            family == _LAYER_NORM,
+            (family == _CUTLASS) | (family == _SM90),
+        ],
+        [
+            share,
+            share / np.maximum(figure, 1.0),
+            2.0 * figure,
+            figure * size,
+            LAYER_NORM_VEC_ELEMENTS * size,
+            per_thread_block,
+        ],
+        default=DEFAULT_BYTES_PER_THREAD,
+    )
+    # a thread moves at least one element per round trip
+    return np.where(out > 0, np.maximum(out, size), DEFAULT_BYTES_PER_THREAD)
+
+
+__all__ = [
+    "CAT_COPY_PATTERN",
+    "CUTLASS_STAGES_PATTERN",
+    "DEFAULT_BYTES_PER_THREAD",
+    "LAYER_NORM_VEC_ELEMENTS",
+    "LEGACY_ELEMENTWISE_PATTERN",
+    "SM90_TILE_PATTERN",
+    "SOFTMAX_ILP_PATTERN",
+    "WHOLE_SHARE_PATTERN",
+    "bytes_in_flight_per_thread",
+]
