@@ -73,7 +73,7 @@ def _pad_of(name: str, input_dims: str) -> tuple[float, float] | None:
 
 def channel_padding(ops: pd.DataFrame, tensor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(FLOP factor >= 1, extra DRAM bytes >= 0) per op: zero-padded input channels of forward
-    convolutions on tensor cores (``tensor``: archsim.perf.terms.math_units) whose kernel names its
+    convolutions on tensor cores (``tensor``: archsim.perf.math_units.math_units) whose kernel names its
     vector width (see module docstring); (1, 0) for every other op."""
     factor = np.ones(len(ops))
     extra = np.zeros(len(ops))

@@ -43,17 +43,15 @@ from archsim.perf.copies import (
     host_link_seconds,
     on_device_copy,
 )
+from archsim.perf.math_units import HALF_DTYPES, TENSOR_CORE_NAME_PATTERN, math_rate_per_sm
 from archsim.perf.source import source_hw_for_gpu_name, source_hw_for_trace
 from archsim.perf.terms import (
     ENGINE_SATURATING_THREADS_PER_SM,
-    HALF_DTYPES,
     IDEALIZATIONS,
     SATURATING_THREADS_PER_SM,
-    TENSOR_CORE_NAME_PATTERN,
     _body,
     kernel_terms,
     launch_shape,
-    math_rate_per_sm,
 )
 
 _US = 1e-6

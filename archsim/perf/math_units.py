@@ -1,0 +1,105 @@
+"""Which math unit runs each op and at what peak rate per SM: tensor/matrix cores for fp16/bf16 (and
+TF32) GEMMs and convolutions or kernels named as such, the vector pipes otherwise (the fp16 rate only
+for kernels named as native-FP16 ones). Split out of archsim.perf.terms (the kernel-time terms)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from archsim.hw.schema import GpuConfig
+from archsim.perf.blocks import TILED_OP_CLASSES
+from archsim.perf.columns import by_unique
+from archsim.perf.columns import strings as _strings
+
+HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.bfloat16"})
+# Kernel names of cuBLAS/cuDNN/CUTLASS tensor-core kernels (HMMA instruction shapes 884/1688/16816,
+# "tensorop", xmma, Hopper wgmma, TF32), and AMD CDNA matrix-core (MFMA) kernels on fp16/bf16 data:
+# rocBLAS/hipBLASLt Tensile kernels name their data type right after the operand indices (Tensile
+# documentation, "Precision Support": H half, B bfloat16, S single) and their MFMA instruction as
+# "MI<m>x<n>x<k>" (the MatrixInstruction kernel parameter); MIOpen's assembly implicit-GEMM
+# convolutions on MFMA ("xdlops") are igemm_<dir>_gtcx*_<layout>_<type>_*. An fp32 MFMA kernel
+# (Cijk_..._SB_..._MI16x16x1) runs at the FP32 matrix rate, which CDNA presets give as their fp32
+# rate, so only fp16/bf16 names are matched. Needed for traces without the launching op's dtype
+# (fixture mi210_gpu_only: bf16 igemm kernels had been priced on the FP32 rate, 1/4 of bf16 MFMA).
+CDNA_HALF_MATRIX_NAME_PATTERN = (
+    r"^cijk_a[a-z]+_b[a-z]+_[hb][a-z]*_.*_mi\d+x\d+x\d+|^igemm_[a-z]+_gtcx\d*_[a-z]+_(?:fp16|bf16)_"
+)
+TENSOR_CORE_NAME_PATTERN = (
+    r"hmma|884|1688|16816|tensorop|xmma|wgmma|tf32|" + CDNA_HALF_MATRIX_NAME_PATTERN
+)
+# fp16 on vector pipes: the "FP16 = 2x FP32" rates of GM20B, GP100 and later vector pipes need packed
+# __half2 math (CUDA C Programming Guide, "Arithmetic Instructions"). PyTorch's fp16 kernels do not
+# use it: GEMMs call cublasGemmEx with CUDA_R_16F operands and CUDA_R_32F compute (rocblas_gemm_ex
+# with f32 compute on ROCm; aten/src/ATen/cuda/CUDABlas.cpp, gemm<at::Half>), convolutions set
+# cuDNN's math type to CUDNN_DATA_FLOAT for half data (aten/src/ATen/cudnn/Descriptors.h,
+# ConvolutionDescriptor::set), element-wise and reduction loops compute in opmath_type<Half> =
+# float. So no op class runs fp16 math at the half2 rate: fp16 halves their bytes, and their math
+# runs at the FP32 rate unless they reach matrix units. The 2x applies to kernels that are named as
+# native-FP16 cuBLAS/cuDNN kernels in a GPU trace (maxwell_hgemm_*, *_hcudnn_*; the fp16-storage,
+# fp32-compute ones are *_fp16_sgemm_* / *_fp16_scudnn_*), as called by frameworks that ask for
+# FP16 compute (NVIDIA's Caffe FP16 path of the Tegra X1 whitepaper).
+HALF2_CLASSES: frozenset[str] = frozenset()
+HALF2_KERNEL_PATTERN = r"hgemm|hcudnn"
+
+
+def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
+    """FLOP/s of one SM for each op (see :func:`math_units`)."""
+    return math_units(ops, gpu)[0]
+
+
+def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(FLOP/s of one SM, runs on matrix units) for each op: tensor cores for fp16/bf16 GEMM/conv (or
+    a tensor-core kernel name) when the GPU has them, else the vector pipes: the fp16 rate only for
+    kernels named as native-FP16 ones (HALF2_KERNEL_PATTERN), the fp32 rate for every other op."""
+    half = by_unique(_strings(ops, "dtype"), lambda u: u.str.lower().isin(HALF_DTYPES)).astype(bool)
+    tiled = by_unique(_strings(ops, "op_class"), lambda u: u.isin(TILED_OP_CLASSES)).astype(bool)
+    names = _strings(ops, "name")
+    half2 = by_unique(_strings(ops, "op_class"), lambda u: u.isin(HALF2_CLASSES)).astype(bool)
+    half2 |= by_unique(
+        names, lambda u: u.str.lower().str.contains(HALF2_KERNEL_PATTERN, regex=True)
+    ).astype(bool)
+    named_tensor = by_unique(
+        names, lambda u: u.str.lower().str.contains(TENSOR_CORE_NAME_PATTERN, regex=True)
+    ).astype(bool)
+    # fp32 convolutions run in TF32 on tensor cores when the GPU has it: PyTorch's default
+    # torch.backends.cudnn.allow_tf32 = True (fp32 matmuls default to allow_tf32 = False).
+    # Tensor-core convolutions need input channels in multiples of 8 (FP16) or 4 (TF32) (NVIDIA Deep
+    # Learning Performance Guide, "Channels In and Out"); cuDNN falls back to FP32 kernels otherwise,
+    # as for AlexNet's 3-channel conv1 in the A100 fixture (cudnn_ampere_scudnn_128x64, not xmma).
+    channels = _conv_input_channels(ops)
+    aligned = np.isnan(channels) | (np.nan_to_num(channels) % np.where(half, 8, 4) == 0)
+    conv = (_strings(ops, "op_class") == "conv").to_numpy(dtype=bool)
+    conv_fp32 = conv & ~half & aligned
+    tf32 = by_unique(names, lambda u: u.str.lower().str.contains("tf32", regex=False)).astype(bool)
+    tf32 = (tf32 | conv_fp32) & gpu.tf32
+    half_tensor = half & tiled & (aligned | ~conv)
+    use_tensor = (half_tensor | named_tensor | tf32) & (gpu.tensor_flops_per_clk_per_sm > 0)
+    # TF32 runs at half the FP16 tensor rate (A100 whitepaper: 156 vs 312 TFLOP/s dense)
+    per_clk = np.where(
+        use_tensor,
+        gpu.tensor_flops_per_clk_per_sm * np.where(tf32, 0.5, 1.0),
+        np.where(half & half2, gpu.fp16_flops_per_clk_per_sm, gpu.fp32_flops_per_clk_per_sm),
+    )
+    return per_clk * gpu.clock_mhz * 1e6, use_tensor
+
+
+def _conv_input_channels(ops: pd.DataFrame) -> np.ndarray:
+    """Input channels (dim 1 of the first input) of conv ops with recorded Input Dims, else NaN."""
+    out = np.full(len(ops), np.nan)
+    conv = (_strings(ops, "op_class") == "conv").to_numpy(dtype=bool)
+    dims = _strings(ops, "input_dims")
+    wanted = conv & (dims != "").to_numpy(dtype=bool)
+    parsed = {text: _first_input_channels(text) for text in dims[wanted].unique()}
+    out[wanted] = [parsed[text] for text in dims[wanted]]
+    return out
+
+
+def _first_input_channels(input_dims: str) -> float:
+    try:
+        return float(json.loads(input_dims)[0][1])
+    except (ValueError, TypeError, IndexError, KeyError):
+        return math.nan
