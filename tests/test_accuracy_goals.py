@@ -39,13 +39,13 @@ def _miss(reason: str):
 @pytest.mark.parametrize(
     "name",
     [
-        "v100_resnet50_train_2021.json.gz",  # +5.0%
+        "v100_resnet50_train_2021.json.gz",  # +4.8%
         pytest.param(
             "mi300x_normalization_bench.json.gz",
-            marks=_miss("total -46.9% (few-block reductions priced at the floor)"),
+            marks=_miss("total -43.0% (statistics kernels at 16-128 workgroups: 4 us vs 7-11)"),
         ),
         pytest.param("h100_timesformer_inference.json.gz", marks=_miss("total -38.5%")),
-        pytest.param("mi300x_sd35_inference.json.gz", marks=_miss("total -21.8%")),
+        pytest.param("mi300x_sd35_inference.json.gz", marks=_miss("total -20.4%")),
         pytest.param("mi250_mlp_train.json.gz", marks=_miss("total -63.8% (kernel floor)")),
     ],
 )
@@ -58,12 +58,12 @@ def test_model_only_total_within_20_percent(name: str) -> None:
 @pytest.mark.parametrize(
     "name, measured",
     [
-        ("v100_resnet50_train_2021.json.gz", None),  # met: 29.8%
-        ("mi300x_normalization_bench.json.gz", "50%"),
+        ("v100_resnet50_train_2021.json.gz", None),  # met: 25%
+        ("mi300x_normalization_bench.json.gz", "51%"),
         # 28.8% with the 500-ns DRAM latency guess; 34% with the measured GH200 pointer chase (343 ns,
         # dgx-h100.yaml): its latency-bound kernels sit near the 30% line
         ("h100_timesformer_inference.json.gz", "34%"),
-        ("mi300x_sd35_inference.json.gz", "45%"),
+        ("mi300x_sd35_inference.json.gz", "47%"),
         ("mi250_mlp_train.json.gz", "51%"),
     ],
 )
