@@ -18,7 +18,12 @@ from bisect import insort
 import numpy as np
 
 from archsim.sim.cpu import record
-from archsim.sim.inference import FleetBatcher, PlainBatcher, arrival_time, in_actor_order
+from archsim.sim.inference import (
+    ARRIVAL_GRID_S,
+    FleetBatcher,
+    PlainBatcher,
+    in_actor_order,
+)
 from archsim.sim.system import SAMPLE_CHUNK, System
 
 
@@ -128,6 +133,11 @@ class ActorFleet:
         steps = 0
         arrivals = 0
         queue_wait = 0.0
+        grid = ARRIVAL_GRID_S
+        # many members at once (the first delivery): one sort of the new arrivals into the list
+        # instead of an insort each (the same sorted list: no two arrivals are equal)
+        bulk = len(members) > len(pending)
+        arrived = []
         for actor in members:
             if not first:
                 sent = sent_at[actor]
@@ -149,7 +159,14 @@ class ActorFleet:
             sent_at[actor] = finish
             if finish < end:
                 steps += 1
-            insort(pending, (arrival_time(finish, up_s), actor))
+            at = round((finish + up_s) / grid) * grid  # arrival_time(finish, up_s), inlined
+            if bulk:
+                arrived.append((at if at > finish else finish, actor))
+            else:
+                insort(pending, (at if at > finish else finish, actor))
+        if bulk:
+            pending.extend(arrived)
+            pending.sort()
         rec.actor_wait_s += waited
         rec.env_steps += steps * system.config.envs_per_actor
         queue.arrivals += arrivals

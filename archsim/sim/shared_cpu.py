@@ -77,6 +77,8 @@ class SharedThreads:
         self.timer_v = float("inf")  # v at which the live timer fires
         self.timer_rate = 0.0  # per-burst rate the live timer assumed
         self.timer_at = float("inf")  # when the live timer fires
+        self.holding = False  # inside hold_timer(): the live timer is armed on release
+        self.held_arm: tuple[int, float] | None = None  # (its number, delay) while holding
         # seconds (clipped to the window) with k hardware threads busy, k = 0..hw_threads (a list:
         # one float added per clock update; into numpy at the flush)
         self.level_s = [0.0] * (hw_threads + 1)
@@ -207,9 +209,29 @@ class SharedThreads:
         self.timer_v, self.timer_rate = self.heap[0][0], rate
         delay = max(0.0, (self.timer_v - self.v) / rate)
         self.timer_at = self.env.now + delay
-        gen = self.timer_gen
+        if self.holding:
+            self.held_arm = (self.timer_gen, delay)
+        else:
+            self._arm(self.timer_gen, delay)
+
+    def _arm(self, gen: int, delay: float) -> None:
         timer = self.env.timeout(delay)
         timer.callbacks.append(lambda _event: self._on_timer(gen))
+
+    def hold_timer(self) -> None:
+        """Bursts started from here to :meth:`release_timer`, at one instant with no other event
+        scheduled in between, arm only the last timer they would arm: the ones before it would
+        be superseded at once and fire for nothing. The last one is scheduled on release, with
+        the same delay; no event was scheduled in between, so it has the same place among the
+        other events as when it was armed."""
+        self.holding = True
+        self.held_arm = None
+
+    def release_timer(self) -> None:
+        self.holding = False
+        arm, self.held_arm = self.held_arm, None
+        if arm is not None and arm[0] == self.timer_gen:  # not superseded by an empty heap
+            self._arm(*arm)
 
     def _on_timer(self, gen: int) -> None:
         if gen != self.timer_gen:

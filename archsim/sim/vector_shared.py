@@ -63,6 +63,7 @@ class SharedFleet:
         start = self.threads.start
         sent_at, arrive, work, on_done = self.sent_at, self.arrive, self.work, self.on_done
         waited = 0.0
+        self.threads.hold_timer()  # one CPU timer for all the members' starts
         for actor in members:
             if not first:
                 sent = sent_at[actor]
@@ -71,6 +72,7 @@ class SharedFleet:
             arrive[actor] = now
             work[actor] = step_s
             start(step_s, on_done[actor])
+        self.threads.release_timer()
         rec.actor_wait_s += waited
 
     def _finished(self, actor: int) -> None:
