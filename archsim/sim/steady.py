@@ -11,17 +11,18 @@ So the steady engine runs the exact fast engine (``engine="auto"``) on windows t
 complete run of its own with the same seed (common random numbers: a longer window's first part
 repeats the shorter run), and takes the rate of every integral over the stretch between two
 consecutive windows, ``(I(w) - I(w/2)) / (w/2)``: the transient is inside both windows and cancels.
-Once two consecutive stretches give the same headline rates within ``STEADY_REL_TOL`` (each stretch
-holding enough counts that one more moves a rate by half the tolerance), the run of the asked length
-is the longest window plus the rate of both agreeing stretches together (w/4 to w) for the rest:
-``I(T) = I(w) + rate x (T - w)``, summarized as
-any run is (so derived metrics, power and energy stay consistent, and the transient keeps its 1/T
-weight as in a real run of length T).
+Once two consecutive stretches give the same env-step, learner-update and GPU-busy rates within
+``STEADY_REL_TOL`` (each stretch holding enough counts that one more moves a rate by at most the
+tolerance), the run of the asked length is the longest window plus the rate of both agreeing
+stretches together (w/4 to w) for the rest: ``I(T) = I(w) + rate x (T - w)``, summarized as any run
+is (so derived metrics, power and energy stay consistent, and the transient keeps its 1/T weight as
+in a real run of length T).
 
 Error: the reported metrics are those of a run of the asked length where the system's rates after
-the longest window equal those of its last stretch. The tests measure it against full-length fast
-runs on random systems (tests/test_engine_steady.py states the tolerance asserted);
-``python benchmarks/sim_speed.py --engines fast steady`` on the bundled traces. Left out: the
+the longest window equal those of its last two stretches. Measured against full-length exact runs
+on random systems (tests/test_engine_steady.py states the distribution and the tolerance asserted)
+and on the bundled traces (``python benchmarks/steady_accuracy.py``); speed by
+``python benchmarks/sim_speed.py --engine auto steady``. Left out: the
 network detail (per-link latencies under ``network``) and a timeline or power series are those of
 the longest window (a run of that length), said in the result's notes.
 
@@ -45,8 +46,8 @@ from archsim.sim.metrics import QueueStat, Recorder
 # spread of repeated real runs of one program in docs/VALIDATION.md, so a sweep's ranking of points
 # that far apart does not depend on it).
 STEADY_REL_TOL = 0.02
-# Counts a stretch must hold before its rates are compared: one count more or less then moves the
-# env-step rate by half the tolerance and the learner's by the tolerance.
+# Counts a stretch must hold before its rates are compared: one count more or less then moves a
+# rate by at most the tolerance.
 MIN_ENV_STEPS = round(1 / STEADY_REL_TOL)
 MIN_LEARNER_UPDATES = round(1 / STEADY_REL_TOL)
 # Recorder fields that are time integrals or counts over the window (extrapolated); the others
