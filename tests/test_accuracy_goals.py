@@ -45,7 +45,7 @@ def _miss(reason: str):
             marks=_miss("total -43.0% (statistics kernels at 16-128 workgroups: 4 us vs 7-11)"),
         ),
         pytest.param("h100_timesformer_inference.json.gz", marks=_miss("total -38.5%")),
-        pytest.param("mi300x_sd35_inference.json.gz", marks=_miss("total -20.4%")),
+        "mi300x_sd35_inference.json.gz",  # -19.5% (Triton epilogues' in-place writes counted)
         pytest.param("mi250_mlp_train.json.gz", marks=_miss("total -63.8% (kernel floor)")),
     ],
 )
@@ -63,7 +63,7 @@ def test_model_only_total_within_20_percent(name: str) -> None:
         # 28.8% with the 500-ns DRAM latency guess; 34% with the measured GH200 pointer chase (343 ns,
         # dgx-h100.yaml): its latency-bound kernels sit near the 30% line
         ("h100_timesformer_inference.json.gz", "34%"),
-        ("mi300x_sd35_inference.json.gz", "47%"),
+        ("mi300x_sd35_inference.json.gz", "46%"),
         ("mi250_mlp_train.json.gz", "51%"),
     ],
 )

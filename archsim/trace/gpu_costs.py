@@ -25,6 +25,7 @@ from archsim.perf.blocks import (
     ELEMENTS_PER_THREAD,
 )
 from archsim.trace import flops as flops_mod
+from archsim.trace.inductor_args import inplace_written_bytes
 from archsim.trace.kineto import op_shapes
 from archsim.trace.link import ancestors_table
 from archsim.trace.norm_traffic import norm_split
@@ -292,6 +293,12 @@ def gpu_costs(
         )
         read[rows] = r
         dtype[rows] = cost.dtype
+        # Inductor's Triton pointwise kernels: the in-place buffer they provably write back
+        # (archsim.trace.inductor_args), shared among the op's kernels as their reads are.
+        back = inplace_written_bytes(str(cpu_names[p]), cpu_args[p])
+        if back > 0:
+            total = float(np.sum(r))
+            written[rows] = back * (r / total) if total > 0 else back / len(rows)
     # Memcpy / memset: measured bytes (CUDA "bytes"; ROCm: the runtime call's "size").
     rt_args = runtime["args"].to_numpy()
     for i in np.flatnonzero(kind != "kernel"):
