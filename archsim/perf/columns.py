@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -33,3 +35,18 @@ def by_unique(values: pd.Series, fn: Callable[[pd.Series], object]) -> np.ndarra
     if len(values) == 0:
         return result[:0]
     return result[np.maximum(codes, 0)]
+
+
+@lru_cache(maxsize=4096)
+def _parsed_dims(text: str) -> list:
+    try:
+        dims = json.loads(text)
+    except ValueError:
+        return []
+    return dims if isinstance(dims, list) else []
+
+
+def parsed_input_dims(text: object) -> list:
+    """An op's recorded ``Input Dims`` as a list, one shape per input ([] when absent or not a JSON
+    list). Parsed once per distinct string: callers never modify the list."""
+    return _parsed_dims(text) if isinstance(text, str) and text else []

@@ -28,7 +28,6 @@ the kernel name are left at factor 1 (no evidence of the padding there). Pure fu
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -36,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.perf.blocks import element_bytes
-from archsim.perf.columns import strings
+from archsim.perf.columns import parsed_input_dims, strings
 from archsim.trace.flops.conv import FORWARD_CONV_OPS
 
 ALIGN_PATTERN = re.compile(r"_align(\d+)")
@@ -52,11 +51,10 @@ def _pad_of(name: str, input_dims: str) -> tuple[float, float] | None:
     match = ALIGN_PATTERN.search(name)
     if match is None or int(match.group(1)) <= 1:
         return None
-    try:
-        dims = json.loads(input_dims)
-        x, w = dims[0], dims[1]
-    except (ValueError, TypeError, IndexError, KeyError):
+    dims = parsed_input_dims(input_dims)
+    if len(dims) < 2:
         return None
+    x, w = dims[0], dims[1]
     shapes_ok = all(
         isinstance(s, list) and len(s) >= 3 and all(isinstance(d, int) and d > 0 for d in s)
         for s in (x, w)

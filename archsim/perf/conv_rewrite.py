@@ -22,11 +22,11 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import count
 
 import pandas as pd
 
+from archsim.perf.columns import parsed_input_dims
 from archsim.perf.conv_impl import FP32_BYTES, IMPLS
 
 FORWARD_CONV_NAMES = frozenset(
@@ -87,20 +87,6 @@ class _Layer:
         return float(self.n * self.o * self.out_pixels) if self.bias else 0.0
 
 
-@lru_cache(maxsize=4096)
-def _parsed_dims(text: str) -> list:
-    try:
-        dims = json.loads(text)
-    except ValueError:
-        return []
-    return dims if isinstance(dims, list) else []
-
-
-def _dims(text) -> list:
-    """An op's Input Dims (parsed once per distinct string; callers never modify the list)."""
-    return _parsed_dims(text) if isinstance(text, str) and text else []
-
-
 def _elem(dtype) -> int:
     return 2 if str(dtype) in HALF_DTYPES else FP32_BYTES
 
@@ -120,7 +106,7 @@ def _is4(shape) -> bool:
 
 def _forward_layer(row: dict) -> _Layer | None:
     """The layer of a library forward conv op (4-D input and weight, groups 1), else None."""
-    dims = _dims(row.get("input_dims"))
+    dims = parsed_input_dims(row.get("input_dims"))
     if len(dims) < 2 or not (_is4(dims[0]) and _is4(dims[1])):
         return None
     (n, c, h, w), (o, c2, kh, kw) = dims[0], dims[1]
@@ -134,7 +120,7 @@ def _forward_layer(row: dict) -> _Layer | None:
 
 def _backward_layer(row: dict) -> tuple[_Layer, bool] | None:
     """(layer, whether the input gradient is computed) of a library conv-backward op, else None."""
-    dims = _dims(row.get("input_dims"))
+    dims = parsed_input_dims(row.get("input_dims"))
     if len(dims) < 3 or not all(_is4(d) for d in dims[:3]):
         return None
     (n, o, oh, ow), (n2, c, h, w), (o2, c2, kh, kw) = dims[0], dims[1], dims[2]
@@ -214,7 +200,7 @@ def _pairs(rows: list[dict]) -> list[tuple[int, int, int | None, _Layer]]:
     for i, row in enumerate(rows):
         if row.get("name") != "aten::im2col":
             continue
-        dims = _dims(row.get("input_dims"))
+        dims = parsed_input_dims(row.get("input_dims"))
         if not dims or not _is4(dims[0]):
             continue
         n, c, h, w = dims[0]
@@ -222,7 +208,7 @@ def _pairs(rows: list[dict]) -> list[tuple[int, int, int | None, _Layer]]:
             gemm = rows[j]
             if j in used or gemm.get("name") not in GEMM_NAMES:
                 continue
-            gd = _dims(gemm.get("input_dims"))
+            gd = parsed_input_dims(gemm.get("input_dims"))
             if len(gd) < 2:
                 continue
             cols, weight = gd[1], gd[0]
@@ -242,7 +228,7 @@ def _pairs(rows: list[dict]) -> list[tuple[int, int, int | None, _Layer]]:
 
 
 def _is_bias_add(row: dict, n: int, o: int, pixels: int) -> bool:
-    dims = _dims(row.get("input_dims"))
+    dims = parsed_input_dims(row.get("input_dims"))
     return row.get("name") == "aten::add" and len(dims) >= 2 and dims[0] == [n, o, pixels]
 
 
@@ -288,7 +274,7 @@ def _merge_backward(rows: list[dict], lay: _Layer, drop: set[int], replace: dict
     for k, row in enumerate(rows):
         if k in drop or k in replace or row.get("phase") != "train_backward":
             continue
-        dims = _dims(row.get("input_dims"))
+        dims = parsed_input_dims(row.get("input_dims"))
         for what, (name, shape) in wanted.items():
             if what in hits:
                 continue

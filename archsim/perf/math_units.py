@@ -4,7 +4,6 @@ for kernels named as native-FP16 ones). Split out of archsim.perf.terms (the ker
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -12,7 +11,7 @@ import pandas as pd
 
 from archsim.hw.schema import GpuConfig
 from archsim.perf.blocks import TILED_OP_CLASSES
-from archsim.perf.columns import by_unique
+from archsim.perf.columns import by_unique, parsed_input_dims
 from archsim.perf.columns import strings as _strings
 
 HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.bfloat16"})
@@ -100,6 +99,6 @@ def _conv_input_channels(ops: pd.DataFrame) -> np.ndarray:
 
 def _first_input_channels(input_dims: str) -> float:
     try:
-        return float(json.loads(input_dims)[0][1])
+        return float(parsed_input_dims(input_dims)[0][1])
     except (ValueError, TypeError, IndexError, KeyError):
         return math.nan

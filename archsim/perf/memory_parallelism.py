@@ -45,14 +45,12 @@ Kernels captured on a CPU have no kernel name or grid and get no term.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
 from archsim.hw.schema import GpuConfig
 from archsim.perf.blocks import element_bytes
-from archsim.perf.columns import by_unique
+from archsim.perf.columns import by_unique, parsed_input_dims
 from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
 from archsim.perf.passes import l2_hit_seconds
@@ -110,7 +108,7 @@ def first_input_elements(input_dims: pd.Series) -> np.ndarray:
 
     def parse(text: str) -> float:
         try:
-            dims = json.loads(text)[0]
+            dims = parsed_input_dims(text)[0]
             return float(np.prod([float(d) for d in dims])) if dims else np.nan
         except (ValueError, TypeError, IndexError, KeyError):
             return np.nan

@@ -28,14 +28,13 @@ Pure functions over an ops table. The factor is meant for the ``padding`` argume
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
 import numpy as np
 import pandas as pd
 
-from archsim.perf.columns import column, strings
+from archsim.perf.columns import column, parsed_input_dims, strings
 
 # Launching op -> (index of A, index of B, B is stored [N, K] as in linear). aten::addmm(bias, A, B)
 # and aten::baddbmm(C, A, B) take their matrices second and third.
@@ -67,12 +66,9 @@ def gemm_output_dims(launch_op: str, input_dims: str) -> tuple[int, int, int] | 
     operands = GEMM_OPERANDS.get(launch_op)
     if operands is None or not input_dims:
         return None
-    try:
-        dims = json.loads(input_dims)
-    except ValueError:
-        return None
+    dims = parsed_input_dims(input_dims)
     a_idx, b_idx, b_is_nk = operands
-    if not isinstance(dims, list) or len(dims) <= max(a_idx, b_idx):
+    if len(dims) <= max(a_idx, b_idx):
         return None
     a, b = dims[a_idx], dims[b_idx]
     shapes_ok = all(
