@@ -89,22 +89,10 @@ class SteadyWindow:
         )
 
 
-SETTLING = [0, 1, 3]  # headline() entries compared between stretches (relative_change)
-
-
 def headline(rec: Recorder) -> np.ndarray:
-    """Integrals whose stretch rates are watched: env steps, learner updates, CPU and GPU busy time,
-    inference batches and actor wait (SETTLING: the ones that must agree)."""
-    return np.array(
-        [
-            rec.env_steps,
-            rec.learner_updates,
-            float(rec.cpu_busy_s.sum()),
-            rec.gpu_any_busy_s,
-            rec.inference_batches,
-            rec.actor_wait_s,
-        ]
-    )
+    """The integrals whose stretch rates must settle (relative_change): env steps, learner updates,
+    GPU busy time."""
+    return np.array([rec.env_steps, rec.learner_updates, rec.gpu_any_busy_s], dtype=float)
 
 
 def stretch_rates(short: Recorder, long: Recorder) -> tuple[np.ndarray, bool]:
@@ -114,22 +102,19 @@ def stretch_rates(short: Recorder, long: Recorder) -> tuple[np.ndarray, bool]:
     return rates, counts[0] >= MIN_ENV_STEPS and counts[1] >= MIN_LEARNER_UPDATES
 
 
-def stretch_busy(short: Recorder | None, long: Recorder) -> np.ndarray:
-    """Each hardware thread's busy fraction between two windows (from 0 without ``short``)."""
-    if short is None:
-        return long.cpu_busy_s / long.end
+def stretch_busy(short: Recorder, long: Recorder) -> np.ndarray:
+    """Each hardware thread's busy fraction between two windows."""
     return (long.cpu_busy_s - short.cpu_busy_s) / (long.end - short.end)
 
 
 def relative_change(a: np.ndarray, b: np.ndarray) -> float:
-    """Largest relative difference between two headline rate vectors (0 where both are 0), over
-    the rates that settle: env steps, learner updates and GPU busy time. CPU busy time is left out:
+    """Largest relative difference between two headline rate vectors (0 where both are 0): env
+    steps, learner updates and GPU busy time. CPU busy time is left out:
     its stretches scatter by 1-3% (an env step's CPU work is drawn from the trace's long-tailed
     durations; tests/test_engine_steady.py measures the error it leaves in cpu_util). So are the
     inference batch rate and actor wait: in paced DQN on pinned threads they wander over seconds in
     the exact engine too, and waiting for them to agree took windows past the run-time bound
     (docs/SIMULATOR.md "The steady engine" gives their error)."""
-    a, b = a[SETTLING], b[SETTLING]
     scale = np.maximum(np.abs(a), np.abs(b))
     with np.errstate(invalid="ignore", divide="ignore"):
         change = np.where(scale > 0, np.abs(a - b) / scale, 0.0)
