@@ -258,13 +258,10 @@ def test_multi_process_capture(tmp_path):
     inference = steps[steps.role == "inference"]
     assert (inference.batch_size > 1).any() and (inference.batch_size <= 4).all()
     assert inference.inference_batch_us.notna().all()
-    # every observation sent was answered by exactly one batch: 2 envs per actor step. At the stop
-    # each actor may have a request in flight (sent, maybe answered, no step row) and, when its
-    # process is terminated rather than leaving its loop, a step whose reply came but whose row was
-    # never closed: up to 2 steps x 2 envs per actor either way, 8 observations for 2 actors (a run
-    # beside two busy loops answered 524 for 259 recorded steps: 6 over).
-    assert inference.batch_size.sum() <= 2 * len(actor_rows) + 8
-    assert inference.batch_size.sum() >= 2 * len(actor_rows) - 8
+    # every observation sent was answered by exactly one batch: 2 envs per actor step (the last
+    # request of each actor may be cut by the stop, hence <=)
+    assert inference.batch_size.sum() <= 2 * len(actor_rows) + 4
+    assert inference.batch_size.sum() >= 2 * len(actor_rows) - 4
     # the learner trained
     learner = steps[steps.role == "learner"]
     # (the end of recording, halfway, can cut its last step: no CPU figure, phases missing)
