@@ -18,12 +18,43 @@ DRAM. Each pass costs at least one round trip to where its row is (the first pas
 every block of a wave waits at the same barrier (``blockReduce``'s ``__syncthreads``) before its
 next pass, so no other block's transfer hides the round trips: a kernel of W waves of blocks takes
 at least W x (L_dram + (P - 1) x L_reread) plus its transfer time (archsim.perf.terms adds the
-DRAM and L2 terms: latency plus transfer, Hockney's model, instead of the larger of the two). On the
-H100 fixture h100_timesformer_inference, cunn_SoftMaxForward on [8, 12, 3137, 3137] bf16 takes 5.8 ms
-per call, 5.1 us per wave of 264 blocks (1024 threads each); modelled: 0.53 us of round trips and
-1.21 us of transfer, 2.0 ms per call (-65%). The rest is not explained here: that PyTorch (its
-1024-thread blocks for 3137 columns are SoftMaxForward_getBlockSize's) combines partials with
-``blockReduceWarp`` (warp shuffles), whose cost no held figure gives. The op's bytes
+DRAM and L2 terms: latency plus transfer, Hockney's model, instead of the larger of the two).
+
+Round trips per pass. Within a pass a thread's loads are one after another: each loop iteration loads,
+then folds the value into its accumulator before the next iteration's load is issued (the loops step
+by the runtime ``blockDim.x``, so their trip count is unknown and nvcc does not unroll them: pytorch/
+pytorch PR 195200 on the sibling ``cunn_SpatialSoftMaxForward``). ``cunn_SoftMaxForward<ILP>`` and
+``cunn_SoftMaxBackward<ILP>`` (``ilpReduce``, ``WriteFpropResultsVectorized``,
+``WriteBpropResultsVectorized``) walk a row of C elements with T threads as follows (ILP = 16 B /
+element, ``constexpr int ILP = sizeof(float4) / sizeof(scalar_t)``; ``ALIGN_BYTES = 16``):
+
+- a row whose start is ``shift`` elements past a 16-B boundary (``shift = address % 16 / element``)
+  first loads one element per thread (``if (shift > 0)``, T - shift elements), then treats the rest
+  of the row, C + shift - T elements;
+- ``last = size % (ILP * T)``: the vectorized loop makes (size - last) / (ILP x T) steps of ILP
+  elements per thread, then the tail loop ``for (; offset < size; offset += blockDim.x)`` makes
+  ceil(last / T) scalar steps.
+
+Rows follow each other in memory, so row r starts (r x C) mod (16 / element) elements past a 16-B
+boundary (the CUDA caching allocator's blocks are 512-B aligned: c10/cuda/CUDACachingAllocator.cpp,
+``kMinBlockSize = 512``); a block's round trips per pass are averaged over that cycle of shifts
+(:func:`ilp_row_trips`). A row shorter than ILP x T elements never reaches the vectorized loop: every
+load is one element (SoftMaxForward_getBlockSize gives T = min(C, 1024) rounded up to a warp, so rows
+up to 8,191 bf16 or 4,095 fp32 elements load scalar). The Little's-law term then has one element per
+thread in flight, not ILP (``RowPasses.bytes_per_thread``). A kernel of W waves and P passes takes at
+least W x trips x (L_dram + (P - 1) x L_reread) plus its transfer time; other multi-pass kernels keep
+one round trip per pass.
+
+On the H100 fixture h100_timesformer_inference, cunn_SoftMaxForward<8, BFloat16> on [8, 12, 3137,
+3137] (C = 3137, T = 1024, 2 resident blocks per SM: 1,141 waves of 264) makes 4 round trips per pass
+for every shift (shift 0: ceil(3137 / 1024); shift s > 0: 1 + ceil((2113 + s) / 1024)), so per wave
+4 x (343 ns + 2 x 14.1 ns) = 1.49 us of round trips and 1.21 us of transfer: 3.07 ms per call against
+5.72 ms measured (-46%; one round trip per pass gave 2.0 ms, -65%). Not modelled, for want of a
+published Hopper figure: ``blockReduceWarp``'s two warp-shuffle trees and two ``__syncthreads`` per
+reduction (two reductions per row), the issue time of the per-element ``expf`` and IEEE division
+(three MUFU operations per element at 16 per clock per SM on compute capability 9.0, CUDA C
+Programming Guide's throughput table: about 0.8 us per wave with the idle lanes of the last steps),
+and DRAM latency under load (the preset's 343 ns is a pointer chase on an idle GPU). The op's bytes
 (archsim.trace.flops) count one read of the input and one write; these extra bytes are per kernel
 and per GPU, which is why they live here.
 
@@ -38,6 +69,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.hw.schema import GpuConfig
+from archsim.perf.blocks import DTYPE_BYTES, element_bytes
 from archsim.perf.columns import by_unique
 from archsim.perf.occupancy import blocks_per_sm
 
@@ -56,6 +88,15 @@ ROW_PASS_KERNELS: tuple[tuple[str, int], ...] = (
     (r"bn_fw_tr_1C11_singleread|bn_bw_1C11_singleread", 1),
     (r"bn_fw_tr_1C11_kernel|bn_bw_1C11_kernel|batch_norm_backward_kernel", 2),
 )
+
+# Kernels that walk their row with PyTorch's ilpReduce loops (SoftMax.cu): the template's first
+# argument is ILP; (pattern, tensors the row is read from: input; or output and grad_output).
+ILP_ROW_KERNELS: tuple[tuple[str, int], ...] = (
+    (r"cunn_SoftMaxForward<(\d+),", 1),
+    (r"cunn_SoftMaxBackward<(\d+),", 2),
+)
+# SoftMax.cu: constexpr int ALIGN_BYTES = 16 (a row's shift is its start's offset past 16 B)
+ALIGN_BYTES = 16
 
 # Load latencies on a hit, in SM clock cycles: Jia et al. 2018, "Dissecting the NVIDIA Volta GPU
 # Architecture via Microbenchmarking" (arXiv:1804.06826), V100: L1 hit 28 cycles, L2 hit 193 cycles.
@@ -88,6 +129,67 @@ def row_passes(names: pd.Series) -> np.ndarray:
     return by_unique(names, passes).astype(float)
 
 
+def ilp_row_trips(
+    row_elements: np.ndarray, threads: np.ndarray, ilp: np.ndarray, element_size: np.ndarray
+) -> np.ndarray:
+    """Dependent load steps per pass of one block over its row in SoftMax.cu's ilpReduce loops,
+    averaged over the cycle of row shifts (module docstring): the shift prologue (one element per
+    thread), (size - last) / (ILP x T) vector steps, ceil(last / T) scalar steps. >= 1."""
+    row = np.maximum(np.round(np.asarray(row_elements, dtype=float)), 0.0)
+    threads = np.maximum(np.asarray(threads, dtype=float), 1.0)
+    chunk = np.maximum(np.asarray(ilp, dtype=float), 1.0) * threads
+    cycle = np.clip(np.floor(ALIGN_BYTES / np.maximum(element_size, 1.0)), 1.0, ALIGN_BYTES)
+    total = np.zeros_like(row)
+    for r in range(ALIGN_BYTES):  # rows 0 .. cycle - 1 of the repeating shifts
+        shift = np.mod(r * row, cycle)
+        prologue = shift > 0
+        size = np.where(prologue, np.maximum(row + shift - threads, 0.0), row)
+        last = np.mod(size, chunk)
+        trips = prologue + (size - last) / chunk + np.ceil(last / threads)
+        total += np.where(r < cycle, trips, 0.0)
+    return np.maximum(total / cycle, 1.0)
+
+
+def ilp_row_walk(
+    names: pd.Series,
+    dtypes: pd.Series | None,
+    bytes_read: np.ndarray,
+    blocks: np.ndarray,
+    threads: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(round trips per pass, bytes each thread loads per round trip) of every ILP_ROW_KERNELS
+    kernel; (1, NaN) elsewhere. The element size is the op's dtype's, else 16 B / ILP."""
+    names = pd.Series(names).reset_index(drop=True).astype("string").fillna("")
+
+    def parse(unique: pd.Series) -> np.ndarray:
+        out = np.full((len(unique), 2), np.nan)
+        for pattern, tensors in reversed(ILP_ROW_KERNELS):
+            ilp = unique.str.extract(pattern)[0].astype(float).to_numpy()
+            hit = np.isfinite(ilp)
+            out[hit] = np.stack([ilp, np.full(len(unique), float(tensors))], axis=1)[hit]
+        return out
+
+    unique = pd.Series(names.unique())
+    table = parse(unique.astype(str)) if len(unique) else np.zeros((0, 2))
+    ilp, tensors = table[pd.Index(unique).get_indexer(names)].T
+    named = np.isfinite(ilp)
+    if not named.any():
+        return np.ones(len(names)), np.full(len(names), np.nan)
+    size = np.full(len(names), np.nan)
+    if dtypes is not None:
+        dtypes = pd.Series(dtypes).reset_index(drop=True).astype("string").fillna("")
+        known = dtypes.str.replace("torch.", "", regex=False).isin(list(DTYPE_BYTES))
+        size = np.where(known.to_numpy(dtype=bool), element_bytes(dtypes), np.nan)
+    size = np.where(np.isfinite(size) & (size > 0), size, ALIGN_BYTES / np.where(named, ilp, 1.0))
+    blocks = np.maximum(np.asarray(blocks, dtype=float), 1.0)
+    row_bytes = np.nan_to_num(np.asarray(bytes_read, dtype=float), nan=0.0) / blocks
+    row_elements = row_bytes / np.where(named, tensors, 1.0) / size
+    trips = ilp_row_trips(row_elements, threads, np.where(named, ilp, 1.0), size)
+    threads = np.maximum(np.asarray(threads, dtype=float), 1.0)
+    per_thread = np.maximum(row_bytes / (threads * trips), size)
+    return np.where(named, trips, 1.0), np.where(named & (row_elements > 0), per_thread, np.nan)
+
+
 def _l1_bytes_per_sm(gpu: GpuConfig, generation: str) -> float:
     if generation == "cdna":
         return (CDNA3_L1_KB if "mi300" in gpu.name.lower() else CDNA2_L1_KB) * 1024.0
@@ -102,11 +204,13 @@ def reread_terms(
     gpu: GpuConfig,
     generation: str,
     idealize: frozenset[str],
+    trips: np.ndarray | float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(extra DRAM bytes, extra L2 bytes, latency floor in seconds) of the re-read passes.
 
     ``bytes_read`` is the kernel's input read once; ``resident_per_sm`` the blocks an SM holds at
-    once (archsim.perf.occupancy). Kernels with ``passes`` 0 or 1 get zeros."""
+    once (archsim.perf.occupancy); ``trips`` the dependent round trips each pass makes (1: one per
+    pass; :func:`ilp_row_trips`). Kernels with ``passes`` 0 or 1 get zeros."""
     multi = passes > 1
     blocks = np.maximum(blocks, 1.0)
     resident = np.maximum(resident_per_sm, 1.0)
@@ -125,17 +229,20 @@ def reread_terms(
         on_chip_s = np.zeros_like(on_chip_s)
     reread_s = np.where(in_l1 | in_l2, on_chip_s, dram_s)
     waves = np.ceil(blocks / concurrent)
-    latency = np.where(multi, waves * (dram_s + (passes - 1) * reread_s), 0.0)
+    latency = np.where(multi, waves * trips * (dram_s + (passes - 1) * reread_s), 0.0)
     return extra_dram, extra_l2, latency
 
 
 @dataclass(frozen=True)
 class RowPasses:
-    """Per op: extra DRAM and L2 bytes of the re-reads, and the passes' round trips in seconds."""
+    """Per op: extra DRAM and L2 bytes of the re-reads, the passes' round trips in seconds, and
+    the bytes a thread has in flight per round trip (NaN: not an ilpReduce kernel, its family's
+    figure stands: archsim.perf.in_flight)."""
 
     extra_dram: np.ndarray
     extra_l2: np.ndarray
     latency: np.ndarray
+    bytes_per_thread: np.ndarray
 
 
 def row_pass_work(
@@ -146,10 +253,12 @@ def row_pass_work(
     gpu: GpuConfig,
     generation: str,
     idealize: frozenset[str],
+    dtypes: pd.Series | None = None,
 ) -> RowPasses | None:
     """The re-read work of every multi-pass kernel among the ops (None when there is none).
     ``launch``: (blocks, threads, registers per thread, shared bytes) per op; a kernel whose bytes
-    were inferred from its launch (no ``bytes_read``) is taken as half read, half written."""
+    were inferred from its launch (no ``bytes_read``) is taken as half read, half written;
+    ``dtypes``: the ops' dtypes (element size of an ilpReduce row; else 16 B / ILP)."""
     passes = row_passes(names)
     if not (passes > 1).any():
         return None
@@ -157,7 +266,9 @@ def row_pass_work(
     resident = blocks_per_sm(threads, registers, shared, gpu)
     read = np.nan_to_num(bytes_read, nan=0.0)
     read = np.where(read > 0, read, dram_bytes / 2)
-    return RowPasses(*reread_terms(passes, read, blocks, resident, gpu, generation, idealize))
+    trips, per_thread = ilp_row_walk(names, dtypes, read, blocks, threads)
+    terms = reread_terms(passes, read, blocks, resident, gpu, generation, idealize, trips)
+    return RowPasses(*terms, per_thread)
 
 
 def add_pass_terms(
@@ -176,8 +287,12 @@ def add_pass_terms(
 
 
 __all__ = [
+    "ALIGN_BYTES",
+    "ILP_ROW_KERNELS",
     "RowPasses",
     "add_pass_terms",
+    "ilp_row_trips",
+    "ilp_row_walk",
     "row_pass_work",
     "CDNA2_L1_KB",
     "CDNA3_L1_KB",

@@ -149,7 +149,8 @@ def kernel_terms(
     dram_bytes = np.where(dram_bytes > 0, dram_bytes, est_bytes)
     # Block-per-row kernels that re-read their row (softmax, layer norm: archsim.perf.passes).
     row_work = row_pass_work(_strings(ops, "name"), _column(ops, "bytes_read"), dram_bytes,
-                         (blocks, threads, registers, shared), gpu, gen, idealize)  # fmt: skip
+                         (blocks, threads, registers, shared), gpu, gen, idealize,
+                         _strings(ops, "dtype"))  # fmt: skip
     if row_work is not None:
         dram_bytes = dram_bytes + row_work.extra_dram
     rate, tensor = math_units(ops, gpu)
@@ -174,6 +175,9 @@ def kernel_terms(
     # Bytes in flight per thread by kernel family (archsim.perf.in_flight), for the Little's-law term.
     per_thread = bytes_in_flight_per_thread(_strings(ops, "name"), _strings(ops, "dtype"),
                                             dram_bytes, blocks, threads)  # fmt: skip
+    if row_work is not None:  # ilpReduce rows shorter than ILP x T load one element per step
+        per_thread = np.where(np.isfinite(row_work.bytes_per_thread), row_work.bytes_per_thread,
+                              per_thread)  # fmt: skip
     terms = _achieved(_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
                              tile_edge / size, gpu, idealize, padding, per_thread),
                       math_fraction, dram_fraction)  # fmt: skip
