@@ -20,7 +20,10 @@ match on the kernel name wins:
   grid-stride ``while (tid < nElements) { output[...] = data[...]; }``: one element loaded and stored
   per round trip, 2 x sizeof(OpaqueType<N>) = 2N bytes.
 - ``cunn_SoftMaxForward<ILP, ...>`` (aten/src/ATen/native/cuda/SoftMax.cu, ``ilpReduce`` /
-  ``WriteFpropResults``: ``aligned_vector<scalar_t, ILP>`` loads): ILP elements per step.
+  ``WriteFpropResults``: ``aligned_vector<scalar_t, ILP>`` loads): ILP elements per step. Where the
+  op's bytes give its row, archsim.perf.passes.ilp_row_walk replaces this with the row's bytes per
+  thread per round trip (its shift prologue and scalar tail load one element per step, and a row
+  shorter than ILP x threads never reaches the vector loop); archsim.perf.terms applies it.
 - ``vectorized_layer_norm_kernel`` (aten/src/ATen/native/cuda/layer_norm_kernel.cu: ``constexpr int
   vec_size = 4``, ``compute_stats`` loads one ``aligned_vector<T, vec_size>`` per step): 4 elements.
 - ``reduce_kernel`` and the scalar-loop statistics kernels of :mod:`archsim.perf.memory_parallelism`
