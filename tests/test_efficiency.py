@@ -46,8 +46,8 @@ GOLDEN = {
     "dgx1-v100": (80, 128, 1530, 900, 0.83, 0.85, 0.75),
     # Ampere: BabelStream A100 (~1.37 of 1.555 TB/s); fp32 matmuls stay FP32 (allow_tf32 False)
     "dgx-a100": (108, 128, 1410, 1555, 0.88, 0.85, 1.0),
-    # CDNA: BabelStream on an MI250X GCD (0.82), taken for the family; packed FP32 256 FLOP/clk/CU
-    "mi300x": (304, 256, 2100, 5300, 0.82, 0.85, 1.0),
+    # CDNA3: gpu-benches gpu-stream on an MI300X (scale, 3997 of 5300 GB/s); packed FP32 256 FLOP/clk/CU
+    "mi300x": (304, 256, 2100, 5300, 0.754, 0.85, 1.0),
     # Maxwell GM20B: P100's DRAM fraction (0.70), the Volta SGEMM fraction (assumed)
     "jetson-tx1": (2, 256, 998, 25.6, 0.70, 0.85, 1.0),
 }
@@ -68,7 +68,7 @@ def test_golden_sgemm_and_add(preset: str) -> None:
     gemm_s = predict_op_seconds(gemm, hw)[0]
     assert gemm_s == pytest.approx(t_math / gemm_fraction + launch_us * 1e-6, rel=1e-9)
     # add: 201,326,592 B / (DRAM x achieved fraction). V100: / 747 GB/s = 269.5 us; A100: / 1368.4
-    # GB/s = 147.1 us; MI300X: / 4346 GB/s = 46.3 us; TX1: / 17.92 GB/s = 11.235 ms.
+    # GB/s = 147.1 us; MI300X: / 3996.2 GB/s = 50.4 us; TX1: / 17.92 GB/s = 11.235 ms.
     add = make_ops([ELEMENTWISE])
     add_s = predict_op_seconds(add, hw)[0]
     expected = ADD_BYTES / (dram_gbs * 1e9 * dram_fraction) + launch_us * 1e-6
