@@ -31,6 +31,7 @@ import simpy
 
 from archsim.sim.cpu import LindleyThreads
 from archsim.sim.gil import HANDOFF_S, Gil, slices
+from archsim.sim.inline_events import fire, next_anyway, succeed_at_tail
 from archsim.sim.python_share import BurstPython
 from archsim.sim.shared_cpu import SharedThreads
 
@@ -81,11 +82,19 @@ class FastGil:
         self.handoffs = 0
         self.wait_s = 0.0
         self.timer_gen = 0
+        # pinned: done events of bursts that end while the own event loop runs, succeeded when it
+        # has run (None: at once); the one done of a run may then be processed in place
+        self.collect = isinstance(threads, LindleyThreads)
+        self.dones: list[simpy.Event] | None = None
         if isinstance(threads, LindleyThreads):  # parts started before the end, booked at the end
             threads.flush_hooks.append(lambda: self._advance(threads.rec.end))
 
-    def run(self, thread: int, work_s: float, python: BurstPython, label: str = ""):
-        """Run a burst of ``work_s`` on ``thread`` (a simpy generator), its Python part under the GIL."""
+    def run(
+        self, thread: int, work_s: float, python: BurstPython, label: str = "", tail: bool = False
+    ):
+        """Run a burst of ``work_s`` on ``thread`` (a simpy generator), its Python part under the GIL.
+        ``tail``: the caller runs at the tail of the event that resumed it (nothing is left to do in
+        that event's processing once it waits for the burst)."""
         env = self.env
         state = self.state.get(thread)
         if state is None:
@@ -95,7 +104,13 @@ class FastGil:
         if state.phase == IDLE and len(state.pending) == 1:
             # The reference takes the thread's turn first, an event later at this instant, and
             # then asks for the GIL: two threads that start bursts at one instant (a replay insert
-            # that frees the learner while the server goes on) ask in the same order here.
+            # that frees the learner while the server goes on) ask in the same order here. When that
+            # event would be the next one processed and the caller is at its event's tail, the
+            # turn is taken here (the same order, one event fewer).
+            if tail and next_anyway(env):
+                self._begin(thread, state)
+                yield done
+                return
             turn = env.event()
             turn.callbacks.append(lambda _event: self._begin(thread, state))
             turn.succeed()
@@ -103,6 +118,7 @@ class FastGil:
 
     def _begin(self, thread: int, state: _Thread) -> None:
         now = self.env.now
+        self._collect()
         self._advance(now)
         if state.phase == IDLE and state.pending:
             self._start_next(thread, state, now)
@@ -170,7 +186,13 @@ class FastGil:
         """The thread's burst ends at ``t``: its caller goes on; its next queued burst starts."""
         state.phase = IDLE
         self.active.remove(thread)
-        state.done.succeed()
+        if self.dones is not None:
+            self.dones.append(state.done)
+        elif not state.pending and getattr(self.threads, "tail", False):
+            self.threads.tail = False  # archsim.sim.shared_cpu: nothing is left after this call
+            succeed_at_tail(state.done)
+        else:
+            state.done.succeed()
         if state.pending:
             self._start_next(thread, state, t)
 
@@ -192,10 +214,68 @@ class FastGil:
 
     def _advance(self, until: float) -> None:
         while True:
+            if len(self.active) == 1 and not self.waiting:
+                self._advance_lone(until)
+                return
             t, thread = self._next()
             if thread < 0 or t > until:
                 return
             self._step(thread, self.state[thread])
+
+    def _advance_lone(self, until: float) -> None:
+        """_advance while one thread alone runs bursts and nobody waits for the GIL: its _step
+        transitions with finish_time inlined (same sums in the same order; a lone thread always
+        finds the GIL free), the loop that dominated the pinned engine's run time."""
+        thread = self.active[0]
+        state = self.state[thread]
+        threads = self.threads
+        speed = threads.speed[thread]
+        free_at, busy, queue = threads.free_at, threads.busy_s, threads.queue
+        end = threads.rec.end
+        q_end = queue.end
+        while state.phase != IDLE:
+            t = state.until
+            if t > until:
+                return
+            phase = state.phase
+            if phase == HAND:
+                self.wait_s += t - state.asked
+                self.holder = thread
+                state.phase = PY
+                work = state.py_work
+            elif phase == PY and state.nat_work > 0:
+                self.owner = None
+                state.phase = NAT
+                work = state.nat_work
+            elif phase == PLAIN:
+                self._finish(thread, state, t)
+                if len(self.active) != 1 or self.waiting:
+                    return  # its next burst asked for the GIL in vain (cannot happen alone)
+                continue
+            else:  # PY without native work, or NAT: the slice is over
+                if phase == PY:
+                    self.owner = None
+                state.left -= 1
+                if state.left <= 0:
+                    self._finish(thread, state, t)
+                    if len(self.active) != 1 or self.waiting:
+                        return
+                    continue
+                self.owner = self.holder = thread  # _ask: a free GIL, nobody waiting
+                state.phase = PY
+                work = state.py_work
+            # LindleyThreads.finish_time(thread, work, t), inlined
+            free = free_at[thread]
+            start = t if t > free else free
+            finish = start + work / speed
+            free_at[thread] = finish
+            if t < q_end:  # QueueStat.add_wait(t, start)
+                queue.arrivals += 1
+                wait = (start if start < q_end else q_end) - t
+                queue.wait_sum += wait
+                queue.area += wait
+            busy[thread] += (finish if finish < end else end) - (start if start < end else end)
+            state.until = finish
 
     def _lone_end(self, state: _Thread) -> float:
         """When the burst of a thread alone in the process ends, nobody else asking meanwhile: its
@@ -217,22 +297,47 @@ class FastGil:
                 t = t + state.nat_work / speed
         return t
 
+    def _collect(self) -> None:
+        """From here to _arm, done events are collected (pinned threads: nothing else schedules
+        events meanwhile), to be succeeded by _arm in the same order."""
+        if self.collect:
+            self.dones = []
+
     def _arm(self) -> None:
-        """One timer: at the lone burst's end, or at the next transition among several."""
+        """One timer: at the lone burst's end, or at the next transition among several. Then the
+        collected done events, in the order they were succeeded before the timer was scheduled;
+        called at the tail of an event's processing, so one done may be processed in place."""
         self.timer_gen += 1
-        if not self.active:
+        dones, self.dones = self.dones, None
+        env = self.env
+        delay, at = None, 0.0
+        if self.active:
+            if len(self.active) == 1 and not self.waiting:
+                at = self._lone_end(self.state[self.active[0]])
+            else:
+                at, _ = self._next()
+            delay = max(0.0, at - env.now)
+        later = delay is None or env.now + delay > env.now
+        if dones and len(dones) == 1 and later and next_anyway(env):
+            # the done would be the next event processed: process it here
+            self._set_timer(delay, at)
+            fire(dones[0])
             return
-        if len(self.active) == 1 and not self.waiting:
-            at = self._lone_end(self.state[self.active[0]])
-        else:
-            at, _ = self._next()
+        for done in dones or ():
+            done.succeed()
+        self._set_timer(delay, at)
+
+    def _set_timer(self, delay: float | None, at: float) -> None:
+        if delay is None:
+            return
         gen = self.timer_gen
-        timer = self.env.timeout(max(0.0, at - self.env.now))
+        timer = self.env.timeout(delay)
         timer.callbacks.append(lambda _event: self._on_timer(gen, at))
 
     def _on_timer(self, gen: int, at: float) -> None:
         if gen != self.timer_gen:
             return  # a burst arrived since and re-armed it
+        self._collect()
         self._advance(at)
         self._arm()
 

@@ -15,6 +15,7 @@ from collections import deque
 import simpy
 
 from archsim.sim.cpu import record
+from archsim.sim.inline_events import fire, next_anyway
 from archsim.sim.metrics import Recorder
 
 STREAMS = ("inference", "learner")
@@ -97,12 +98,20 @@ class SharedGpu:
             self.running[stream] = None
 
     def _schedule(self) -> None:
+        self._arm(self._next_delay())
+
+    def _next_delay(self) -> float | None:
+        """A new timer's delay for the next completion (None: nothing runs); older timers die."""
         self.version += 1
         rate = self._rate()
         left = [job[0] for job in self.running if job is not None]
         if not left:
+            return None
+        return max(0.0, min(left) / rate)
+
+    def _arm(self, delay: float | None) -> None:
+        if delay is None:
             return
-        delay = max(0.0, min(left) / rate)
         timer = self.env.timeout(delay)
         version = self.version
         timer.callbacks.append(lambda _event: self._on_timer(version))
@@ -111,11 +120,22 @@ class SharedGpu:
         if version != self.version:
             return
         self._advance()
-        now = self.env.now
+        env = self.env
+        now = env.now
+        finished = []
         for stream in (INFERENCE, LEARNER):
             job = self.running[stream]
             if job is not None and job[0] <= DONE_EPS_S:
                 record(self.rec, job[3], f"gpu_{STREAMS[stream]}", job[4], now - job[4], job[6])
-                job[2].succeed()
+                finished.append(job[2])
                 self._start_next(stream)
-        self._schedule()
+        delay = self._next_delay()
+        if len(finished) == 1 and (delay is None or now + delay > now) and next_anyway(env):
+            # the one finished job's done event would be processed next (the new timer is later):
+            # its waiter resumes here, at the tail of this timer's processing (one event fewer)
+            self._arm(delay)
+            fire(finished[0])
+            return
+        for done in finished:  # as succeeded before the new timer was scheduled
+            done.succeed()
+        self._arm(delay)

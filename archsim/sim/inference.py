@@ -22,8 +22,10 @@ import simpy
 from simpy.events import Event
 
 from archsim.sim.cpu import record
+from archsim.sim.fast_gil import FastGil
 from archsim.sim.gil import run_burst
 from archsim.sim.gpu import INFERENCE
+from archsim.sim.inline_events import ProcessPool
 from archsim.sim.system import System, locked
 
 # simpy runs events at equal times by priority (URGENT 0, NORMAL 1); a batch's closing timer runs
@@ -147,7 +149,11 @@ def serve_batch(
     python = times.python.server_burst(
         times.server_cpu_s_per_batch, times.server_cpu_s_per_obs, n_obs, len(members)
     )
-    yield from run_burst(system, server, cpu_s, python, "inference_server")
+    gil = system.gil
+    if isinstance(gil, FastGil):  # started by its own event (below): at that event's tail
+        yield from gil.run(server, cpu_s, python, "inference_server", tail=True)
+    else:
+        yield from run_burst(system, server, cpu_s, python, "inference_server")
     served = env.now
     yield from system.replay.insert(n_obs)
     label = "inference_batch"
@@ -315,6 +321,7 @@ class FleetBatcher:
         self.servers = len(system.server_threads)
         self.busy = 0  # closed batches whose server has not got their actions yet
         self.armed: float | None = None  # the closing time run() sleeps until, if it does
+        self.servers_pool = ProcessPool(system.env, serve_batch)  # one event per batch
 
     def server_free(self) -> None:
         if self.wait_for_server:  # otherwise no wake-up: it would reorder same-instant closes
@@ -388,7 +395,7 @@ class FleetBatcher:
             queue.wait_sum += waited
             queue.area += waited
             members = [actor for _, actor in batch]
-            env.process(
-                serve_batch(self.system, members, self.deliver, self.batches, self.server_free)
+            self.servers_pool.start(
+                (self.system, members, self.deliver, self.batches, self.server_free)
             )
             self.batches += 1

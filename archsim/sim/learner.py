@@ -8,11 +8,16 @@ kernel launches are native and take no GIL."""
 from __future__ import annotations
 
 from archsim.sim.cpu import LindleyThreads
+from archsim.sim.fast_gil import FastGil
 from archsim.sim.gil import run_burst
-from archsim.sim.gpu import LEARNER
+from archsim.sim.gpu import DONE_EPS_S, LEARNER
 from archsim.sim.system import System, locked
 
 LAUNCHES = "kernel_launches"
+# Numerical margin, not a model figure: a GPU job is done with up to DONE_EPS_S of work left, and
+# its end is a sum of a few float times (each within ~1e-16 relative of runs of seconds); launches
+# that end this much before the job's earliest end are surely over when it ends.
+GPU_DONE_SLACK_S = 1000 * DONE_EPS_S
 
 
 def learner_process(system: System):
@@ -26,16 +31,29 @@ def learner_process(system: System):
     if rec.timeline is not None:
         rec.timeline.name_thread(thread, "learner")
     net = getattr(system, "net", None)  # set by archsim.sim.run for --nodes / --replay-placement
+    # Every event the learner waits on below but the replay's wake-ups (and the network's and the
+    # lock's) has its resumption as its only callback: after an unheld sample the learner runs at
+    # the tail of an event's processing, and its GIL turn may be taken in place (archsim.sim.fast_gil)
+    fast_gil = system.gil if isinstance(system.gil, FastGil) else None
+    plain = net is None and lock is None
     while True:
-        yield from replay.sample(batch)
+        waited = yield from replay.sample(batch)
         if net is not None:  # the prioritized sample's messages (archsim.sim.replay_server)
             yield from net.sample(system, thread, batch)
-        yield from locked(
-            lock,
-            run_burst(
-                system, thread, times.learner_sample_cpu_s, python.replay_sample, "replay_sample"
-            ),
-        )
+        if fast_gil is not None and plain and not waited:
+            sample_s = times.learner_sample_cpu_s
+            yield from fast_gil.run(thread, sample_s, python.replay_sample, "replay_sample", True)
+        else:
+            yield from locked(
+                lock,
+                run_burst(
+                    system,
+                    thread,
+                    times.learner_sample_cpu_s,
+                    python.replay_sample,
+                    "replay_sample",
+                ),
+            )
         if times.on_gpu:
             done = gpu.submit(
                 LEARNER,
@@ -50,10 +68,16 @@ def learner_process(system: System):
                 # for the GPU job and then, if the launches end later, for the timer (same
                 # instants and place among the events, one resumption fewer per step)
                 finish = threads.finish_time(thread, times.learner_launch_cpu_s, env.now, LAUNCHES)
-                launched = env.timeout(finish - env.now)
-                yield done
-                if not launched.processed:
-                    yield launched
+                if finish + GPU_DONE_SLACK_S < env.now + times.learner_gpu_s:
+                    # the GPU job, alone on its stream, ends no earlier than its work alone on the
+                    # GPU after now (rate <= 1): the timer would be processed before it and do
+                    # nothing; it is not made
+                    yield done
+                else:
+                    launched = env.timeout(finish - env.now)
+                    yield done
+                    if not launched.processed:
+                        yield launched
             else:
                 yield from threads.execute(thread, times.learner_launch_cpu_s, LAUNCHES)
                 yield done

@@ -87,10 +87,14 @@ class RateLimitedReplay:
         self._notify()
 
     def sample(self, n: int):
-        if not self.can_sample(n):
+        """Generator: sample ``n`` transitions, waiting for the rate limiter if needed; returns
+        whether it waited (then a wake-up resumed it amid testing others, not at an event's tail)."""
+        waited = not self.can_sample(n)
+        if waited:
             yield from self._wait(SAMPLE, n, self.sample_queue)
         self.sampled += n
         self._notify()
+        return waited
 
     def _fits(self, sizes: tuple[list[int], list[int]]) -> bool:
         """Whether any of the requests with these sizes may go on now."""

@@ -30,8 +30,10 @@ from collections.abc import Callable
 
 import numpy as np
 import simpy
+from simpy.events import Event
 
 from archsim.sim.cpu import record
+from archsim.sim.inline_events import succeed_at_tail
 from archsim.sim.metrics import Recorder
 
 
@@ -85,6 +87,7 @@ class SharedThreads:
         self.series = rec.series_bins > 0
         self.timeline = rec.timeline is not None  # keep a slice per burst
         self.fifo: dict[int, simpy.Resource] = {}  # software threads shared by several roles
+        self.tail = False  # a finish callback runs at the tail of the timer's processing
 
     def serialize(self, threads: list[int], each: list[int] | tuple[int, ...] = ()) -> None:
         """Software threads named more than once in ``threads``, and every thread in ``each``, run one
@@ -248,8 +251,17 @@ class SharedThreads:
             finished.append(heapq.heappop(self.heap)[2])
             self.n -= 1
         self._reschedule()
+        last = finished.pop()
         for on_done in finished:  # in finishing order; callbacks may start new bursts
             on_done()
+        # The last callback runs at the tail of this timer's processing: a done event it succeeds
+        # as its last act may be processed in place when it would be next (archsim.sim.system)
+        if getattr(last, "__func__", None) is Event.succeed:  # a process's burst (_burst)
+            succeed_at_tail(last.__self__)
+            return
+        self.tail = True  # read (and cleared) by archsim.sim.fast_gil for its done events
+        last()
+        self.tail = False
 
     def flush(self) -> None:
         """Busy time per hardware thread into the recorder: with k busy, threads 0..k-1 are (Linux
