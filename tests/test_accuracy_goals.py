@@ -42,11 +42,11 @@ def _miss(reason: str):
         "v100_resnet50_train_2021.json.gz",  # +4.8%
         pytest.param(
             "mi300x_normalization_bench.json.gz",
-            marks=_miss("total -43.0% (statistics kernels at 16-128 workgroups: 4 us vs 7-11)"),
+            marks=_miss("total -40.7% (statistics kernels at 16-128 workgroups: 5 us vs 7-11)"),
         ),
-        pytest.param("h100_timesformer_inference.json.gz", marks=_miss("total -28.9%")),
+        pytest.param("h100_timesformer_inference.json.gz", marks=_miss("total -28.8%")),
         "mi300x_sd35_inference.json.gz",  # -19.5% (Triton epilogues' in-place writes counted)
-        pytest.param("mi250_mlp_train.json.gz", marks=_miss("total -63.8% (kernel floor)")),
+        pytest.param("mi250_mlp_train.json.gz", marks=_miss("total -63.2% (kernel floor)")),
     ],
 )
 def test_model_only_total_within_20_percent(name: str) -> None:
@@ -59,10 +59,10 @@ def test_model_only_total_within_20_percent(name: str) -> None:
     "name, measured",
     [
         ("v100_resnet50_train_2021.json.gz", None),  # met: 25%
-        ("mi300x_normalization_bench.json.gz", "51%"),
-        # 28.8% with the 500-ns DRAM latency guess; 34% with the measured GH200 pointer chase (343 ns,
-        # dgx-h100.yaml): its latency-bound kernels sit near the 30% line
-        ("h100_timesformer_inference.json.gz", "34%"),
+        ("mi300x_normalization_bench.json.gz", "50%"),
+        # met: 29% (34% before its global reductions' round trips were put in series with the kernel
+        # floor, archsim.perf.memory_parallelism.serial_overhead_seconds); near the 30% line
+        ("h100_timesformer_inference.json.gz", None),
         ("mi300x_sd35_inference.json.gz", "46%"),
         ("mi250_mlp_train.json.gz", "51%"),
     ],

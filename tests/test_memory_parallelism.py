@@ -1,7 +1,8 @@
 """Dependent load steps of scalar-loop reduction kernels (archsim.perf.memory_parallelism).
 
 Worked by hand on the mi300x preset: 304 CUs, 2100 MHz, 2048 threads per CU, DRAM latency 434 ns,
-kernel floor 2.0 us; L2 hit (its l2_latency_ns, 213 cycles at 2100 MHz) 101.4 ns."""
+kernel floor 2.0 us; L2 hit (its l2_latency_ns, 213 cycles at 2100 MHz) 101.4 ns. The round trips run
+in series with the floor less its own round trip: 2.0 - 0.434 = 1.566 us."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from hypothesis import strategies as st
 
 from archsim.hw import load_hw
 from archsim.perf.kernel import body_seconds
-from archsim.perf.memory_parallelism import dependent_step_seconds, load_steps, step_floor
+from archsim.perf.memory_parallelism import (
+    dependent_step_seconds,
+    load_steps,
+    serial_overhead_seconds,
+    step_floor,
+)
 from archsim.trace.schema import OPS_COLUMNS, conform
 
 MI300X = load_hw("mi300x")
@@ -55,27 +61,28 @@ def test_step_counts_from_kernel_names() -> None:
 def test_small_grid_statistics_kernel_pays_its_dependent_steps() -> None:
     # batch_norm over [8, 16, 32, 32] fp32: 16 channels, one 1024-thread block each. The trace gives
     # the kernel a third of the op's bytes, but the kernel reads its whole input: 131,072 elements,
-    # 8,192 per block, one scalar load per thread per step: 8 steps x 434 ns = 3.472 us (one wave).
+    # 8,192 per block, one scalar load per thread per step: 8 steps x 434 ns = 3.472 us (one wave),
+    # after the 1.566 us of dispatch and completion: 5.038 us.
     ops = _kernel(STATS, (16, 1), 1024, 174805.0, 174763.0, "[[8,16,32,32],[],[],[16],[16]]")
-    assert body_seconds(ops, MI300X)[0] == pytest.approx(3.472e-6)
+    assert body_seconds(ops, MI300X)[0] == pytest.approx(1.566e-6 + 3.472e-6)
     # The same kernel without recorded shapes: its bytes read, 174,805 B = 43,701 elements, 2,732
-    # per block: 3 steps = 1.302 us, below the 2.0-us kernel floor.
+    # per block: 3 steps = 1.302 us, plus 1.566 us = 2.868 us, above the 2.0-us kernel floor.
     ops = _kernel(STATS, (16, 1), 1024, 174805.0, 174763.0)
-    assert body_seconds(ops, MI300X)[0] == pytest.approx(2.0e-6)
+    assert body_seconds(ops, MI300X)[0] == pytest.approx(2.868e-6)
 
 
 def test_global_reduction_adds_l2_round_trips() -> None:
     # mean of [8, 16, 32, 32] fp32 to one value over 16 blocks of 512 threads (grid (1, 16)):
     # 524,292 B read = 131,073 elements / 16 = 8,192 per block (whole elements), 4 per thread per
     # step: 4 steps x 434 ns = 1.736 us; plus the global reduction's 3 L2 round trips of 101.4 ns:
-    # 2.0402 us, just above the 2.0-us kernel floor.
+    # 2.0402 us, after the floor's 1.566 us: 3.6062 us.
     ops = _kernel(REDUCE_MEAN, (1, 16), 512, 524292.0, 4.0, "[[8,16,32,32],[],[]]")
     floor = step_floor(ops, (np.array([16.0]), np.array([512.0]), np.array([4.0])),
                        np.array([524296.0]), MI300X.gpu, frozenset())  # fmt: skip
     assert floor is not None
-    assert floor[0] == pytest.approx(4 * 434e-9 + 3 * 101.4e-9)
-    assert floor[0] == pytest.approx(2.0402e-6, rel=1e-4)
-    assert body_seconds(ops, MI300X)[0] == pytest.approx(4 * 434e-9 + 3 * 101.4e-9)
+    assert floor[0] == pytest.approx(1.566e-6 + 4 * 434e-9 + 3 * 101.4e-9)
+    assert floor[0] == pytest.approx(3.6062e-6, rel=1e-4)
+    assert body_seconds(ops, MI300X)[0] == pytest.approx(3.6062e-6, rel=1e-4)
     # the idealized DRAM latency and memory system remove both
     ideal = step_floor(ops, (np.array([16.0]), np.array([512.0]), np.array([4.0])),
                        np.array([524296.0]), MI300X.gpu, frozenset({"dram_latency", "memory_system"}))  # fmt: skip
@@ -142,3 +149,33 @@ def test_more_blocks_never_slower_within_one_wave(
                                             np.array([2.0]), np.array([3.0]), GPU)[0])  # fmt: skip
 
     assert t(wider) <= t(blocks)
+
+
+def test_serial_overhead_is_the_floor_less_its_own_round_trip() -> None:
+    # mi300x: 2.0 us floor - 434 ns = 1.566 us; mi210: 3.7 us - 390 ns = 3.31 us
+    assert serial_overhead_seconds(MI300X.gpu) == pytest.approx(1.566e-6)
+    assert serial_overhead_seconds(load_hw("mi210").gpu) == pytest.approx(3.31e-6)
+    # idealized DRAM latency: the whole floor stays; perfect SM utilization removes the floor
+    assert serial_overhead_seconds(MI300X.gpu, frozenset({"dram_latency"})) == pytest.approx(2.0e-6)
+    assert serial_overhead_seconds(MI300X.gpu, frozenset({"sm_utilization"})) == 0.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    elements=st.integers(1, 1024),
+    blocks=st.integers(1, 608),
+    threads=st.sampled_from([64, 128, 256, 512, 1024]),
+)
+def test_one_step_costs_the_floor_and_each_step_adds_a_round_trip(
+    elements: int, blocks: int, threads: int
+) -> None:
+    """Rows that one load per thread covers (one step, one wave) cost exactly the kernel floor; twice
+    the rows (two steps) one DRAM round trip more."""
+    elements = min(elements, threads)  # one step: rows <= threads x 1 element
+
+    def t(rows: float) -> float:
+        ops = _kernel(STATS, (blocks, 1), threads, rows * blocks * 4.0, 8.0 * blocks)
+        return float(body_seconds(ops, MI300X)[0])
+
+    assert t(elements) == pytest.approx(2.0e-6)
+    assert t(elements + threads) == pytest.approx(2.0e-6 + 434e-9)

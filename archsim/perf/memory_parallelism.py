@@ -11,9 +11,18 @@ or group, 16-128 on a GPU with 100-300 SMs) nothing else hides those round trips
     T_steps = waves x ceil(row_elements / (threads x e)) x L_dram      (+ k x L_L2 for global reductions)
 
 where waves = ceil(blocks / (SMs x resident blocks per SM)), row_elements = elements a block reads,
-e = elements each thread loads per loop step (KERNEL_LOAD_STEPS, from the kernel's source). The term is
-a floor on the kernel's time (T_lat = max(T_lat, T_steps)); with many blocks or short rows it is below
-the bandwidth and Little's-law terms and changes nothing, so large kernels are unchanged.
+e = elements each thread loads per loop step (KERNEL_LOAD_STEPS, from the kernel's source). The round
+trips run after the kernel is dispatched and before it completes, so they are in series with the
+kernel's fixed cost, not beside it: the GPU's kernel floor T_min (``kernel_min_us``: the median
+one-workgroup kernel, which makes one dependent DRAM round trip of its own) less that one round trip,
+
+    T_chain = (T_min - L_dram) + T_steps                                 (serial_overhead_seconds)
+
+is a floor on the kernel's time (T_lat = max(T_lat, T_chain)). A kernel of one step costs T_min, as
+before; each further step adds one round trip. With many blocks or short rows it is below the
+bandwidth and Little's-law terms and changes nothing, so large kernels are unchanged. Not counted: the
+block's tree reduction after its loop (wavefront shuffles and LDS round trips between barriers), for
+which no published CDNA/NVIDIA latency per level was found; the chain is a lower bound.
 
 Sources (PyTorch, github.com/pytorch/pytorch):
 - ``batch_norm_collect_statistics_kernel`` (aten/src/ATen/native/cuda/Normalization.cuh): one block per
@@ -169,7 +178,18 @@ def step_floor(
     rows = elements / np.maximum(blocks, 1.0)
     ctas_per_output = np.nan_to_num(_column(ops, "grid_y", np.nan), nan=1.0)
     trips = np.where(reduce & (ctas_per_output > 1), GLOBAL_REDUCE_L2_TRIPS, 0.0)
-    return dependent_step_seconds(per_step, rows, blocks, threads, resident, trips, gpu, idealize)
+    chain = dependent_step_seconds(per_step, rows, blocks, threads, resident, trips, gpu, idealize)
+    return np.where(chain > 0, chain + serial_overhead_seconds(gpu, idealize), 0.0)
+
+
+def serial_overhead_seconds(gpu: GpuConfig, idealize: frozenset[str] = frozenset()) -> float:
+    """The kernel's fixed cost in series with its dependent round trips: the kernel floor (a
+    one-workgroup kernel: dispatch, one dependent DRAM round trip, completion) less that round trip,
+    never negative. 0 under ``sm_utilization``, which removes the floor (archsim.perf.kernel)."""
+    if "sm_utilization" in idealize:
+        return 0.0
+    dram_s = 0.0 if "dram_latency" in idealize else gpu.dram_latency_ns * 1e-9
+    return max(gpu.kernel_min_us * 1e-6 - dram_s, 0.0)
 
 
 __all__ = [
@@ -179,5 +199,6 @@ __all__ = [
     "dependent_step_seconds",
     "first_input_elements",
     "load_steps",
+    "serial_overhead_seconds",
     "step_floor",
 ]
