@@ -1,6 +1,6 @@
-"""Round trips per pass of PyTorch's block-per-row softmax (archsim.perf.passes.ilp_row_trips):
-ilpReduce's shift prologue, ILP-wide vector steps and scalar tail, from SoftMax.cu. Values worked by
-hand; the kernel-level golden is on the dgx-h100 preset (132 SMs, 1980 MHz, DRAM 3350 GB/s at
+"""Round trips per pass of PyTorch's block-per-row softmax (archsim.perf.passes.ilp_row_trips:
+ilpReduce's shift prologue, ILP-wide vector steps and scalar tail, from SoftMax.cu) and layer norm
+(vectorized_layer_norm_kernel's block-strided vector loop). Values worked by hand; the kernel-level golden is on the dgx-h100 preset (132 SMs, 1980 MHz, DRAM 3350 GB/s at
 343 ns, Hopper DRAM fraction 0.82, L1 hit 28 cycles)."""
 
 from __future__ import annotations
@@ -95,6 +95,48 @@ def test_timesformer_softmax_golden_through_the_kernel_model() -> None:
     # idealizing DRAM latency removes the DRAM round trips but not the L1 ones
     ideal = kernel_terms(ops, H100.gpu, frozenset({"dram_latency"}), H100.name)["lat"][0]
     assert ideal == pytest.approx(waves * 4 * 2 * 28 / 1980e6 + 2 * read / (3350e9 * 0.82))
+
+
+LAYER_NORM = (
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>"
+)
+
+
+def test_layer_norm_rows_step_by_the_block() -> None:
+    # compute_stats: for (i = thrx; i < N / 4; i += blockDim.x * blockDim.y): 768 bf16 columns with
+    # 128 threads are 192 vectors of 4, ceil(192 / 128) = 2 steps; 512 columns: 1; 4096 fp32 with
+    # 256 threads: 1024 vectors, 4 steps. Its in-flight figure stays archsim.perf.in_flight's (NaN).
+    names = pd.Series([LAYER_NORM] * 3)
+    trips, per_thread = ilp_row_walk(names, pd.Series(["bfloat16", "bfloat16", "float32"]),
+                                     np.array([768 * 2.0, 512 * 2.0, 4096 * 4.0]), np.ones(3),
+                                     np.array([128.0, 128.0, 256.0]))  # fmt: skip
+    assert list(trips) == [2.0, 1.0, 4.0]
+    assert np.isnan(per_thread).all()
+    # with recorded shapes the row is the first input over the blocks, whatever the bytes say
+    # (gamma and beta's bytes on top of X): [8, 3137, 768] over 25,096 blocks = 768 columns
+    dims = pd.Series(["[[8, 3137, 768], [768], [768], [768], []]"])
+    trips, _ = ilp_row_walk(pd.Series([LAYER_NORM]), pd.Series(["bfloat16"]), np.array([3e9]),
+                            np.array([25_096.0]), np.array([128.0]), dims)  # fmt: skip
+    assert trips[0] == 2.0
+
+
+def test_layer_norm_golden_through_the_kernel_model() -> None:
+    # [8, 3137, 768] bf16 in 25,096 blocks of 32 x 4 threads, 34 registers: registers allow 12
+    # blocks per SM (34 x 32 = 1,088 -> 1,280 per warp, x 4 warps = 5,120; 65,536 / 5,120), 1,584
+    # at once, ceil(25096 / 1584) = 16 waves. Rows of 1,536 B stay in L1; per wave 2 x (343 ns +
+    # 14.14 ns) of round trips; transfer 2 x 38.55 MB / (3350 GB/s x 0.82) = 28.06 us: 39.49 us.
+    read = 8 * 3137 * 768 * 2.0
+    row = {
+        "kind": "kernel", "name": LAYER_NORM, "op_class": "normalization", "dtype": "bfloat16",
+        "bytes_read": read, "bytes_written": read, "flops": 8.0 * read / 2,
+        "grid_x": 25_096, "grid_y": 1, "grid_z": 1, "block_x": 32, "block_y": 4,
+        "block_z": 1, "registers_per_thread": 34, "shared_memory_bytes": 24,
+        "input_dims": "[[8, 3137, 768], [768], [768], [768], []]",
+    }  # fmt: skip
+    ops = conform(pd.DataFrame([row]), OPS_COLUMNS)
+    expected = 16 * 2 * (343e-9 + 28 / 1980e6) + 2 * read / (3350e9 * 0.82)
+    assert expected == pytest.approx(39.49e-6, rel=1e-3)
+    assert body_seconds(ops, H100)[0] == pytest.approx(expected)
 
 
 @settings(max_examples=200, deadline=None)

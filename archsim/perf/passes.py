@@ -41,9 +41,11 @@ boundary (the CUDA caching allocator's blocks are 512-B aligned: c10/cuda/CUDACa
 (:func:`ilp_row_trips`). A row shorter than ILP x T elements never reaches the vectorized loop: every
 load is one element (SoftMaxForward_getBlockSize gives T = min(C, 1024) rounded up to a warp, so rows
 up to 8,191 bf16 or 4,095 fp32 elements load scalar). The Little's-law term then has one element per
-thread in flight, not ILP (``RowPasses.bytes_per_thread``). A kernel of W waves and P passes takes at
-least W x trips x (L_dram + (P - 1) x L_reread) plus its transfer time; other multi-pass kernels keep
-one round trip per pass.
+thread in flight, not ILP (``RowPasses.bytes_per_thread``). ``vectorized_layer_norm_kernel`` steps
+its loops the same way without prologue or tail (``for (int i = thrx; i < n_vec_to_read; i +=
+numx)``, 4 elements a load): ceil(C / (4 x T)) round trips per pass. A kernel of W waves and P
+passes takes at least W x trips x (L_dram + (P - 1) x L_reread) plus its transfer time; other
+multi-pass kernels keep one round trip per pass.
 
 On the H100 fixture h100_timesformer_inference, cunn_SoftMaxForward<8, BFloat16> on [8, 12, 3137,
 3137] (C = 3137, T = 1024, 2 resident blocks per SM: 1,141 waves of 264) makes 4 round trips per pass
@@ -70,7 +72,7 @@ import pandas as pd
 
 from archsim.hw.schema import GpuConfig
 from archsim.perf.blocks import DTYPE_BYTES, element_bytes
-from archsim.perf.columns import by_unique
+from archsim.perf.columns import by_unique, parsed_input_dims
 from archsim.perf.occupancy import blocks_per_sm
 
 # (kernel-name pattern, passes over the row), first match wins; see the module docstring.
@@ -89,11 +91,17 @@ ROW_PASS_KERNELS: tuple[tuple[str, int], ...] = (
     (r"bn_fw_tr_1C11_kernel|bn_bw_1C11_kernel|batch_norm_backward_kernel", 2),
 )
 
-# Kernels that walk their row with PyTorch's ilpReduce loops (SoftMax.cu): the template's first
-# argument is ILP; (pattern, tensors the row is read from: input; or output and grad_output).
-ILP_ROW_KERNELS: tuple[tuple[str, int], ...] = (
-    (r"cunn_SoftMaxForward<(\d+),", 1),
-    (r"cunn_SoftMaxBackward<(\d+),", 2),
+# Kernels whose loops over a row step by the block's thread count, one load (of ``vector``
+# elements) per step: (pattern, vector elements (0: the name's first template argument, ILP),
+# tensors the row is read from, ilpReduce's shift prologue and scalar tail). SoftMax.cu's
+# cunn_SoftMaxForward reads its input, cunn_SoftMaxBackward output and grad_output;
+# layer_norm_kernel.cu's vectorized_layer_norm_kernel (compute_stats and the normalization loop:
+# ``for (int i = thrx; i < n_vec_to_read; i += numx)``, ``constexpr int vec_size = 4``, "No tail, N
+# is guaranteed to be multiple of vec size") reads X; its gamma and beta are shared by all rows.
+ROW_WALK_KERNELS: tuple[tuple[str, int, int, bool], ...] = (
+    (r"cunn_SoftMaxForward<(\d+),", 0, 1, True),
+    (r"cunn_SoftMaxBackward<(\d+),", 0, 2, True),
+    (r"vectorized_layer_norm_kernel<()", 4, 1, False),
 )
 # SoftMax.cu: constexpr int ALIGN_BYTES = 16 (a row's shift is its start's offset past 16 B)
 ALIGN_BYTES = 16
@@ -156,38 +164,67 @@ def ilp_row_walk(
     bytes_read: np.ndarray,
     blocks: np.ndarray,
     threads: np.ndarray,
+    input_dims: pd.Series | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(round trips per pass, bytes each thread loads per round trip) of every ILP_ROW_KERNELS
-    kernel; (1, NaN) elsewhere. The element size is the op's dtype's, else 16 B / ILP."""
+    """(round trips per pass, bytes each thread loads per round trip) of every ROW_WALK_KERNELS
+    kernel; (1, NaN) elsewhere (NaN: the family's figure of archsim.perf.in_flight stands). A row
+    is the op's first input over its blocks where ``input_dims`` records it, else its share of
+    ``bytes_read``; the element size is the op's dtype's, else 16 B / ILP."""
     names = pd.Series(names).reset_index(drop=True).astype("string").fillna("")
 
     def parse(unique: pd.Series) -> np.ndarray:
-        out = np.full((len(unique), 2), np.nan)
-        for pattern, tensors in reversed(ILP_ROW_KERNELS):
-            ilp = unique.str.extract(pattern)[0].astype(float).to_numpy()
-            hit = np.isfinite(ilp)
-            out[hit] = np.stack([ilp, np.full(len(unique), float(tensors))], axis=1)[hit]
+        out = np.full((len(unique), 3), np.nan)
+        for pattern, vector, tensors, prologue in reversed(ROW_WALK_KERNELS):
+            found = unique.str.extract(pattern)[0]
+            ilp = found.replace("", str(vector)).astype(float).to_numpy()
+            hit = found.notna().to_numpy(dtype=bool)
+            out[hit] = np.stack([ilp, np.full(len(unique), float(tensors)),
+                                 np.full(len(unique), float(prologue))], axis=1)[hit]  # fmt: skip
         return out
 
     unique = pd.Series(names.unique())
-    table = parse(unique.astype(str)) if len(unique) else np.zeros((0, 2))
-    ilp, tensors = table[pd.Index(unique).get_indexer(names)].T
+    table = parse(unique.astype(str)) if len(unique) else np.zeros((0, 3))
+    ilp, tensors, prologue = table[pd.Index(unique).get_indexer(names)].T
     named = np.isfinite(ilp)
     if not named.any():
         return np.ones(len(names)), np.full(len(names), np.nan)
+    ilp, tensors = np.where(named, ilp, 1.0), np.where(named, tensors, 1.0)
     size = np.full(len(names), np.nan)
     if dtypes is not None:
         dtypes = pd.Series(dtypes).reset_index(drop=True).astype("string").fillna("")
         known = dtypes.str.replace("torch.", "", regex=False).isin(list(DTYPE_BYTES))
         size = np.where(known.to_numpy(dtype=bool), element_bytes(dtypes), np.nan)
-    size = np.where(np.isfinite(size) & (size > 0), size, ALIGN_BYTES / np.where(named, ilp, 1.0))
+    size = np.where(np.isfinite(size) & (size > 0), size, ALIGN_BYTES / ilp)
     blocks = np.maximum(np.asarray(blocks, dtype=float), 1.0)
-    row_bytes = np.nan_to_num(np.asarray(bytes_read, dtype=float), nan=0.0) / blocks
-    row_elements = row_bytes / np.where(named, tensors, 1.0) / size
-    trips = ilp_row_trips(row_elements, threads, np.where(named, ilp, 1.0), size)
     threads = np.maximum(np.asarray(threads, dtype=float), 1.0)
-    per_thread = np.maximum(row_bytes / (threads * trips), size)
-    return np.where(named, trips, 1.0), np.where(named & (row_elements > 0), per_thread, np.nan)
+    row_bytes = np.nan_to_num(np.asarray(bytes_read, dtype=float), nan=0.0) / blocks
+    row_elements = row_bytes / tensors / size
+    if input_dims is not None:
+        first = _first_input_elements(input_dims) / blocks
+        row_elements = np.where(np.isfinite(first) & (first > 0), first, row_elements)
+    walked = ilp_row_trips(row_elements, threads, ilp, size)
+    stepped = np.maximum(np.ceil(np.round(row_elements) / (ilp * threads)), 1.0)
+    trips = np.where(prologue == 1.0, walked, stepped)
+    per_thread = np.maximum(row_elements * tensors * size / (threads * trips), size)
+    ilp_reduce = named & (prologue == 1.0) & (row_elements > 0)
+    return np.where(named, trips, 1.0), np.where(ilp_reduce, per_thread, np.nan)
+
+
+def _first_input_elements(input_dims: pd.Series) -> np.ndarray:
+    """Elements of each op's first recorded input (NaN when absent)."""
+
+    def parse(unique: pd.Series) -> np.ndarray:
+        out = np.full(len(unique), np.nan)
+        for i, text in enumerate(unique):
+            try:
+                dims = parsed_input_dims(text)[0]
+                out[i] = float(np.prod([float(d) for d in dims])) if dims else np.nan
+            except (ValueError, TypeError, IndexError, KeyError):
+                pass
+        return out
+
+    texts = pd.Series(input_dims).reset_index(drop=True).astype("string").fillna("")
+    return by_unique(texts, parse).astype(float)
 
 
 def _l1_bytes_per_sm(gpu: GpuConfig, generation: str) -> float:
@@ -254,11 +291,13 @@ def row_pass_work(
     generation: str,
     idealize: frozenset[str],
     dtypes: pd.Series | None = None,
+    input_dims: pd.Series | None = None,
 ) -> RowPasses | None:
     """The re-read work of every multi-pass kernel among the ops (None when there is none).
     ``launch``: (blocks, threads, registers per thread, shared bytes) per op; a kernel whose bytes
     were inferred from its launch (no ``bytes_read``) is taken as half read, half written;
-    ``dtypes``: the ops' dtypes (element size of an ilpReduce row; else 16 B / ILP)."""
+    ``dtypes``, ``input_dims``: the ops' dtypes and recorded shapes (a walked row's element size and
+    length: :func:`ilp_row_walk`)."""
     passes = row_passes(names)
     if not (passes > 1).any():
         return None
@@ -266,7 +305,7 @@ def row_pass_work(
     resident = blocks_per_sm(threads, registers, shared, gpu)
     read = np.nan_to_num(bytes_read, nan=0.0)
     read = np.where(read > 0, read, dram_bytes / 2)
-    trips, per_thread = ilp_row_walk(names, dtypes, read, blocks, threads)
+    trips, per_thread = ilp_row_walk(names, dtypes, read, blocks, threads, input_dims)
     terms = reread_terms(passes, read, blocks, resident, gpu, generation, idealize, trips)
     return RowPasses(*terms, per_thread)
 
@@ -288,7 +327,7 @@ def add_pass_terms(
 
 __all__ = [
     "ALIGN_BYTES",
-    "ILP_ROW_KERNELS",
+    "ROW_WALK_KERNELS",
     "RowPasses",
     "add_pass_terms",
     "ilp_row_trips",

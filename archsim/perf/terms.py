@@ -150,7 +150,7 @@ def kernel_terms(
     # Block-per-row kernels that re-read their row (softmax, layer norm: archsim.perf.passes).
     row_work = row_pass_work(_strings(ops, "name"), _column(ops, "bytes_read"), dram_bytes,
                          (blocks, threads, registers, shared), gpu, gen, idealize,
-                         _strings(ops, "dtype"))  # fmt: skip
+                         _strings(ops, "dtype"), _strings(ops, "input_dims"))  # fmt: skip
     if row_work is not None:
         dram_bytes = dram_bytes + row_work.extra_dram
     rate, tensor = math_units(ops, gpu)
