@@ -12,13 +12,16 @@ above that largest error, not a guarantee for systems unlike these.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from archsim.sim.metrics import Recorder
-from archsim.sim.run import simulate_system
-from archsim.sim.steady import STEADY_REL_TOL, extrapolate, relative_change
+from archsim.sim.python_share import BurstPython, PythonShare
+from archsim.sim.run import build_run, prepare_layout, simulate_system
+from archsim.sim.steady import STEADY_REL_TOL, extrapolate, relative_change, snapshot
 from tests.test_engine_agreement import _network_args, systems
 from tests.test_sim_support import machine, service_times
 
@@ -60,6 +63,28 @@ def test_extrapolation_by_hand():
     assert long.env_steps == 2400 and long.cpu_busy_s.tolist() == [1.7, 0.3]
 
 
+def test_a_snapshot_by_hand_leaves_the_live_recorder_alone():
+    # A queue of a 10 s window: one item from 1 s to 3 s, one from 2 s still queued. Read at 2.5 s:
+    # length integral 1 x 1 + 2 x 0.5 = 2, two arrivals, none left, both still queued (residual
+    # waits 1.5 + 0.5 s).
+    rec = Recorder(end=10.0, hw_threads=2)
+    rec.env_steps = 7
+    rec.cpu_busy_s[:] = (1.0, 2.0)
+    q = rec.queue("inference")
+    q.enter(1.0)
+    q.enter(2.0)
+    snap = rec.snapshot(2.5)
+    assert snap.end == 2.5 and snap.env_steps == 7
+    summary = snap.queues["inference"].summary()
+    assert summary["inference_queue_mean"] == pytest.approx(2.0 / 2.5)
+    assert summary["inference_arrivals_per_s"] == pytest.approx(2 / 2.5)
+    assert summary["inference_wait_mean_us"] == pytest.approx(1e6 * 2.0 / 2)
+    snap.cpu_busy_s[0] = 5.0  # a copy
+    q.leave(3.0, 1.0)  # the live queue goes on as if never read
+    assert rec.cpu_busy_s.tolist() == [1.0, 2.0] and rec.end == 10.0
+    assert (q.area, q.last_t, q.wait_sum) == (3.0, 3.0, 2.0)
+
+
 def test_relative_change_over_the_settling_rates():
     # env steps 2% apart, learner updates both 0, GPU 1% apart
     a = np.array([100.0, 0.0, 0.50])
@@ -96,3 +121,85 @@ def test_steady_agrees_with_a_full_length_run(system):
             fast.metrics[name], rel=STATED_REL, abs=1e-9
         ), (name, steady.notes[-1])
     assert STEADY_REL_TOL < STATED_REL
+
+
+def _learner_burst_s(times, layout) -> float:
+    """The longest CPU burst the learner process runs (replay sample, launches, a CPU-only step or
+    inference batch, a parameter publish, an inference batch's server work), at the slowest speed."""
+    works = [
+        times.learner_sample_cpu_s,
+        times.learner_launch_cpu_s,
+        times.publish_cpu_s,
+        times.server_cpu_s_per_batch
+        + times.server_cpu_s_per_obs * (len(times.inference_gpu_s) - 1),
+    ]
+    if not times.on_gpu:
+        works += [times.learner_gpu_s, float(np.max(times.inference_gpu_s))]
+    return max(works) / float(np.min(layout.speed))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+@given(systems())
+def test_a_checkpoint_reads_as_the_run_of_its_length(system):
+    # One run of 0.2 s read at 0.05 s against a run of 0.05 s (same layout, same seed): the counts,
+    # GPU integrals and waits are the same; CPU busy time may lack what the fast GIL has not played
+    # yet at the checkpoint (archsim.sim.steady "Error"): at most one learner-process burst a thread.
+    cfg, times, mach = system
+    extra = _network_args(cfg)
+    at_s = 0.05
+    layout, net_setup = prepare_layout(
+        times, mach, cfg.replace(sim_seconds=at_s), 32, calibrate=False, **extra
+    )
+
+    def built(seconds: float):
+        config = cfg.replace(sim_seconds=seconds)
+        run = build_run(times, layout, mach, config, 32, False, 0, net_setup, closed_form=False)
+        run.env.run(until=at_s)
+        return run
+
+    polling = tuple(net_setup[2]) if net_setup is not None else ()
+    snap = snapshot(built(0.2), at_s, polling)
+    exact = built(at_s)
+    exact.threads.flush()
+    ref = exact.rec
+    assert snap.end == ref.end == at_s
+    for name in ("env_steps", "learner_updates", "inference_batches", "inference_obs"):
+        assert getattr(snap, name) == getattr(ref, name), name
+    for name in ("actor_wait_s", "gpu_any_busy_s", "gpu_sm_busy_s", "gpu_dram_bytes"):
+        assert getattr(snap, name) == pytest.approx(getattr(ref, name), rel=1e-9, abs=1e-12)
+    missing = ref.cpu_busy_s - snap.cpu_busy_s
+    assert missing.min() >= -1e-12
+    assert missing.max() <= _learner_burst_s(times, layout) + 1e-12
+    for name in ("inference", "gpu_learner"):
+        if name in ref.queues:
+            got, want = snap.queues[name].summary(), ref.queues[name].summary()
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("sched", ["pinned", "shared"])
+def test_a_run_whose_checkpoints_reach_its_length_is_the_exact_run(sched):
+    # Central inference (the actor fleets), a GIL between the learner and a server thread: asked
+    # twice the first checkpoint, the run is read once on the way and ends as the exact run.
+    from archsim.sim.config import SimConfig
+    from archsim.sim.steady import first_window_s
+
+    times = service_times(
+        actor_step_s=(250e-6, 310e-6),
+        learner_gpu_s=1e-3,
+        learner_cpu_s=150e-6,
+        inference_s=200e-6,
+        server_s=20e-6,
+    )
+    half = BurstPython(0.5, 2)  # half of each burst is Python, released twice
+    times = dataclasses.replace(times, python=PythonShare(replay_sample=half, server_per_obs=0.5))
+    cfg = SimConfig(actors=6, inference_batch=4, learner_cpu_threads=2, cpu_sched=sched)
+    first = first_window_s(times, machine(8), cfg, 32)
+    cfg = cfg.replace(sim_seconds=2 * first)
+    exact = simulate_system(times, machine(8), cfg, 32)
+    steady = simulate_system(times, machine(8), cfg.replace(engine="steady"), 32)
+    assert steady.steady.windows_s == (first, 2 * first)
+    assert steady.metrics == exact.metrics  # bit for bit
+    assert steady.engine == f"steady+{exact.engine}"
+    assert "exact" in steady.notes[-1]

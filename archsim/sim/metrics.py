@@ -8,6 +8,7 @@ of their items (including the part waited so far by items still queued at the en
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -70,6 +71,16 @@ class QueueStat:
             self.wait_sum += w
             self.area += w
 
+    def snapshot(self, at_s: float) -> QueueStat:
+        """A copy as a queue whose window ends at ``at_s`` (the clock there, ``at_s`` <= ``end``)
+        holds it: its length integral brought up to ``at_s``; this one is unchanged. Waits booked
+        ahead of the clock (``add_wait`` with a departure past ``at_s``) stay in the copy."""
+        out = QueueStat(self.name, at_s)
+        out.n, out.last_t, out.area = self.n, self.last_t, self.area
+        out.arrivals, out.wait_sum, out.arrival_sum = self.arrivals, self.wait_sum, self.arrival_sum
+        out._advance(at_s)
+        return out
+
     def summary(self) -> dict[str, float]:
         """Mean length, arrival rate and mean wait, counting the residual wait of queued items."""
         self._advance(self.end)
@@ -113,6 +124,18 @@ class Recorder:
         self.cpu_bins = np.zeros((max(self.series_bins, 1), self.hw_threads))
         self.gpu_bins = np.zeros(max(self.series_bins, 1))
         self.dram_bins = np.zeros(max(self.series_bins, 1))  # bytes per bin
+
+    def snapshot(self, at_s: float) -> Recorder:
+        """A copy that reads as a run ending at ``at_s`` (the clock there): counters and arrays
+        copied, queues brought up to ``at_s`` (QueueStat.snapshot); this recorder is unchanged.
+        What components booked ahead of the clock, clipped only at ``end``, stays in the copy:
+        archsim.sim.steady takes it out where it can."""
+        out = copy.copy(self)
+        out.end = at_s
+        for name in ("cpu_busy_s", "cpu_bins", "gpu_bins", "dram_bins"):
+            setattr(out, name, getattr(self, name).copy())
+        out.queues = {name: q.snapshot(at_s) for name, q in self.queues.items()}
+        return out
 
     def queue(self, name: str) -> QueueStat:
         if name not in self.queues:

@@ -220,6 +220,41 @@ def _run(
     net_setup: tuple | None = None,
 ) -> tuple[Recorder, str, int]:
     """One simulation of ``config.sim_seconds`` with fixed thread speeds: (recorder, path, events)."""
+    built = build_run(
+        times, layout, machine, config, learner_batch, timeline, series_bins, net_setup
+    )
+    built.env.run(until=config.sim_seconds)
+    built.threads.flush()
+    return built.rec, built.path, _events_processed(built.env)
+
+
+@dataclass
+class BuiltRun:
+    """A run assembled and started at t=0, not yet advanced: ``env.run(until=...)`` moves it on;
+    ``threads.flush()`` once at its end (archsim.sim.steady reads it at checkpoints before)."""
+
+    env: simpy.Environment
+    system: System
+    threads: object  # LindleyThreads, SimpyThreads or SharedThreads
+    rec: Recorder
+    path: str
+    fleet: ActorFleet | None  # the pinned central-inference fleet, when that path runs
+
+
+def build_run(
+    times: ServiceTimes,
+    layout: ThreadLayout,
+    machine: Machine,
+    config: SimConfig,
+    learner_batch: int,
+    timeline: bool,
+    series_bins: int,
+    net_setup: tuple | None = None,
+    closed_form: bool = True,
+) -> BuiltRun:
+    """The system of a run of ``config.sim_seconds`` (the recorder's window) at t=0. ``closed_form``
+    False: local-inference actors run as processes even where ``closed_form_local`` would book the
+    whole window at t=0 (a run read at checkpoints needs its steps counted as they end)."""
     n_learner = config.learner_threads
     shared = config.cpu_sched == "shared"
     # Pinned: software thread -> its hardware thread. Shared: every software thread is its own
@@ -291,10 +326,11 @@ def _run(
     if times.python.any() and len({system.learner_thread, *system.server_threads}) > 1:
         # the learner process's threads take turns on its GIL (one thread alone never waits)
         system.gil = choose_gil(system, threads)  # fast where it is the same model
+    fleet = None
     if shared and not plain and not timeline and config.inference == "central":
         engine = start_shared_fleet(system)  # actors without processes (archsim.sim.vector_shared)
     else:
-        engine = _start_processes(system, plain or shared, timeline)
+        engine, fleet = _start_processes(system, plain or shared, timeline, closed_form)
         engine = "shared" if shared else engine
     if shared:
         # one burst at a time: a learner thread that also serves inference, and a server thread
@@ -303,12 +339,12 @@ def _run(
             [system.learner_thread, *system.server_threads], each=system.server_threads
         )
     env.process(learner_process(system))
-    env.run(until=config.sim_seconds)
-    threads.flush()
-    return rec, engine, _events_processed(env)
+    return BuiltRun(env, system, threads, rec, engine, fleet)
 
 
-def _start_processes(system: System, plain: bool, timeline: bool) -> str:
+def _start_processes(
+    system: System, plain: bool, timeline: bool, closed_form: bool = True
+) -> tuple[str, ActorFleet | None]:
     env, config = system.env, system.config
     if config.inference == "central":
         if plain:
@@ -316,20 +352,21 @@ def _start_processes(system: System, plain: bool, timeline: bool) -> str:
             env.process(batcher.run())
             for actor in range(config.actors):
                 env.process(plain_central_actor(system, actor, batcher))
-            return "simpy"
+            return "simpy", None
         fleet_batcher = FleetBatcher(system)
         fleet = ActorFleet(system, fleet_batcher)
         env.process(fleet_batcher.run())
         fleet.start()
-        return "fast"
+        return "fast", fleet
     unpaced = config.samples_per_insert is None
     networked = getattr(system, "net", None) is not None
-    if not plain and not timeline and _actors_own_threads(system) and unpaced and not networked:
+    own = closed_form and not plain and not timeline and _actors_own_threads(system)
+    if own and unpaced and not networked:
         closed_form_local(system)
-        return "closed_form"
+        return "closed_form", None
     for actor in range(config.actors):
         env.process(plain_local_actor(system, actor))
-    return "simpy" if plain else "fast"
+    return ("simpy" if plain else "fast"), None
 
 
 def _actors_own_threads(system: System) -> bool:

@@ -1,4 +1,4 @@
-"""``--engine steady``: a long run from short ones, by extrapolating the steady state.
+"""``--engine steady``: a long run from a short one, by extrapolating the steady state.
 
 Every metric the simulator reports is a time integral of the run (steps, busy seconds, bytes, queue
 lengths and waits) divided by its length, or a ratio of two. A DQN or R2D2 system settles within a
@@ -7,28 +7,58 @@ between a 0.2 s run and a 60 s one is the start-up transient, a fixed amount at 
 rate limiter lets the actors insert its slack before the learner has sampled: ~500 env steps on
 traces/dqn-pong-cpu at 256 actors), which weighs 1/length in the metrics, and noise.
 
-So the steady engine runs the exact fast engine (``engine="auto"``) on windows that double, each a
-complete run of its own with the same seed (common random numbers: a longer window's first part
-repeats the shorter run), and takes the rate of every integral over the stretch between two
-consecutive windows, ``(I(w) - I(w/2)) / (w/2)``: the transient is inside both windows and cancels.
+So the steady engine builds the exact fast engine's system once (``engine="auto"``, its recorder's
+window the asked length) and advances that one run checkpoint to checkpoint, doubling
+(``env.run(until=c)``: the same events in the same order as a run to the end), reading its
+integrals at each (``snapshot``) and taking the rate of every integral over the stretch between two
+consecutive checkpoints, ``(I(c) - I(c/2)) / (c/2)``: the transient is inside both and cancels.
 Once two consecutive stretches give the same env-step, learner-update and GPU-busy rates within
 ``STEADY_REL_TOL`` (each stretch holding enough counts that one more moves a rate by at most the
-tolerance), the run of the asked length is the longest window plus the rate of both agreeing
-stretches together (w/4 to w) for the rest: ``I(T) = I(w) + rate x (T - w)``, summarized as any run
+tolerance), the run of the asked length is the last checkpoint plus the rate of both agreeing
+stretches together (c/4 to c) for the rest: ``I(T) = I(c) + rate x (T - c)``, summarized as any run
 is (so derived metrics, power and energy stay consistent, and the transient keeps its 1/T weight as
-in a real run of length T).
+in a real run of length T). A run that reaches the asked length is the exact engine's run, to the
+bit (local-inference actors that own their threads run as processes instead of
+``closed_form_local``, which books the whole window at t=0: the same model, not the same sums).
+(Before, each window was a run of its own from t=0 with the same seed; a checkpoint reads as that
+run did, below, for about half the events and one set-up.)
 
-Error: the reported metrics are those of a run of the asked length where the system's rates after
-the longest window equal those of its last two stretches. Measured against full-length exact runs
-on random systems (tests/test_engine_steady.py states the distribution and the tolerance asserted)
-and on the bundled traces (``python benchmarks/steady_accuracy.py``); speed by
-``python benchmarks/sim_speed.py --engine auto steady``. Left out: the
-network detail (per-link latencies under ``network``) and a timeline or power series are those of
-the longest window (a run of that length), said in the result's notes.
+Reading a checkpoint: a run's recorder clips to its window's end, fixed when it is built, and some
+parts book work ahead of the clock (a pinned thread's burst [start, finish] at its arrival, the
+actor fleet's env step when its burst is booked, the polling cores of a replay network for the
+whole window at t=0), others keep it until their flush. ``snapshot`` takes the recorder's copy
+(archsim.sim.metrics.Recorder.snapshot) and, exactly, adds what the executors keep until their
+flush (a pinned thread's busy time; the time-shared CPU's levels up to the checkpoint) less a
+pinned thread's busy time past it (one block from the checkpoint to its free moment: bursts are
+booked on arrival and run back to back), the fleet's steps that end past it and the polling cores'
+rest. Error, what is left, measured against runs of the checkpoint's length
+(tests/test_engine_steady.py, 60 random systems, and traces/dqn-pong-cpu at 256 and 4,096 actors):
+env steps, learner updates, inference batches and GPU integrals are equal, and the
+time-shared CPU's busy time to 1e-9; on pinned threads the fast GIL plays its threads' transitions
+lazily, so a checkpoint may lack the parts of the learner process's bursts under way (at most one
+burst a thread; cpu_util 1e-5 to 7e-5 relative at 0.1 s on traces/dqn-pong-cpu), and the
+``cpu_run`` queue keeps the waits booked past the checkpoint of bursts queued on a pinned thread
+(``cpu_run_*`` within 1% at 0.1-0.2 s there). A stretch's rate moves by the change of those amounts
+over the stretch, a few bursts' worth; the headline rates, on exact counts, not at all.
 
-When the doubling reaches the asked length the last window is the whole run (exact). When the next
-window would exceed the run-time bound (archsim.sim.limits) the last two windows are extrapolated
-with a note that the rates had not settled.
+Error of the extrapolation: the reported metrics are those of a run of the asked length where the
+system's rates after the last checkpoint equal those of its last two stretches. Measured against
+full-length exact runs on random systems (tests/test_engine_steady.py states the distribution and
+the tolerance asserted) and on the bundled traces (``python benchmarks/steady_accuracy.py``); speed
+by ``python benchmarks/sim_speed.py --engine auto steady``. Left out: a timeline or power series is
+that of a run of the last checkpoint's length (run again with them), and the network detail's rates
+are over the last checkpoint (its latencies those of the messages that finished by then), said in
+the result's notes.
+
+SMT speeds under the "busy" model (``calibrates_smt``): a full run calibrates them on two short runs
+from t=0; here the first run's first stretch with enough counts gives the busy fractions (the
+steady state's), and a fresh run from t=0 at the new speeds is read again, for the two passes a
+full run makes, before the run that is extrapolated. Changing the speeds in place instead would
+need two stretches after each change: at 4,096 paced pinned actors on traces/dqn-pong-cpu (the
+restarts read 0.185, 0.185 and 0.74 s, 1.11 simulated seconds) it would settle at 1.48 s at the
+earliest. When the next checkpoint would exceed the
+run-time bound (archsim.sim.limits) the last two are extrapolated with a note that the rates had
+not settled.
 """
 
 from __future__ import annotations
@@ -39,8 +69,10 @@ import numpy as np
 
 from archsim.errors import ArchsimError
 from archsim.sim.config import SimConfig
+from archsim.sim.cpu import LindleyThreads
 from archsim.sim.limits import check_simulated_work, step_rate_bounds
 from archsim.sim.metrics import QueueStat, Recorder
+from archsim.sim.shared_cpu import SharedThreads
 
 # Relative agreement of consecutive stretches' headline rates (a design choice: below the 3-15%
 # spread of repeated real runs of one program in docs/VALIDATION.md, so a sweep's ranking of points
@@ -67,7 +99,8 @@ INTEGRALS = (
 
 @dataclasses.dataclass(frozen=True)
 class SteadyWindow:
-    """How the steady engine ended: the windows it ran and whether their rates settled."""
+    """How the steady engine ended: the checkpoints it read (across the SMT calibration runs, each
+    from t=0) and whether their rates settled."""
 
     windows_s: tuple[float, ...]
     converged: bool  # False: the asked length or the run-time bound came first
@@ -76,16 +109,18 @@ class SteadyWindow:
     def note(self, sim_seconds: float) -> str:
         tried = ", ".join(f"{w:.3g}" for w in self.windows_s)
         if self.windows_s[-1] >= sim_seconds:
-            return f"--engine steady: ran the whole {sim_seconds:g} s (windows {tried} s): exact"
+            return (
+                f"--engine steady: ran the whole {sim_seconds:g} s (checkpoints {tried} s): exact"
+            )
         how = (
             f"rates settled within {STEADY_REL_TOL:.0%}"
             if self.converged
-            else f"NOT settled: the next window is over the run-time bound, last change "
+            else f"NOT settled: the next checkpoint is over the run-time bound, last change "
             f"{self.rel_change:.1%}"
         )
         return (
-            f"--engine steady: {sim_seconds:g} s extrapolated from runs of {tried} s ({how}; "
-            "the network detail, timeline and power series are the last window's)"
+            f"--engine steady: {sim_seconds:g} s extrapolated from one run read at {tried} s "
+            f"({how}; the network detail, timeline and power series are the last checkpoint's)"
         )
 
 
@@ -96,14 +131,14 @@ def headline(rec: Recorder) -> np.ndarray:
 
 
 def stretch_rates(short: Recorder, long: Recorder) -> tuple[np.ndarray, bool]:
-    """(headline rates between two windows, whether the stretch holds enough counts to compare)."""
+    """(headline rates between two checkpoints, whether the stretch holds enough counts to compare)."""
     counts = headline(long) - headline(short)
     rates = counts / (long.end - short.end)
     return rates, counts[0] >= MIN_ENV_STEPS and counts[1] >= MIN_LEARNER_UPDATES
 
 
 def stretch_busy(short: Recorder, long: Recorder) -> np.ndarray:
-    """Each hardware thread's busy fraction between two windows."""
+    """Each hardware thread's busy fraction between two checkpoints."""
     return (long.cpu_busy_s - short.cpu_busy_s) / (long.end - short.end)
 
 
@@ -113,7 +148,7 @@ def relative_change(a: np.ndarray, b: np.ndarray) -> float:
     its stretches scatter by 1-3% (an env step's CPU work is drawn from the trace's long-tailed
     durations; tests/test_engine_steady.py measures the error it leaves in cpu_util). So are the
     inference batch rate and actor wait: in paced DQN on pinned threads they wander over seconds in
-    the exact engine too, and waiting for them to agree took windows past the run-time bound
+    the exact engine too, and waiting for them to agree took checkpoints past the run-time bound
     (docs/SIMULATOR.md "The steady engine" gives their error)."""
     scale = np.maximum(np.abs(a), np.abs(b))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -129,7 +164,7 @@ def extrapolate(short: Recorder, long: Recorder, end_s: float) -> Recorder:
     for name in INTEGRALS:
         a, b = getattr(short, name), getattr(long, name)
         setattr(out, name, b + (b - a) * scale)
-    if hasattr(long, "replay_network"):  # the network's detail: the long window's
+    if hasattr(long, "replay_network"):  # the network's detail: the last checkpoint's
         out.replay_network = long.replay_network
     out.queues = {}
     for name, q in long.queues.items():
@@ -149,9 +184,9 @@ def extrapolate(short: Recorder, long: Recorder, end_s: float) -> Recorder:
 
 
 def first_window_s(times, machine, config: SimConfig, learner_batch: int) -> float:
-    """The shortest window that could hold MIN_ENV_STEPS and MIN_LEARNER_UPDATES at the system's
-    upper-bound rates (archsim.sim.limits), so the doubling skips no window that could already
-    show the steady state (and no run is spent on windows that cannot)."""
+    """The first checkpoint: the shortest run that could hold MIN_ENV_STEPS and MIN_LEARNER_UPDATES
+    at the system's upper-bound rates (archsim.sim.limits), so the doubling skips no checkpoint
+    that could already show the steady state."""
     actor_rate, learner_rate, _ = step_rate_bounds(times, machine, config, learner_batch)
     window = max(MIN_ENV_STEPS / actor_rate, MIN_LEARNER_UPDATES / learner_rate)
     return min(config.sim_seconds, window)
@@ -165,90 +200,152 @@ def fits_run_bound(times, machine, config: SimConfig, learner_batch: int) -> boo
     return True
 
 
+def snapshot(built, at_s: float, polling: tuple = ()) -> Recorder:
+    """The integrals of ``built`` (archsim.sim.run.BuiltRun, its clock at ``at_s``) as a run ending
+    at ``at_s`` would report them: the recorder's snapshot plus what its executors keep until their
+    flush, less what was booked ahead of the clock where that is exact and simple (module docstring,
+    "Error" says what is left)."""
+    rec = built.rec
+    out = rec.snapshot(at_s)
+    end = rec.end
+    threads = built.threads
+    if isinstance(threads, LindleyThreads):
+        # A pinned thread's bursts are booked on arrival (<= the clock) and run back to back, so
+        # what lies past ``at_s`` is one block [at_s, free_at): exact.
+        for k, (busy, free) in enumerate(zip(threads.busy_s, threads.free_at, strict=True)):
+            ahead = (free if free < end else end) - at_s
+            out.cpu_busy_s[k] += busy - (ahead if ahead > 0 else 0.0)
+    elif isinstance(threads, SharedThreads):  # its flush, read-only: levels held up to ``at_s``
+        levels = np.array(threads.level_s)
+        start = min(threads.t, end)
+        if at_s > start:
+            levels[min(threads.n, threads.hw_threads)] += at_s - start
+        out.cpu_busy_s[: threads.hw_threads] += np.cumsum(levels[::-1])[::-1][1:]
+    for thread in polling:  # busy the whole window, booked at t=0 (archsim.sim.replay_server)
+        out.cpu_busy_s[int(thread)] -= end - at_s
+    fleet = built.fleet
+    if fleet is not None:  # a step counts when booked if it ends inside [0, end): those past at_s
+        sent = np.asarray(fleet.sent_at)
+        ahead = int(np.count_nonzero((sent >= at_s) & (sent < end)))
+        out.env_steps -= ahead * built.system.config.envs_per_actor
+    return out
+
+
+def _checkpoints(built, c_s: float, asked: float, fits, calibrating: bool, polling: tuple):
+    """Advance ``built`` checkpoint to checkpoint from ``c_s``, doubling: ([(checkpoint s,
+    recorder)], how it ended, last relative change). How: "exact" (reached ``asked``; the last
+    recorder is the run's own), "settled", "bound" (the next checkpoint is over the run-time bound)
+    or "calibrate" (a stretch held enough counts to measure SMT busy fractions)."""
+    read: list[tuple[float, Recorder]] = []
+    previous = None
+    change = float("inf")
+    while True:
+        c_s = min(c_s, asked)
+        if read and not fits(c_s):
+            return read, "bound", change
+        built.env.run(until=c_s)
+        if c_s >= asked:
+            built.threads.flush()
+            read.append((c_s, built.rec))
+            return read, "exact", change
+        read.append((c_s, snapshot(built, c_s, polling)))
+        if len(read) >= 2:
+            rates, enough = stretch_rates(read[-2][1], read[-1][1])
+            if not enough:
+                previous = None
+            elif calibrating:
+                return read, "calibrate", change
+            elif previous is not None:
+                change = relative_change(previous, rates)
+                if change <= STEADY_REL_TOL:
+                    return read, "settled", change
+                previous = rates
+            else:
+                previous = rates
+        c_s *= 2
+
+
 def simulate_steady(times, machine, config, learner_batch, timeline, series_bins, network, traffic):
-    """``config.sim_seconds`` of the system from doubling windows (module docstring): a SimResult
-    whose ``steady`` field says which windows ran."""
+    """``config.sim_seconds`` of the system from one run read at doubling checkpoints (module
+    docstring): a SimResult whose ``steady`` field says which checkpoints were read."""
     from archsim.perf.cpu import smt_speeds
     from archsim.sim.run import (
         SMT_CALIBRATION_PASSES,
+        _events_processed,
         _run,
+        build_run,
         calibrates_smt,
         prepare_layout,
+        simulate_system,
         summarize_run,
     )
 
     asked = config.sim_seconds
     inner = config.replace(engine="auto")
-    window = first_window_s(times, machine, config, learner_batch)
-    # (window s, recorder, layout, path, events, SMT calibrations before it)
-    runs: list[tuple[float, Recorder, object, str, int, int]] = []
-    previous_rates = None
-    change = float("inf")
-    converged = False
-    layout = net_setup = None
-    calibrations = 0  # SMT speed updates so far (at most SMT_CALIBRATION_PASSES, as a full run)
-    calibrate_next = False
-    base_s = 0.0  # the shortest window whose stretch from its half held enough counts
-    while True:
-        window = min(window, asked)
-        window_config = inner.replace(sim_seconds=window)
-        if layout is None:
-            layout, net_setup = prepare_layout(
-                times, machine, window_config, learner_batch, network, traffic, calibrate=False
-            )
-            smt = calibrates_smt(layout, machine, config)
-        elif not fits_run_bound(times, machine, window_config, learner_batch):
-            break
-        elif calibrate_next:  # SMT speeds from the last stretch's busy fractions (steady state)
-            busy = stretch_busy(runs[-2][1], runs[-1][1])
-            layout = smt_speeds(layout, busy, machine.thread_speed_rel, machine.smt_yield)
-            calibrations += 1
-            calibrate_next = False
-            # start again from the shortest pair of windows whose stretch held enough counts
-            window = min(base_s / 2, asked)
-            window_config = inner.replace(sim_seconds=window)
-        rec, path, events = _run(
-            times, layout, machine, window_config, learner_batch, False, 0, net_setup
+    first = first_window_s(times, machine, config, learner_batch)
+    if first >= asked:  # the first checkpoint is the whole run: the exact engine's run itself
+        result = simulate_system(
+            times, machine, inner, learner_batch, timeline, series_bins, network, traffic
         )
-        runs.append((window, rec, layout, path, events, calibrations))
-        if window >= asked:
-            break
-        if len(runs) >= 2 and runs[-2][5] == calibrations:  # a stretch under one layout
-            rates, enough = stretch_rates(runs[-2][1], rec)
-            if not enough:
-                previous_rates = None
-            elif smt and calibrations < SMT_CALIBRATION_PASSES:
-                calibrate_next, previous_rates = True, None
-                base_s = base_s or window
-            elif previous_rates is not None:
-                change = relative_change(previous_rates, rates)
-                if change <= STEADY_REL_TOL:
-                    converged = True
-                    break
-                previous_rates = rates
-            else:
-                previous_rates = rates
-        window *= 2
-    windows = tuple(run[0] for run in runs)
-    last_window, rec, layout, path, _, _ = runs[-1]
-    if last_window < asked:
-        # Settled: both agreeing stretches together (twice the counts, half the noise of one);
-        # else the last stretch.
-        both = converged and len(runs) >= 3 and runs[-3][5] == runs[-1][5]
-        rec = extrapolate(runs[-3 if both else -2][1], rec, asked)
-    result = summarize_run(
-        rec, layout, machine, config, learner_batch, net_setup, path, sum(r[4] for r in runs)
+        result.engine = f"steady+{result.engine}"
+        result.steady = SteadyWindow((asked,), False, float("inf"))
+        result.notes = (*result.notes, result.steady.note(asked))
+        return result
+    layout, net_setup = prepare_layout(
+        times, machine, inner.replace(sim_seconds=first), learner_batch, network, traffic, False
     )
-    if timeline or series_bins:  # recorded on the last window, a run of its own length
-        window_config = inner.replace(sim_seconds=last_window)
+    polling = tuple(net_setup[2]) if net_setup is not None else ()
+    smt = calibrates_smt(layout, machine, config)
+
+    def fits(c_s: float) -> bool:
+        return fits_run_bound(times, machine, inner.replace(sim_seconds=c_s), learner_batch)
+
+    checkpoints: list[float] = []
+    events = 0
+    calibrations = 0  # SMT speed updates (SMT_CALIBRATION_PASSES, as a full run makes)
+    start_s = first
+    while True:
+        built = build_run(
+            times, layout, machine, inner, learner_batch, False, 0, net_setup, closed_form=False
+        )
+        calibrating = smt and calibrations < SMT_CALIBRATION_PASSES
+        read, how, change = _checkpoints(built, start_s, asked, fits, calibrating, polling)
+        checkpoints += [c for c, _ in read]
+        events += _events_processed(built.env)
+        if how != "calibrate":
+            break
+        # SMT speeds from the stretch's busy fractions (the steady state's), then a fresh run
+        # from t=0 whose first stretch is this one's last
+        busy = stretch_busy(read[-2][1], read[-1][1])
+        layout = smt_speeds(layout, busy, machine.thread_speed_rel, machine.smt_yield)
+        calibrations += 1
+        start_s = read[-2][0]
+    last_s, rec = read[-1]
+    if how != "exact":
+        # Settled: both agreeing stretches together (twice the counts, half the noise of one);
+        # else the last stretch (or, with one checkpoint read, the run from t=0).
+        if how == "settled" and len(read) >= 3:
+            base = read[-3][1]
+        elif len(read) >= 2:
+            base = read[-2][1]
+        else:
+            base = Recorder(end=0.0, hw_threads=rec.hw_threads)
+        rec = extrapolate(base, rec, asked)
+        if net_setup is not None:  # the network's detail: rates over the last checkpoint
+            rec.replay_network.end = last_s
+    result = summarize_run(
+        rec, layout, machine, config, learner_batch, net_setup, built.path, events
+    )
+    if timeline or series_bins:  # recorded on a run of the last checkpoint's length
+        shown_config = inner.replace(sim_seconds=last_s)
         shown, _, _ = _run(
-            times, layout, machine, window_config, learner_batch, timeline, series_bins, net_setup
+            times, layout, machine, shown_config, learner_batch, timeline, series_bins, net_setup
         )
-        window_result = summarize_run(
-            shown, layout, machine, window_config, learner_batch, net_setup, path, 0
+        shown_result = summarize_run(
+            shown, layout, machine, shown_config, learner_batch, net_setup, built.path, 0
         )
-        result.timeline, result.power_series = window_result.timeline, window_result.power_series
-    result.engine = f"steady+{path}"
-    result.steady = SteadyWindow(windows, converged, change)
+        result.timeline, result.power_series = shown_result.timeline, shown_result.power_series
+    result.engine = f"steady+{built.path}"
+    result.steady = SteadyWindow(tuple(checkpoints), how == "settled", change)
     result.notes = (*result.notes, result.steady.note(asked))
     return result
