@@ -61,6 +61,12 @@ def test_extrapolation_by_hand():
     assert summary["inference_wait_mean_us"] == pytest.approx(1e6 * (0.4 + 1.6 + 0.01) / 1000)
     # the inputs are untouched
     assert long.env_steps == 2400 and long.cpu_busy_s.tolist() == [1.7, 0.3]
+    # one checkpoint read (the next over the run-time bound): the rate of the run from t=0
+    from_start = extrapolate(Recorder(end=0.0, hw_threads=2), long, 10.0)
+    assert from_start.env_steps == pytest.approx(2400 * 5)
+    assert from_start.queues["inference"].summary()["inference_arrivals_per_s"] == pytest.approx(
+        100
+    )
 
 
 def test_a_snapshot_by_hand_leaves_the_live_recorder_alone():

@@ -169,8 +169,8 @@ def extrapolate(short: Recorder, long: Recorder, end_s: float) -> Recorder:
     out.queues = {}
     for name, q in long.queues.items():
         p = short.queues.get(name) or QueueStat(name, short.end)
-        q.summary()  # brings its length integral up to the window's end
-        p.summary()
+        q._advance(q.end)  # its length integral up to its end (a snapshot's already is)
+        p._advance(p.end)
         e = QueueStat(name, end_s)
         e.area = q.area + (q.area - p.area) * scale
         e.arrivals = q.arrivals + (q.arrivals - p.arrivals) * scale
