@@ -7,6 +7,7 @@ import dataclasses
 import gzip
 import json
 import os
+import select
 import signal
 import socket
 import threading
@@ -80,7 +81,12 @@ def test_protocol_round_trip():
     assert len(payload) == 14_122
     f, r, d = protocol.decode_request(payload, 2)
     assert (f == frames).all() and r.tolist() == [1.0, -1.0] and d.tolist() == [False, True]
-    assert protocol.decode_reply(protocol.encode_reply(np.array([3, 5]))).tolist() == [3, 5]
+    # a reply: 4 B per action and the stop-recording flag byte
+    for flag in (False, True):
+        reply = protocol.encode_reply(np.array([3, 5]), flag)
+        assert len(reply) == 9
+        actions, stop_recording = protocol.decode_reply(reply)
+        assert actions.tolist() == [3, 5] and stop_recording is flag
 
 
 def test_sequence_message_round_trip():
@@ -126,6 +132,81 @@ def test_env_states_builds_sequences_from_observations():
     assert seq.h0.tolist() == [0.0] * cfg.lstm_size  # stored state of step 0: start of the episode
     # frames: first stack is frame 0 repeated, then one new frame per step
     assert seq.frames[:, 0, 0].tolist() == [0, 0, 0, 0, 1, 2, 3]
+
+
+def _wait_until(condition, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.001)
+
+
+def test_learner_stops_recording_after_every_actor_had_its_last_recorded_reply():
+    # A real inference server and two actors on real sockets; the stop callbacks stand where the
+    # learner's ProcessProfiler goes. Actor A is quick and B slow: A's request after its flagged
+    # reply must wait until B has had its own flagged reply and the recording has stopped, so the
+    # recorded batches answer exactly the requests of the actors' recorded steps (2 each).
+    from workloads.r2d2.seed.learner_process import InferenceServer, Trainer, bind_listener
+
+    settings = small_settings()
+    listener = bind_listener(settings.host, 0)
+    lock = threading.Lock()
+    torch.manual_seed(0)
+    server = InferenceServer(listener, settings, R2D2Net(6, 4, settings.r2d2.lstm_size), lock)
+    asked, done = threading.Event(), threading.Event()
+    answered_at_stop: list[int] = []
+
+    def stop_recording() -> None:
+        answered_at_stop.append(server.stats.inference_requests)
+
+    # 3 steps per env complete no sequence (length 20): the trainer and replay are never touched
+    trainer = Trainer(None, None, lock, settings)
+    serving = threading.Thread(
+        target=server.serve, args=(done, trainer, None, asked.is_set, stop_recording)
+    )
+    serving.start()
+    port = listener.getsockname()[1]
+    actors = []
+    for index in (0, 1):
+        sock = socket.create_connection((settings.host, port), timeout=60)
+        protocol.send_message(sock, protocol.encode_hello(index, 2))
+        actors.append(sock)
+    a, b = actors
+    frames = np.zeros((2, 84, 84), dtype=np.uint8)
+    request = protocol.encode_request(frames, np.zeros(2), np.zeros(2, dtype=bool))
+
+    def ask(sock: socket.socket) -> None:
+        protocol.send_message(sock, request)
+
+    def reply(sock: socket.socket) -> bool:
+        actions, last_recorded = protocol.decode_reply(protocol.recv_message(sock))
+        assert len(actions) == 2
+        return last_recorded
+
+    try:
+        ask(a), ask(b)
+        assert (reply(a), reply(b)) == (False, False)  # recording, no stop asked
+        asked.set()
+        _wait_until(lambda: server.stopping_recording, "the server to see the stop request")
+        ask(a)
+        assert reply(a) is True  # A's last recorded step
+        ask(a)  # A's first unrecorded step: held while B has not had its last recorded reply
+        ready, _, _ = select.select([a], [], [], 0.5)
+        assert ready == [] and answered_at_stop == []
+        ask(b)
+        assert reply(b) is True  # B's last recorded step; then the recording stops
+        assert reply(a) is False  # and A's held request is answered, unrecorded
+        ask(b)
+        assert reply(b) is False
+        # stopped once, after the 4 requests of the recorded steps (A and B, 2 steps each)
+        assert answered_at_stop == [4]
+    finally:
+        done.set()
+        serving.join(timeout=60)
+        server.close()
+        for sock in actors:
+            sock.close()
+    assert not serving.is_alive()
 
 
 def _two_actor_recordings(tmp_path, late_ns: int, other_host: bool):
@@ -258,10 +339,10 @@ def test_multi_process_capture(tmp_path):
     inference = steps[steps.role == "inference"]
     assert (inference.batch_size > 1).any() and (inference.batch_size <= 4).all()
     assert inference.inference_batch_us.notna().all()
-    # every observation sent was answered by exactly one batch: 2 envs per actor step (the last
-    # request of each actor may be cut by the stop, hence <=)
-    assert inference.batch_size.sum() <= 2 * len(actor_rows) + 4
-    assert inference.batch_size.sum() >= 2 * len(actor_rows) - 4
+    # every observation sent was answered by exactly one batch: 2 envs per actor step. The learner
+    # leads the mid-run stop of recording (seed/learner_process.py), so the recorded batches answer
+    # exactly the recorded actor steps, however late any process sees the runner's request
+    assert inference.batch_size.sum() == 2 * len(actor_rows)
     # the learner trained
     learner = steps[steps.role == "learner"]
     # (the end of recording, halfway, can cut its last step: no CPU figure, phases missing)

@@ -3,6 +3,9 @@
 Per actor step (one ``archsim::actor_step``): send the K newest frames with the previous rewards and
 episode ends, wait for K actions (``inference_wait``), then step each env (``env_step``) and turn its
 raw frames into an 84x84 frame (``preprocess``). Env and preprocessing come from the DQN workload.
+A central-inference actor stops recording mid-run when the learner's reply says so, after that step
+(learner_process.py: the learner leads the stop, so both sides record the same steps); a
+local-inference actor polls the runner's request itself.
 """
 
 from __future__ import annotations
@@ -112,13 +115,18 @@ def _run_actor(
                 return
             sock.settimeout(settings.reply_timeout_s)
             protocol.send_message(sock, protocol.encode_hello(actor, settings.envs_per_actor))
-            loop = _central_loop if settings.inference == "central" else _local_loop
+            if settings.inference == "central":
+                # a lambda: stand-ins that record nothing (archsim.validate.measure) have no
+                # stop_recording, and their learner never asks for one
+                loop, on_step = _central_loop, lambda: prof.stop_recording()
+            else:
+                loop, on_step = _local_loop, prof.poll
 
             def ready() -> None:
                 status.put(("ready", f"actor {actor}", ""))
 
             try:
-                loop(actor, settings, sock, envs, stop, ready, prof.poll)
+                loop(actor, settings, sock, envs, stop, ready, on_step)
             except (protocol.ConnectionClosed, ConnectionError, TimeoutError) as exc:
                 if not stop.is_set():
                     raise LearnerGone(f"actor {actor}: lost the learner ({exc!r})") from None
@@ -129,20 +137,28 @@ def _run_actor(
 
 
 def _central_loop(
-    actor: int, settings: SeedSettings, sock: Any, envs: _Envs, stop: Any, ready: Any, poll: Any
+    actor: int,
+    settings: SeedSettings,
+    sock: Any,
+    envs: _Envs,
+    stop: Any,
+    ready: Any,
+    stop_recording: Any,
 ) -> None:
-    """SEED: ship each observation, wait for the action."""
+    """SEED: ship each observation, wait for the action; ``stop_recording`` after the step whose
+    reply says the learner is stopping its recording."""
     k = settings.envs_per_actor
     ready()
     while not stop.is_set():
-        poll()
         with step("actor", actor=actor, batch_size=k):
             with phase("inference_wait"):
                 protocol.send_message(
                     sock, protocol.encode_request(envs.frames, envs.rewards, envs.dones)
                 )
-                actions = protocol.decode_reply(protocol.recv_message(sock))
+                actions, last_recorded = protocol.decode_reply(protocol.recv_message(sock))
             envs.step(actions)
+        if last_recorded:
+            stop_recording()
 
 
 def _local_loop(

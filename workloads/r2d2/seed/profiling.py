@@ -24,7 +24,8 @@ from archsim.capture.merge import CLOCK_SYNC_NAME
 from archsim.capture.unprofiled import timing_unprofiled_steps
 
 # Written by the runner into the processes' directory halfway through a run: stop recording, time the
-# remaining steps unprofiled (workloads/r2d2/seed/runner.py).
+# remaining steps unprofiled (workloads/r2d2/seed/runner.py). A SEED learner relays it to its actors
+# (learner_process.py), so that its recorded batches answer exactly the actors' recorded steps.
 STOP_RECORDING_FILE = "stop-recording"
 # How often a process looks for it: a stat call per 50 ms, nothing against ms-long steps.
 POLL_PERIOD_S = 0.05
@@ -97,20 +98,37 @@ class ProcessProfiler:
         self.sidecar["started_time_ns"] = self.sidecar["clock_sync"]["time_ns"]
         return self
 
-    def poll(self) -> None:
-        """Call between steps: once the runner asks (STOP_RECORDING_FILE), stop recording and time
-        the rest of the run's steps without the profiler (archsim.capture.unprofiled), on every
-        thread of this process. Checks the file at most every POLL_PERIOD_S."""
+    @property
+    def recording(self) -> bool:
+        """The profiler is on (entered, not stopped mid-run, not finished)."""
+        return self._profiler is not None and self._timing is None
+
+    def stop_requested(self) -> bool:
+        """Whether the runner has asked to stop recording (STOP_RECORDING_FILE); looks at the file
+        at most every POLL_PERIOD_S, False otherwise and once recording has stopped."""
         now_s = time.monotonic()
-        if self._profiler is None or self._timing is not None or now_s < self._next_poll_s:
-            return
+        if not self.recording or now_s < self._next_poll_s:
+            return False
         self._next_poll_s = now_s + POLL_PERIOD_S
-        if self.stop_recording_path.exists():
-            self._profiler.stop()
-            self._all_threads.__exit__(None, None, None)
-            self.sidecar["recording_stopped_time_ns"] = time.time_ns()
-            self._timing = timing_unprofiled_steps()
-            self._unprofiled_times = self._timing.__enter__()
+        return self.stop_recording_path.exists()
+
+    def stop_recording(self) -> None:
+        """Call between steps: stop recording and time the rest of the run's steps without the
+        profiler (archsim.capture.unprofiled), on every thread of this process; once."""
+        if not self.recording:
+            return
+        self._profiler.stop()
+        self._all_threads.__exit__(None, None, None)
+        self.sidecar["recording_stopped_time_ns"] = time.time_ns()
+        self._timing = timing_unprofiled_steps()
+        self._unprofiled_times = self._timing.__enter__()
+
+    def poll(self) -> None:
+        """Call between steps: stop recording once the runner asks. Only for a process whose
+        recorded steps need not match another's one for one: each process sees the file at its
+        own instant (SEED's actors follow the learner instead, InferenceServer)."""
+        if self.stop_requested():
+            self.stop_recording()
 
     def stop(self) -> None:
         """Stop recording (or the unprofiled timing) and export the trace, once; the sidecar is

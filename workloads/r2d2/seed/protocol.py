@@ -3,7 +3,9 @@
 hello   actor -> learner: actor index, number of envs
 request actor -> learner: for each env the newest 84x84 uint8 frame, the reward and episode-end flag
         of its previous step (SEED sends observations, not stacks: the learner keeps the stacks)
-reply   learner -> actor: one int32 action per env
+reply   learner -> actor: one int32 action per env, then one byte: 1 when the learner is stopping
+        its recording and this is the last reply to a recorded request of this actor (the actor
+        stops recording after this step; seed/learner_process.py, InferenceServer)
 """
 
 from __future__ import annotations
@@ -75,12 +77,15 @@ def decode_request(payload: bytes, n_envs: int) -> tuple[np.ndarray, np.ndarray,
     return frames, rewards, dones
 
 
-def encode_reply(actions: np.ndarray) -> bytes:
-    return np.asarray(actions, dtype=np.int32).tobytes()
+def encode_reply(actions: np.ndarray, stop_recording: bool = False) -> bytes:
+    return np.asarray(actions, dtype=np.int32).tobytes() + bytes([int(stop_recording)])
 
 
-def decode_reply(payload: bytes) -> np.ndarray:
-    return np.frombuffer(payload, np.int32).astype(np.int64)
+def decode_reply(payload: bytes) -> tuple[np.ndarray, bool]:
+    """(actions, stop_recording) of a reply."""
+    if len(payload) % 4 != 1:
+        raise ValueError(f"reply of {len(payload)} B, expected 4 B per action and 1 flag byte")
+    return np.frombuffer(payload, np.int32, len(payload) // 4).astype(np.int64), bool(payload[-1])
 
 
 # ---- local-inference mode (Ape-X / R2D2 layout): actors send finished sequences, fetch parameters

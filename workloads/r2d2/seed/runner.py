@@ -2,7 +2,8 @@
 
 The learner starts first and reports its port (or why it could not listen); then the actors start.
 The run lasts ``seconds`` after every process is up; halfway through, the processes stop recording
-and time their remaining steps unprofiled (RECORDED_FRACTION). If any process exits early the whole
+and time their remaining steps unprofiled (RECORDED_FRACTION; with central inference the learner
+sees the request and tells each actor after which step to stop). If any process exits early the whole
 run stops: the others are told to stop, joined with a timeout, and terminated (then killed) if they
 hang, so no process outlives the run. What each surviving process recorded is kept.
 """
