@@ -7,7 +7,13 @@ engine asked for the same length; the relative error of each metric below and bo
 its only constants are the 2% stretch tolerance and the count thresholds (archsim.sim.steady), set
 before these traces were run. Prints a table; asserts nothing.
 
+``--random-systems N``: instead, N random small systems of tests/test_engine_agreement.py's
+generator (hypothesis, seed ``--seed``) at 2 s, exact (``--engine fast``) against steady: the
+distribution of each system's largest relative error over env steps/s, updates/s, cpu_util and
+gpu_util (the figures tests/test_engine_steady.py states), and both engines' CPU seconds.
+
     python benchmarks/steady_accuracy.py [--sim-seconds 8] [--traces dqn-pong-cpu r2d2-seed-2x2-cpu]
+    python benchmarks/steady_accuracy.py --random-systems 300 [--seed 17]
 """
 
 from __future__ import annotations
@@ -58,6 +64,57 @@ def error(steady: float, exact: float) -> float:
     return steady / exact - 1.0 if exact else (0.0 if steady == 0 else float("inf"))
 
 
+def random_systems(n: int, seed: int) -> None:
+    """The error distribution over ``n`` random systems (module docstring)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    from archsim.sim.run import simulate_system
+    from tests.test_engine_agreement import _network_args, systems
+
+    headline = ("env_steps_per_s", "learner_updates_per_s", "cpu_util", "gpu_util")
+    worst: list[float] = []
+    cpu_s = [0.0, 0.0]
+
+    @hypothesis_seed(seed)
+    @settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(systems())
+    def one(system) -> None:
+        cfg, times, mach = system
+        cfg = cfg.replace(sim_seconds=2.0)
+        extra = _network_args(cfg)
+        exact, exact_cpu = _timed_system(
+            simulate_system, times, mach, cfg.replace(engine="fast"), extra
+        )
+        steady, steady_cpu = _timed_system(
+            simulate_system, times, mach, cfg.replace(engine="steady"), extra
+        )
+        cpu_s[0] += exact_cpu
+        cpu_s[1] += steady_cpu
+        worst.append(max(abs(error(steady.metrics[m], exact.metrics[m])) for m in headline))
+
+    one()
+    a = np.array(worst)
+    print(
+        f"{len(a)} random systems (seed {seed}), 2 s, largest |error| of "
+        f"{', '.join(headline)} per system: median {np.median(a):.2%}, "
+        f"90th percentile {np.percentile(a, 90):.2%}, 99th {np.percentile(a, 99):.2%}, "
+        f"largest {a.max():.2%}; CPU s exact {cpu_s[0]:.1f}, steady {cpu_s[1]:.1f}"
+    )
+
+
+def _timed_system(simulate_system, times, mach, config: SimConfig, extra: dict):
+    start = time.process_time()
+    result = simulate_system(times, mach, config, 32, **extra)
+    return result, time.process_time() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", nargs="+", default=["dqn-pong-cpu", "r2d2-seed-2x2-cpu"])
@@ -67,7 +124,12 @@ def main() -> None:
     parser.add_argument("--actors", type=int, nargs="+", default=[256, 4096])
     parser.add_argument("--pacing", nargs="+", default=["trace", "none"])
     parser.add_argument("--cpu-sched", nargs="+", default=["pinned", "shared"])
+    parser.add_argument("--random-systems", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=17)
     args = parser.parse_args()
+    if args.random_systems:
+        random_systems(args.random_systems, args.seed)
+        return
     hw = load_hw(args.hw)
     cols = " ".join(f"{SHORT[m]:>8}" for m in METRICS)
     print(f"{args.hw}; error = steady / exact - 1; CPU s of each run")

@@ -39,7 +39,8 @@ lazily, so a checkpoint may lack the parts of the learner process's bursts under
 burst a thread; cpu_util 1e-5 to 7e-5 relative at 0.1 s on traces/dqn-pong-cpu), and the
 ``cpu_run`` queue keeps the waits booked past the checkpoint of bursts queued on a pinned thread
 (``cpu_run_*`` within 1% at 0.1-0.2 s there). A stretch's rate moves by the change of those amounts
-over the stretch, a few bursts' worth; the headline rates, on exact counts, not at all.
+over the stretch, a few bursts' worth; the rates that must settle (env steps, updates, GPU
+busy), on exact integrals, not at all.
 
 Error of the extrapolation: the reported metrics are those of a run of the asked length where the
 system's rates after the last checkpoint equal those of its last two stretches. Measured against
