@@ -18,8 +18,9 @@ tolerance), the run of the asked length is the last checkpoint plus the rate of 
 stretches together (c/4 to c) for the rest: ``I(T) = I(c) + rate x (T - c)``, summarized as any run
 is (so derived metrics, power and energy stay consistent, and the transient keeps its 1/T weight as
 in a real run of length T). A run that reaches the asked length is the exact engine's run, to the
-bit (local-inference actors that own their threads run as processes instead of
-``closed_form_local``, which books the whole window at t=0: the same model, not the same sums).
+bit (at the SMT speeds calibrated below, where they are; local-inference actors that own their
+threads run as processes instead of ``closed_form_local``, which books the whole window at t=0:
+the same model, not the same sums).
 (Before, each window was a run of its own from t=0 with the same seed; a checkpoint reads as that
 run did, below, for about half the events and one set-up.)
 
