@@ -39,7 +39,7 @@ time-shared CPU's busy time to 1e-9; on pinned threads the fast GIL plays its th
 lazily, so a checkpoint may lack the parts of the learner process's bursts under way (at most one
 burst a thread; cpu_util 1e-5 to 7e-5 relative at 0.1 s on traces/dqn-pong-cpu), and the
 ``cpu_run`` queue keeps the waits booked past the checkpoint of bursts queued on a pinned thread
-(``cpu_run_*`` within 1% at 0.1-0.2 s there). A stretch's rate moves by the change of those amounts
+(``cpu_run_*`` within 1.5% at 0.1-0.4 s there). A stretch's rate moves by the change of those amounts
 over the stretch, a few bursts' worth; the rates that must settle (env steps, updates, GPU
 busy), on exact integrals, not at all.
 
