@@ -60,7 +60,9 @@ def test_golden_elementwise_floor_goes_to_sm_utilization() -> None:
     # baseline: bandwidth-bound, D / W = 13.98 us (latency: 1280 resident blocks x 128 threads x 16 B
     # in flight = 2.62 MB, C / L = 5.2 TB/s > W, so the latency term equals D / W too)
     baseline = d / (900e9 * 0.83)  # achievable: 0.83 of 900 GB/s (archsim.perf.efficiency, Volta)
-    # (1) W = inf: the latency term D / (C / L) = 2.4 us, the L2 term D / 2155 GB/s = 5.84 us
+    # plus the pipeline fill, two 317-ns DRAM round trips (archsim.perf.pipeline_fill): 14.61 us
+    baseline += 2 * 317e-9
+    # (1) W = inf: the latency term 2 L + D / (C / L) = 3.0 us, the L2 term D / 2155 GB/s = 5.84 us
     l2 = d / 2155e9
     # (2) L = 0: still the L2 term. (3) ideal memory: the floor, 1.25 us (compute is 0.068 us).
     floor = 1.25 * US

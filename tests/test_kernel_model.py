@@ -66,7 +66,9 @@ def test_golden_gemm_on_v100() -> None:
     terms = kernel_terms(ops, V100.gpu)
     assert terms["math"][0] == pytest.approx(1.096550e-3, rel=1e-5)
     assert terms["comp"][0] == pytest.approx(1.113683e-3 / 0.85, rel=1e-5)
-    assert terms["lat"][0] == pytest.approx(5.592405e-5, rel=1e-5)
+    # the latency term with the pipeline fill (archsim.perf.pipeline_fill): two 317-ns round trips
+    # plus the slower steady-state transfer, T_bw = 5.592405e-5 / 0.83 (still under T_comp)
+    assert terms["lat"][0] == pytest.approx(2 * 317e-9 + 5.592405e-5 / 0.83, rel=1e-5)
     assert terms["bw"][0] == pytest.approx(5.592405e-5 / 0.83, rel=1e-5)
     assert terms["mem"][0] == pytest.approx(17_179_869_184 / 16 / 2155e9, rel=1e-6)
     assert predict_op_seconds(ops, V100)[0] == pytest.approx(1.310215e-3 + 0.75e-6, rel=1e-5)
@@ -82,13 +84,17 @@ def test_golden_elementwise_on_v100() -> None:
     #   ceil(32768/80) = 410 blocks, 16 at a time (2048 threads >= 512, u = 1).
     # T_comp = 2^24 / 15.6672e12 * 80 * 410 / 32768 = 1.0719e-6 s
     # T_bw = 201,326,592 B / (900e9 x 0.83 achievable, Jia et al. 2018: 750 of 900 GB/s measured)
-    #      = 2.695135e-4 s dominates (T_mem = 9.342e-5 s). Element-wise math fraction 1.
+    #      = 2.695135e-4 s dominates (T_mem = 9.342e-5 s), plus the pipeline fill of two 317-ns
+    #      DRAM round trips (archsim.perf.pipeline_fill). Element-wise math fraction 1.
     ops = make_ops([ELEMENTWISE])
     terms = kernel_terms(ops, V100.gpu)
     assert terms["comp"][0] == pytest.approx(2**24 / 15.6672e12 * 80 * 410 / 32768, rel=1e-6)
     assert terms["bw"][0] == pytest.approx(2.695135e-4, rel=1e-6)
     assert terms["mem"][0] == pytest.approx(201_326_592 / 2155e9, rel=1e-6)
-    assert predict_op_seconds(ops, V100)[0] == pytest.approx(2.695135e-4 + 0.75e-6, rel=1e-6)
+    assert terms["lat"][0] == pytest.approx(2.695135e-4 + 2 * 317e-9, rel=1e-6)
+    assert predict_op_seconds(ops, V100)[0] == pytest.approx(
+        2.695135e-4 + 2 * 317e-9 + 0.75e-6, rel=1e-6
+    )
 
 
 def test_fp16_gemm_uses_tensor_cores_when_present() -> None:

@@ -13,7 +13,8 @@ blocks per SM, per-SM peak P, DRAM bandwidth W and latency L, and the achieved f
     T_bw   = D / (W e_dram)                     achievable (stream) bandwidth
     T_lat  = D / min(W, C / L)                  Little's law, C = bytes in flight (<= D): resident
                                                 threads x bytes per thread by kernel family
-                                                (archsim.perf.in_flight)
+                                                (archsim.perf.in_flight); then 2 L + the slower of
+                                                it and T_bw (pipeline fill: archsim.perf.pipeline_fill)
     T_mem  = L2 bytes / L2 bandwidth            on-chip memory system
     T      = max(T_comp, T_bw, T_lat, T_mem)    (archsim.perf.kernel adds floor, launch, calibration)
 
@@ -56,6 +57,7 @@ from archsim.perf.math_units import math_units
 from archsim.perf.memory_parallelism import step_floor
 from archsim.perf.occupancy import blocks_per_sm
 from archsim.perf.passes import add_pass_terms, row_pass_work
+from archsim.perf.pipeline_fill import latency_with_fill
 from archsim.perf.tile_padding import tile_padding
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
@@ -181,6 +183,9 @@ def kernel_terms(
     terms = _achieved(_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
                              tile_edge / size, gpu, idealize, padding, per_thread),
                       math_fraction, dram_fraction)  # fmt: skip
+    # Pipeline fill: the first loads' and the last stores' round trips add to the transfer
+    # (archsim.perf.pipeline_fill); in the tile search below too, so that it keeps the fastest.
+    terms["lat"] = latency_with_fill(terms["lat"], terms["bw"], dram_bytes, gpu, idealize)
 
     choose = tiled & ~grid_known
     if choose.any():
@@ -193,6 +198,8 @@ def kernel_terms(
             for slices in (1, *SPLIT_K_SLICES):
                 candidate, usable = _tile_terms(*args, tile, slices, gpu, idealize)
                 candidate = _achieved(candidate, math_fraction[rows], dram_fraction)
+                candidate["lat"] = latency_with_fill(candidate["lat"], candidate["bw"], args[1],
+                                                     gpu, idealize)  # fmt: skip
                 body = _body(candidate)
                 better = usable & (body < best)
                 best = np.where(better, body, best)
