@@ -88,7 +88,9 @@ class ActorFleet:
             self._deliver_detailed(members, first)
         else:
             self._deliver_inline(members, first)
-        self.batcher.notify()
+        # at the tail of serve_batch (its last act), which ends its process's event: run() may
+        # resume in place; the first delivery is before the run
+        self.batcher.notify(tail=not first)
 
     def _deliver_detailed(self, members: list[int], first: bool) -> None:
         system = self.system

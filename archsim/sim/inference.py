@@ -25,7 +25,7 @@ from archsim.sim.cpu import record
 from archsim.sim.fast_gil import FastGil
 from archsim.sim.gil import run_burst
 from archsim.sim.gpu import INFERENCE
-from archsim.sim.inline_events import ProcessPool
+from archsim.sim.inline_events import ProcessPool, succeed_at_tail
 from archsim.sim.system import System, locked
 
 # simpy runs events at equal times by priority (URGENT 0, NORMAL 1); a batch's closing timer runs
@@ -93,12 +93,13 @@ def wake_or_late(env: simpy.Environment, wake: Event, timer: Event) -> Event:
     processed is the very next event then: nothing of the instant is left before it (URGENT and
     NORMAL events come before a LATE one) and it comes before every later LATE event. So it is
     processed at once, inside the timer's processing: the waiting process resumes at the same
-    point of the event order. When ``wake`` is first, the Condition is scheduled as before."""
+    point of the event order. When ``wake`` is first, the Condition is scheduled as before, or
+    processed in place where it would be next (``wake``'s only callback runs at its tail)."""
     done = Event(env)
 
     def fire(_event: Event) -> None:
         if not done.triggered:
-            done.succeed()
+            succeed_at_tail(done)
 
     def fire_now(_event: Event) -> None:
         if not done.triggered:  # process it here, as simpy's step would
@@ -332,17 +333,21 @@ class FleetBatcher:
         """Register an actor's next request, sent at ``sent`` (>= now)."""
         bisect.insort(self.pending, (arrival_time(sent, self.system.times.request_up_s), actor))
 
-    def notify(self) -> None:
+    def notify(self, tail: bool = False) -> None:
         """New arrivals may close the open batch earlier: recompute, unless run() already sleeps
         until the closing time they give (woken, it would only set the same timer again; with
-        thousands of actors that was a wake-up per env step)."""
+        thousands of actors that was a wake-up per env step). ``tail``: the caller is at the tail
+        of the event it runs in (run() may then resume in place: archsim.sim.inline_events)."""
         if self.armed is not None and self.pending and self._close() == self.armed:
             return
-        self._wake()
+        self._wake(tail)
 
-    def _wake(self) -> None:
+    def _wake(self, tail: bool = False) -> None:
         if not self.wake.triggered:
-            self.wake.succeed()
+            if tail:
+                succeed_at_tail(self.wake)  # run()'s only wake-up: its resumption
+            else:
+                self.wake.succeed()
 
     def _close(self) -> float:
         """When the open batch closes: its first request's timeout, or its filling request."""

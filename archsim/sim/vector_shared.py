@@ -87,7 +87,12 @@ class SharedFleet:
         if finish < rec.end:
             rec.env_steps += self.envs
         insort(self._pending, (arrival_time(finish, self._up_s), actor))  # FleetBatcher.add
-        self.batcher.notify()
+        threads = self.threads
+        if threads.tail:  # the CPU timer's last callback, and this its last act
+            threads.tail = False
+            self.batcher.notify(tail=True)
+        else:
+            self.batcher.notify()
 
 
 def start_shared_fleet(system: System) -> str:
