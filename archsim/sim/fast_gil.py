@@ -13,7 +13,13 @@ in time order up to ``t`` in plain Python; simpy only sees one timer:
   until another burst arrives, so the timer is set at the burst's end (one event for all its slices);
   a burst arriving earlier first plays the lone thread's parts up to that moment;
 - while several threads run bursts, the timer is set at the next transition among them (one event
-  per transition instead of the reference's lock request, grant, timeouts and release).
+  per transition instead of the reference's lock request, grant, timeouts and release); while every
+  thread of the process runs one, nothing from outside can change their course before one of the
+  bursts ends, so the transitions up to then are played at once and the timer is set there.
+
+A done event that would be the next one processed anyway is processed in place at the tail of the
+timer's processing (archsim.sim.inline_events), and a caller at the tail of its own event takes its
+turn in place: the same order of everything, fewer events.
 
 Each part is booked on its hardware thread through ``LindleyThreads.finish_time`` at the moment it
 starts, as the reference's ``execute`` does, so busy time and run-queue counts are the same sums. It
@@ -69,9 +75,17 @@ class FastGil:
     """The process's GIL played by its own event loop; same interface as archsim.sim.gil.Gil."""
 
     def __init__(
-        self, env: simpy.Environment, threads: LindleyThreads, handoff_s: float = HANDOFF_S
+        self,
+        env: simpy.Environment,
+        threads: LindleyThreads,
+        handoff_s: float = HANDOFF_S,
+        process_threads: int = 0,
     ) -> None:
         self.env = env
+        # software threads of the process (0: not known): while all of them run bursts, nothing
+        # from outside can change their course before one of the bursts ends (a burst handed to a
+        # busy thread waits behind its current one), so _arm plays the transitions up to then
+        self.process_threads = process_threads
         self.threads = threads
         self.handoff_s = handoff_s
         self.holder: int | None = None  # the thread that held the GIL last
@@ -314,6 +328,8 @@ class FastGil:
         if self.active:
             if len(self.active) == 1 and not self.waiting:
                 at = self._lone_end(self.state[self.active[0]])
+            elif len(self.active) == self.process_threads:
+                at = self._play_to_burst_end()
             else:
                 at, _ = self._next()
             delay = max(0.0, at - env.now)
@@ -326,6 +342,23 @@ class FastGil:
         for done in dones or ():
             done.succeed()
         self._set_timer(delay, at)
+
+    def _play_to_burst_end(self) -> float:
+        """Every thread of the process runs a burst: play the transitions ahead (booking their
+        parts early, as the lone path does; each part starts when its thread's previous one ends,
+        so its run-queue wait is 0 and the sums do not depend on when it is booked) up to the
+        first that ends a burst, which a timer must resume: its time."""
+        while True:
+            t, thread = self._next()
+            state = self.state[thread]
+            phase = state.phase
+            if (
+                phase == PLAIN
+                or (phase == NAT and state.left == 1)
+                or (phase == PY and state.nat_work <= 0 and state.left == 1)
+            ):
+                return t
+            self._step(thread, state)
 
     def _set_timer(self, delay: float | None, at: float) -> None:
         if delay is None:
@@ -354,5 +387,5 @@ def choose_gil(system, threads) -> Gil | FastGil:
         gil_threads = sorted({system.learner_thread, *system.server_threads})
         hosted = np.bincount(system.layout.placement, minlength=system.layout.hw_threads)
         if np.all(hosted[gil_threads] == 1):
-            return FastGil(system.env, threads)
+            return FastGil(system.env, threads, process_threads=len(gil_threads))
     return Gil(system.env, threads)
