@@ -13,11 +13,16 @@ from __future__ import annotations
 import simpy
 from simpy.events import URGENT, Event
 
+# False: every event is scheduled as simpy would (tests/test_sim_inline_events.py compares the two)
+INLINE = True
+
 
 def next_anyway(env: simpy.Environment) -> bool:
     """Whether an event succeeded now (priority NORMAL) would be the next one simpy processes: no
     event is scheduled at this instant ahead of it (URGENT or NORMAL; later ones are LATE or at a
     later time)."""
+    if not INLINE:
+        return False
     queue = env._queue
     return not queue or queue[0][0] > env._now or queue[0][1] > simpy.core.NORMAL
 
