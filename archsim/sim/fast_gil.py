@@ -35,6 +35,7 @@ from collections import deque
 import numpy as np
 import simpy
 
+from archsim.sim import inline_events
 from archsim.sim.cpu import LindleyThreads
 from archsim.sim.gil import HANDOFF_S, Gil, slices
 from archsim.sim.inline_events import fire, next_anyway, succeed_at_tail
@@ -42,6 +43,7 @@ from archsim.sim.python_share import BurstPython
 from archsim.sim.shared_cpu import SharedThreads
 
 IDLE, ASK, HAND, PY, NAT, PLAIN = range(6)  # a thread's phase
+BETWEEN = 0.5  # a simpy priority after URGENT (0) and before NORMAL (1)
 
 
 class _Thread:
@@ -104,11 +106,18 @@ class FastGil:
             threads.flush_hooks.append(lambda: self._advance(threads.rec.end))
 
     def run(
-        self, thread: int, work_s: float, python: BurstPython, label: str = "", tail: bool = False
+        self,
+        thread: int,
+        work_s: float,
+        python: BurstPython,
+        label: str = "",
+        tail: bool = False,
+        after: simpy.Event | None = None,
     ):
         """Run a burst of ``work_s`` on ``thread`` (a simpy generator), its Python part under the GIL.
         ``tail``: the caller runs at the tail of the event that resumed it (nothing is left to do in
-        that event's processing once it waits for the burst)."""
+        that event's processing once it waits for the burst). ``after``: an event of this instant
+        that was the last one scheduled (the turn's event would come right after it)."""
         env = self.env
         state = self.state.get(thread)
         if state is None:
@@ -121,6 +130,10 @@ class FastGil:
             # that frees the learner while the server goes on) ask in the same order here. When that
             # event would be the next one processed and the caller is at its event's tail, the
             # turn is taken here (the same order, one event fewer).
+            if after is not None and inline_events.INLINE:
+                after.callbacks.append(lambda _event: self._turn_after(thread, state))
+                yield done
+                return
             if tail and next_anyway(env):
                 self._begin(thread, state)
                 yield done
@@ -129,6 +142,22 @@ class FastGil:
             turn.callbacks.append(lambda _event: self._begin(thread, state))
             turn.succeed()
         yield done
+
+    def _turn_after(self, thread: int, state: _Thread) -> None:
+        """The turn's event would have been scheduled right after the event whose last callback
+        this is: it comes next unless that event's processing scheduled URGENT events at this
+        instant (NORMAL ones come after it). Taken here then, else scheduled to come after those
+        and before every NORMAL event of the instant (a priority between the two)."""
+        env = self.env
+        queue = env._queue
+        if not (queue and queue[0][0] == env._now and queue[0][1] < BETWEEN):
+            self._begin(thread, state)
+            return
+        turn = simpy.Event(env)
+        turn._ok = True
+        turn._value = None
+        turn.callbacks.append(lambda _event: self._begin(thread, state))
+        env.schedule(turn, BETWEEN)
 
     def _begin(self, thread: int, state: _Thread) -> None:
         now = self.env.now

@@ -42,7 +42,11 @@ def learner_process(system: System):
             yield from net.sample(system, thread, batch)
         if fast_gil is not None and plain and not waited:
             sample_s = times.learner_sample_cpu_s
-            yield from fast_gil.run(thread, sample_s, python.replay_sample, "replay_sample", True)
+            after = replay.last_wake  # scheduled by the sample, the last event scheduled
+            burst = fast_gil.run(
+                thread, sample_s, python.replay_sample, "replay_sample", True, after
+            )
+            yield from burst
         else:
             yield from locked(
                 lock,

@@ -66,6 +66,7 @@ class RateLimitedReplay:
         self.inserted = 0
         self.sampled = 0
         self.held = _Held()  # waiting for the next wake-up
+        self.last_wake: Event | None = None  # the wake-up the last insert or sample scheduled
         self.held_sizes: tuple[list[int], list[int]] = ([], [])  # of every held request, sorted
         self.rec = rec
         self.insert_queue = rec.queue("replay_insert")
@@ -127,11 +128,13 @@ class RateLimitedReplay:
         # A wake-up only when one of the held requests (of this wake-up's or an earlier pending
         # one's) may go on: the rest would only be tested and held again in the same order.
         held = self.held
+        self.last_wake = None
         if held.gates and self._fits(self.held_sizes):
             self.held = _Held()
             event = Event(self.env)
             event.callbacks.append(lambda _event: self._wake(held))
             event.succeed()
+            self.last_wake = event
 
     def _largest_fitting(self, kind: int) -> int:
         """The largest size of a held ``kind`` request that may go on now (-1: none may): every
