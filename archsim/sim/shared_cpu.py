@@ -205,13 +205,17 @@ class SharedThreads:
     def _reschedule(self) -> None:
         """Arm one timer for the earliest finishing burst at the current rate."""
         self.timer_gen += 1
-        if not self.heap:
+        heap = self.heap
+        if not heap:
             self.timer_v, self.timer_rate, self.timer_at = float("inf"), 0.0, float("inf")
             return
-        rate = self.rate(self.n)
-        self.timer_v, self.timer_rate = self.heap[0][0], rate
-        delay = max(0.0, (self.timer_v - self.v) / rate)
-        self.timer_at = self.env.now + delay
+        n, rates = self.n, self._rates
+        rate = rates[n] if n < len(rates) else self.rate(n)
+        self.timer_v, self.timer_rate = heap[0][0], rate
+        delay = (self.timer_v - self.v) / rate
+        if not delay > 0.0:  # max(0.0, delay), this runs once per finishing instant
+            delay = 0.0
+        self.timer_at = self.env._now + delay
         if self.holding:
             self.held_arm = (self.timer_gen, delay)
         else:
@@ -239,17 +243,22 @@ class SharedThreads:
     def _on_timer(self, gen: int) -> None:
         if gen != self.timer_gen:
             return  # superseded by a later arrival
-        self._advance(self.env.now)
-        if not self.heap or self.rate(self.n) != self.timer_rate or self.heap[0][0] != self.timer_v:
+        self._advance(self.env._now)
+        heap, n, rates, timer_v = self.heap, self.n, self._rates, self.timer_v
+        rate = rates[n] if n < len(rates) else self.rate(n)
+        if not heap or rate != self.timer_rate or heap[0][0] != timer_v:
             self._reschedule()  # early: bursts arrived since it was armed and slowed the first
             return
         # v reached the earliest target up to rounding: finish it and any finishing with it
-        limit = self.timer_v + 1e-12 * max(1.0, abs(self.timer_v))
-        self.v = max(self.v, self.timer_v)
+        limit = timer_v + 1e-12 * max(1.0, abs(timer_v))
+        if self.v < timer_v:
+            self.v = timer_v
         finished = []
-        while self.heap and self.heap[0][0] <= limit:
-            finished.append(heapq.heappop(self.heap)[2])
-            self.n -= 1
+        pop = heapq.heappop
+        while heap and heap[0][0] <= limit:
+            finished.append(pop(heap)[2])
+            n -= 1
+        self.n = n
         self._reschedule()
         last = finished.pop()
         for on_done in finished:  # in finishing order; callbacks may start new bursts
