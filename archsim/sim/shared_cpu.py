@@ -160,7 +160,7 @@ class SharedThreads:
         finishes (after the timer's bookkeeping, as a process would resume). The caller keeps the
         queue statistics (:meth:`account`); no timeline slice is kept. Returns its number, for
         :meth:`cancel`."""
-        self._advance(self.env.now)
+        self._advance(self.env._now)
         return self._push(work_s, on_done)
 
     def cancel(self, burst: int) -> float:

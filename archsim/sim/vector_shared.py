@@ -22,7 +22,7 @@ from __future__ import annotations
 from bisect import insort
 from functools import partial
 
-from archsim.sim.inference import FleetBatcher, arrival_time
+from archsim.sim.inference import ARRIVAL_GRID_S, FleetBatcher
 from archsim.sim.shared_cpu import SharedThreads
 from archsim.sim.system import System
 
@@ -77,16 +77,24 @@ class SharedFleet:
 
     def _finished(self, actor: int) -> None:
         """``actor``'s env step ended now: count it and register its request with the batcher."""
-        finish = self._env.now
+        finish = self._env._now
         arrive = self.arrive[actor]
         # SharedThreads.account of one burst: its wait beyond running alone on a core
         slowdown = (finish - arrive) - self.work[actor] / self._full_speed
-        self._queue.add_wait(arrive, arrive + (slowdown if slowdown > 0.0 else 0.0))
+        left = arrive + (slowdown if slowdown > 0.0 else 0.0)
+        queue = self._queue
+        end = queue.end
+        if arrive < end:  # QueueStat.add_wait(arrive, left), inlined: once per env step
+            queue.arrivals += 1
+            wait = (left if left < end else end) - arrive
+            queue.wait_sum += wait
+            queue.area += wait
         self.sent_at[actor] = finish
         rec = self._rec
         if finish < rec.end:
             rec.env_steps += self.envs
-        insort(self._pending, (arrival_time(finish, self._up_s), actor))  # FleetBatcher.add
+        at = round((finish + self._up_s) / ARRIVAL_GRID_S) * ARRIVAL_GRID_S  # arrival_time, inlined
+        insort(self._pending, (at if at > finish else finish, actor))  # FleetBatcher.add
         threads = self.threads
         if threads.tail:  # the CPU timer's last callback, and this its last act
             threads.tail = False
