@@ -358,11 +358,14 @@ class FastGil:
             phase = PY
         if phase == PY and state.nat_work > 0:
             t = t + state.nat_work / speed
-        left -= 1
-        for _ in range(left):
-            t = t + state.py_work / speed
-            if state.nat_work > 0:
-                t = t + state.nat_work / speed
+        py_s, nat_s = state.py_work / speed, state.nat_work / speed
+        if state.nat_work > 0:
+            for _ in range(left - 1):
+                t = t + py_s
+                t = t + nat_s
+        else:
+            for _ in range(left - 1):
+                t = t + py_s
         return t
 
     def _collect(self) -> None:
