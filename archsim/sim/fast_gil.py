@@ -37,12 +37,12 @@ import simpy
 
 from archsim.sim import inline_events
 from archsim.sim.cpu import LindleyThreads
+from archsim.sim.fast_gil_lone import ASK, HAND, IDLE, NAT, PLAIN, PY, advance_lone
 from archsim.sim.gil import HANDOFF_S, Gil, slices
 from archsim.sim.inline_events import fire, next_anyway, succeed_at_tail
 from archsim.sim.python_share import BurstPython
 from archsim.sim.shared_cpu import SharedThreads
 
-IDLE, ASK, HAND, PY, NAT, PLAIN = range(6)  # a thread's phase
 BETWEEN = 0.5  # a simpy priority after URGENT (0) and before NORMAL (1)
 
 
@@ -258,92 +258,12 @@ class FastGil:
     def _advance(self, until: float) -> None:
         while True:
             if len(self.active) == 1 and not self.waiting:
-                self._advance_lone(until)
+                advance_lone(self, until)
                 return
             t, thread = self._next()
             if thread < 0 or t > until:
                 return
             self._step(thread, self.state[thread])
-
-    def _advance_lone(self, until: float) -> None:
-        """_advance while one thread alone runs bursts and nobody waits for the GIL: its _step
-        transitions with finish_time inlined (same sums in the same order; a lone thread always
-        finds the GIL free), the loop that dominated the pinned engine's run time. Within a burst
-        the slices alternate Python and native parts of fixed work, played on local variables."""
-        thread = self.active[0]
-        state = self.state[thread]
-        threads = self.threads
-        speed = threads.speed[thread]
-        free_at, busy, queue = threads.free_at, threads.busy_s, threads.queue
-        end = threads.rec.end
-        q_end = queue.end
-        while state.phase != IDLE:
-            t = state.until
-            if t > until:
-                return
-            phase = state.phase
-            if phase == PLAIN:
-                self._finish(thread, state, t)
-                if len(self.active) != 1 or self.waiting:
-                    return  # its next burst asked for the GIL in vain (cannot happen alone)
-                continue
-            if phase == HAND:
-                self.wait_s += t - state.asked
-                self.holder = thread
-                phase = PY
-                first = state.py_work
-            elif phase == PY and state.nat_work > 0:
-                phase = NAT
-                first = state.nat_work
-            else:  # PY without native work, or NAT: the slice is over
-                if state.left <= 1:
-                    self.owner = None
-                    state.left = 0
-                    self._finish(thread, state, t)
-                    if len(self.active) != 1 or self.waiting:
-                        return
-                    continue
-                state.left -= 1
-                self.holder = thread  # _ask: a free GIL, nobody waiting
-                phase = PY
-                first = state.py_work
-            # parts from here: ``first`` (of ``phase``), then the slices' parts in turn, each
-            # booked as LindleyThreads.finish_time(thread, work, t) books it
-            py_s, nat_s = state.py_work / speed, state.nat_work / speed
-            has_nat = state.nat_work > 0
-            left = state.left
-            arrivals = 0
-            b = busy[thread]
-            step_s = first / speed
-            while True:
-                free = free_at[thread]
-                start = t if t > free else free
-                finish = start + step_s
-                free_at[thread] = finish
-                if t < q_end:  # QueueStat.add_wait(t, start)
-                    arrivals += 1
-                    if start != t:
-                        wait = (start if start < q_end else q_end) - t
-                        queue.wait_sum += wait
-                        queue.area += wait
-                b += (finish if finish < end else end) - (start if start < end else end)
-                t = finish
-                if t > until:
-                    break
-                # the part ending at t: the next one, or the burst's end
-                if phase == PY and has_nat:
-                    phase, step_s = NAT, nat_s
-                    continue
-                if left <= 1:
-                    break
-                left -= 1
-                phase, step_s = PY, py_s
-            busy[thread] = b
-            queue.arrivals += arrivals
-            state.left = left
-            state.phase = phase
-            state.until = t
-            self.owner = thread if phase == PY else None  # a native part runs without the GIL
 
     def _lone_end(self, state: _Thread) -> float:
         """When the burst of a thread alone in the process ends, nobody else asking meanwhile: its
