@@ -95,6 +95,18 @@ class LindleyThreads:
         finish = self.finish_time(thread, work_s, env.now, label, track, args)
         yield env.timeout(finish - env.now)
 
+    def unflushed_busy_s(self, at_s: float) -> list[float]:
+        """Busy time per thread that ``flush`` would add were the window to end at ``at_s`` (the
+        clock there); read-only. Bursts are booked on arrival (<= the clock) and run back to back,
+        so what lies past ``at_s`` is one block [at_s, free_at): exact, but for the bursts that
+        ``flush_hooks`` would book (archsim.sim.fast_gil plays them lazily)."""
+        end = self.rec.end
+        out = []
+        for busy, free in zip(self.busy_s, self.free_at, strict=True):
+            ahead = (free if free < end else end) - at_s
+            out.append(busy - (ahead if ahead > 0 else 0.0))
+        return out
+
     def flush(self) -> None:
         """Move the accumulated busy time into the recorder (call once, after the run)."""
         for hook in self.flush_hooks:

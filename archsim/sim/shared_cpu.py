@@ -278,7 +278,20 @@ class SharedThreads:
         self._advance(max(self.env.now, self.t))
         if self.rec.series_bins:
             return  # recorded slot by slot as it ran
-        # thread i is busy whenever more than i threads are: sum of level_s[k] for k > i
-        above = np.cumsum(np.array(self.level_s)[::-1])[::-1]
-        self.rec.cpu_busy_s[: self.hw_threads] += above[1:]
+        self.rec.cpu_busy_s[: self.hw_threads] += thread_busy_s(self.level_s)
         self.level_s = [0.0] * (self.hw_threads + 1)
+
+    def unflushed_busy_s(self, at_s: float) -> np.ndarray:
+        """Busy time per hardware thread that ``flush`` would add were the window to end at
+        ``at_s`` (the clock there); read-only (archsim.sim.steady reads a run at checkpoints)."""
+        levels = np.array(self.level_s)
+        start = min(self.t, self.rec.end)
+        if at_s > start:
+            levels[min(self.n, self.hw_threads)] += at_s - start
+        return thread_busy_s(levels)
+
+
+def thread_busy_s(level_s) -> np.ndarray:
+    """Busy seconds per hardware thread from the seconds spent at each busy level (index k: k
+    threads busy): thread i is busy whenever more than i threads are, the sum of level_s[k > i]."""
+    return np.cumsum(np.asarray(level_s, dtype=float)[::-1])[::-1][1:]

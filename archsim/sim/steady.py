@@ -211,18 +211,9 @@ def snapshot(built, at_s: float, polling: tuple = ()) -> Recorder:
     out = rec.snapshot(at_s)
     end = rec.end
     threads = built.threads
-    if isinstance(threads, LindleyThreads):
-        # A pinned thread's bursts are booked on arrival (<= the clock) and run back to back, so
-        # what lies past ``at_s`` is one block [at_s, free_at): exact.
-        for k, (busy, free) in enumerate(zip(threads.busy_s, threads.free_at, strict=True)):
-            ahead = (free if free < end else end) - at_s
-            out.cpu_busy_s[k] += busy - (ahead if ahead > 0 else 0.0)
-    elif isinstance(threads, SharedThreads):  # its flush, read-only: levels held up to ``at_s``
-        levels = np.array(threads.level_s)
-        start = min(threads.t, end)
-        if at_s > start:
-            levels[min(threads.n, threads.hw_threads)] += at_s - start
-        out.cpu_busy_s[: threads.hw_threads] += np.cumsum(levels[::-1])[::-1][1:]
+    if isinstance(threads, LindleyThreads | SharedThreads):
+        busy = threads.unflushed_busy_s(at_s)
+        out.cpu_busy_s[: len(busy)] += busy
     for thread in polling:  # busy the whole window, booked at t=0 (archsim.sim.replay_server)
         out.cpu_busy_s[int(thread)] -= end - at_s
     fleet = built.fleet
