@@ -173,6 +173,13 @@ class SamplingRecorder:
     def poll(self) -> None:
         """Nothing is recorded, so nothing stops mid-run."""
 
+    def stop_requested(self) -> bool:
+        """Never: there is no recording for a learner to lead the stop of (ProcessProfiler's)."""
+        return False
+
+    def stop_recording(self) -> None:
+        """Nothing is recorded."""
+
     def __init__(self, raw_dir: Path, role: str, index: int, record_shapes: bool = True):
         self.path = Path(raw_dir) / f"validate-{role}-{index}.json"
         self.role = role

@@ -116,9 +116,7 @@ def _run_actor(
             sock.settimeout(settings.reply_timeout_s)
             protocol.send_message(sock, protocol.encode_hello(actor, settings.envs_per_actor))
             if settings.inference == "central":
-                # a lambda: stand-ins that record nothing (archsim.validate.measure) have no
-                # stop_recording, and their learner never asks for one
-                loop, on_step = _central_loop, lambda: prof.stop_recording()
+                loop, on_step = _central_loop, prof.stop_recording
             else:
                 loop, on_step = _local_loop, prof.poll
 

@@ -321,14 +321,7 @@ def learner_main(settings: SeedSettings, raw_dir: str, status: Any, stop: Any) -
             status.put(("ready", "learner", listener.getsockname()[1]))
             trainer.start()
             try:
-                # stand-ins that record nothing (archsim.validate.measure) have no stop to lead
-                server.serve(
-                    stop,
-                    trainer,
-                    replay,
-                    getattr(prof, "stop_requested", lambda: False),
-                    getattr(prof, "stop_recording", lambda: None),
-                )
+                server.serve(stop, trainer, replay, prof.stop_requested, prof.stop_recording)
             finally:
                 trainer.halt.set()
                 trainer.join(timeout=settings.shutdown_timeout_s)
