@@ -3,109 +3,22 @@
 from __future__ import annotations
 
 import hashlib
-import multiprocessing.process as mp_process
 import sys
-import textwrap
-from pathlib import Path
 
 import gymnasium
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.optim import optimizer as torch_optimizer
 
-from archsim.capture.phase_fn import PhaseFn
 from archsim.cli import main
-from archsim.errors import ArchsimError
 from archsim.trace.format import load
+from tests.capture_toy import TOY, patch_points, toy_script
 from tests.conftest import PROJECT_ROOT
 
 EXAMPLE = PROJECT_ROOT / "examples" / "dqn_single_file.py"
 # A short schedule: the first window opens 3 steps after the first optimizer step.
 SCHEDULE = ["--wait", "2", "--warmup", "1", "--active", "6", "--repeat", "2"]
-
-# A toy loop in the usual order: act (no_grad, batch of one), env step, insert; train every 2 steps.
-TOY = textwrap.dedent(
-    """
-    import sys
-    import gymnasium as gym
-    import numpy as np
-    import torch
-
-    class ToyEnv(gym.Env):
-        observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-        action_space = gym.spaces.Discrete(2)
-
-        def reset(self, seed=None, options=None):
-            return np.zeros(4, np.float32), {}
-
-        def step(self, action):
-            return np.full(4, 0.5, np.float32), 1.0, False, False, {}
-
-    def preprocess(obs):
-        return torch.as_tensor(obs)
-
-    class Buffer:
-        def __init__(self):
-            self.items = []
-
-        def add(self, x):
-            self.items.append(x)
-
-        def sample(self, n):
-            return torch.stack(self.items[-n:])
-
-    steps, train = int(sys.argv[1]), sys.argv[2] == "train"
-    torch.manual_seed(0)
-    env, net = ToyEnv(), torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    opt = torch.optim.Adam(net.parameters())
-    buf = Buffer()
-    obs, _ = env.reset()
-    for t in range(steps):
-        with torch.no_grad():
-            action = int(net(torch.as_tensor(obs)).argmax())
-        obs, reward, terminated, truncated, _ = env.step(action)
-        buf.add(preprocess(obs))
-        if train and t >= 8 and t % 2 == 0:
-            loss = net(buf.sample(8)).pow(2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    print("toy done", steps)
-    """
-)
-
-
-def _patch_points() -> dict[str, object]:
-    """Every attribute capture run patches, as it is outside a capture."""
-    points = {
-        "Module.__call__": torch.nn.Module.__dict__["__call__"],
-        "Tensor.backward": torch.Tensor.__dict__["backward"],
-        "autograd.backward": torch.autograd.backward,
-        "BaseProcess.start": mp_process.BaseProcess.__dict__["start"],
-        "Env.__init_subclass__": gymnasium.Env.__dict__.get("__init_subclass__"),
-        "VectorEnv.__init_subclass__": gymnasium.vector.VectorEnv.__dict__.get("__init_subclass__"),
-        "SyncVectorEnv.step": gymnasium.vector.SyncVectorEnv.__dict__["step"],
-        "Wrapper.step": gymnasium.Wrapper.__dict__["step"],
-        "Wrapper.reset": gymnasium.Wrapper.__dict__["reset"],
-        "optimizer pre hooks": len(torch_optimizer._global_optimizer_pre_hooks),
-        "optimizer post hooks": len(torch_optimizer._global_optimizer_post_hooks),
-    }
-    return points
-
-
-def _toy(tmp_path: Path) -> Path:
-    script = tmp_path / "toy_loop.py"
-    script.write_text(TOY)
-    return script
-
-
-def _one_error_line(capsys) -> str:
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("archsim: error: ")
-    return lines[0]
 
 
 @pytest.mark.slow
@@ -116,13 +29,13 @@ def test_example_dqn_is_captured_unmodified(tmp_path):
     a batch of 32 each; after the first, steps 65..199 insert 135 transitions while 33 more
     learner steps (68, 72, ..., 196) sample 33 x 32 = 1056: 1056 / 135 samples per insert."""
     before = hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
-    patched = _patch_points()
+    patched = patch_points()
     argv, path = list(sys.argv), list(sys.path)
     out = tmp_path / "dqn"
     args = ["--total-timesteps", "200", "--learning-starts", "60", "--torch-threads", "1"]
     assert main(["capture", "run", "--out", str(out), *SCHEDULE, "--", str(EXAMPLE), *args]) == 0
     assert hashlib.sha256(EXAMPLE.read_bytes()).hexdigest() == before
-    assert _patch_points() == patched
+    assert patch_points() == patched
     assert (sys.argv, sys.path) == (argv, path)
     trace = load(out)
     steps = trace.steps
@@ -147,7 +60,7 @@ def test_example_dqn_is_captured_unmodified(tmp_path):
 
 
 def test_phase_fn_marks_named_functions_and_steps_follow_the_loop(tmp_path):
-    script = _toy(tmp_path)
+    script = toy_script(tmp_path)
     out = tmp_path / "toy"
     phase_fns = [
         "--phase-fn",
@@ -155,10 +68,10 @@ def test_phase_fn_marks_named_functions_and_steps_follow_the_loop(tmp_path):
         "--phase-fn",
         "__main__:Buffer.sample=replay_sample",
     ]
-    patched = _patch_points()
+    patched = patch_points()
     args = ["capture", "run", "--out", str(out), *SCHEDULE, *phase_fns, "--"]
     assert main([*args, "python", str(script), "40", "train"]) == 0
-    assert _patch_points() == patched
+    assert patch_points() == patched
     steps = load(out).steps
     actor, learner = steps[steps["role"] == "actor"], steps[steps["role"] == "learner"]
     assert actor["preprocess_us"].notna().all() and actor["act_us"].notna().all()
@@ -194,91 +107,6 @@ def test_module_form_runs_like_python_dash_m(tmp_path, monkeypatch):
         == 0
     )
     assert set(load(out).steps["role"]) == {"actor", "learner"}
-
-
-def test_a_program_that_never_trains_fails_in_one_line(tmp_path, capsys):
-    script = _toy(tmp_path)
-    patched = _patch_points()
-    out = tmp_path / "never"
-    assert main(["capture", "run", "--out", str(out), "--", str(script), "30", "act-only"]) == 2
-    line = _one_error_line(capsys)
-    assert "made no optimizer step" in line and "toy_loop" in line
-    assert not out.exists()
-    assert _patch_points() == patched
-
-
-def test_too_short_for_the_schedule_fails_in_one_line(tmp_path, capsys):
-    script = _toy(tmp_path)
-    out = tmp_path / "short"
-    assert main(["capture", "run", "--out", str(out), "--", str(script), "20", "train"]) == 2
-    assert "the schedule records from step 63" in _one_error_line(capsys)
-    assert not out.exists()
-
-
-def test_a_failing_program_is_one_archsim_line_after_its_traceback(tmp_path, capsys):
-    script = tmp_path / "boom.py"
-    script.write_text("raise SystemExit(3)\n")
-    assert main(["capture", "run", "--out", str(tmp_path / "o"), "--", str(script)]) == 2
-    assert "boom exited with status 3" in _one_error_line(capsys)
-
-
-@pytest.mark.parametrize(
-    ("program", "expected"),
-    [
-        (["no_such_script.py"], "script 'no_such_script.py' does not exist"),
-        (["-m", "no_such_module_w1"], "no module named 'no_such_module_w1'"),
-        (["-m"], "'-m' needs a MODULE name"),
-        ([], "expected a program after '--'"),
-    ],
-)
-def test_bad_program_is_one_line(tmp_path, capsys, program, expected):
-    assert main(["capture", "run", "--out", str(tmp_path / "o"), "--", *program]) == 2
-    assert expected in _one_error_line(capsys)
-    assert not (tmp_path / "o").exists()
-
-
-@pytest.mark.parametrize(
-    ("spec", "expected"),
-    [
-        ("no_colon=act", "expected MODULE:QUALNAME=PHASE"),
-        ("mod:fn", "expected MODULE:QUALNAME=PHASE"),
-        ("mod:fn=warp_drive", "unknown phase 'warp_drive'"),
-    ],
-)
-def test_bad_phase_fn_syntax_is_one_line(tmp_path, capsys, spec, expected):
-    script = _toy(tmp_path)
-    args = ["capture", "run", "--out", str(tmp_path / "o"), "--phase-fn", spec, "--", str(script)]
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    assert exit_info.value.code == 2
-    assert expected in _one_error_line(capsys)
-
-
-def test_phase_fn_of_an_unknown_module_or_name_is_one_line(tmp_path, capsys):
-    script = _toy(tmp_path)
-    out = tmp_path / "o"
-    bad_module = ["--phase-fn", "no_such_module_w1:f=act", "--", str(script), "30", "train"]
-    assert main(["capture", "run", "--out", str(out), *bad_module]) == 2
-    assert "no module named 'no_such_module_w1'" in _one_error_line(capsys)
-    bad_name = [
-        "--phase-fn",
-        "__main__:Nope.sample=replay_sample",
-        "--",
-        str(script),
-        "30",
-        "train",
-    ]
-    patched = _patch_points()
-    assert main(["capture", "run", "--out", str(out), *bad_name]) == 2
-    assert "'__main__' has no 'Nope.sample'" in _one_error_line(capsys)
-    assert _patch_points() == patched
-    assert not out.exists()
-
-
-def test_phase_fn_parse():
-    assert PhaseFn.parse("a.b:C.d=replay_sample") == PhaseFn("a.b", "C.d", "replay_sample")
-    with pytest.raises(ArchsimError, match="expected MODULE:QUALNAME=PHASE"):
-        PhaseFn.parse("a:b c=act")
 
 
 @pytest.mark.slow
@@ -324,7 +152,7 @@ def test_the_schedule_counts_from_the_first_learner_step(tmp_path):
     """One window of 6 steps right after the first optimizer step (t = 8 in the toy loop, training
     every 2 steps) and one warmup step (actor t = 9): actor 10, learner 10, actor 11, 12, learner 12,
     actor 13: 4 + 2. Counted from the program's start, the window would hold acting steps only."""
-    script = _toy(tmp_path)
+    script = toy_script(tmp_path)
     out = tmp_path / "first"
     schedule = ["--wait", "0", "--warmup", "1", "--active", "6", "--repeat", "1"]
     assert (
