@@ -173,6 +173,8 @@ INPUT_READERS = [
     "MIOpenBatchNormFwdTrainSpatialMeanVariance",
     "MIOpenBatchNormFwdTrainSpatialNorm",
     GROUP_NORM_BACKWARD.format(operands="float, float, float, float, float"),
+    "void (anonymous namespace)::groupnorm_kernel_dispatch_up<__hip_bfloat16, 1024u>(...)",
+    "void (anonymous namespace)::groupnorm_kernel_dispatch_down<__hip_bfloat16, 1024u>(...)",
 ]
 
 

@@ -43,6 +43,13 @@ src/kernels/MIOpenBatchNormFwdTrainSpatial.cl):
   T_ACC b)``: reads X, writes Y) and ``GroupNormBackwardKernelImplInternal`` (``[](T dy, T x, T_ACC
   c1, T_ACC c2, T_ACC c3)``: reads dY and X, writes dX; its ``[](T_ACC rstd, T gamma)`` forms c1
   over N x C only), told apart in the kernel name by their lambda's operand count.
+- aiter's group norm (github.com/ROCm/aiter, csrc/kernels/groupnorm.cu, ``launchGroupNormKernel``:
+  grid (gridx, N x groups) of 1024 threads): ``groupnorm_kernel_dispatch_up`` loops over its
+  group's ``inner_size`` elements of x (4 per load when aligned) and writes a sum and a sum of
+  squares per workgroup (``mean_acc[blockIdx.y*gridDim.x+blockIdx.x]``, ``square_mean_acc[...]``);
+  ``groupnorm_kernel_dispatch_down`` reads its group's gridx partial pairs (a few KB, not counted),
+  then x again, weight and bias per channel, and writes y: the input read twice over the op, as in
+  PyTorch's two-kernel group norm.
 - MIOpen's multi-kernel spatial batch norm: ``...MeanVariance`` reads its slice of the input and
   stashes a mean and variance per workgroup, ``...FinalMeanVariance`` reads those stashes and writes
   the channel's mean and inverse variance, ``...Norm`` reads the input and writes the output.
@@ -87,6 +94,9 @@ NORM_KERNEL_TRAFFIC: tuple[tuple[str, str, str, int], ...] = (
     (r"BatchNormFwdTrainSpatialMeanVariance", "inputs", "rows", 2),
     (r"BatchNormFwdTrainSpatialFinalMeanVariance", "partials", "rows", 2),
     (r"BatchNormFwdTrainSpatialNorm", "inputs", "output", 0),
+    # aiter's group norm (csrc/kernels/groupnorm.cu): "up" sums its slice, "down" applies
+    (r"groupnorm_kernel_dispatch_up<", "inputs", "rows", 2),
+    (r"groupnorm_kernel_dispatch_down<", "inputs", "output", 0),
 )
 _COMPILED = tuple((re.compile(p), r, w, v) for p, r, w, v in NORM_KERNEL_TRAFFIC)
 

@@ -113,7 +113,59 @@ def _col2im(args: OpArgs) -> tuple[float, float, float] | None:
     return float(channels * hits), float(cols.nbytes), float(written)
 
 
+def _spatial_out(x_shape: tuple[int, ...], size: object, scales: object) -> list[int] | None:
+    """Output spatial dims of a nearest upsample: ``output_size`` when recorded, else each input dim
+    times its scale factor, floored (torch.nn.functional.interpolate: floor(input_size x scale))."""
+    spatial = len(x_shape) - 2
+    if isinstance(size, list) and len(size) == spatial and all(isinstance(s, int) for s in size):
+        return [int(s) for s in size]
+    if (
+        isinstance(scales, list)
+        and len(scales) == spatial
+        and all(isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 for s in scales)
+    ):
+        return [math.floor(d * s) for d, s in zip(x_shape[2:], scales, strict=True)]
+    return None
+
+
+def _upsample_nearest(args: OpArgs) -> tuple[float, float, float] | None:
+    """upsample_nearest{1,2,3}d / _upsample_nearest_exact{1,2,3}d(input [N, C, *spatial],
+    output_size, scales...), or the ``.vec`` overload (input, output_size or None, scale_factors):
+    PyTorch's CUDA kernels (aten/src/ATen/native/cuda/UpSampleNearest2d.cu,
+    ``upsample_nearest2d_out_frame`` and ``upsample_nearest2d_nhwc_out_frame``) store every output
+    element once, ``odata[dst_index] = idata[src_index]``, each a copy of its nearest input element:
+    the input is read once from DRAM (its repeats hit in cache), the output written once, no
+    arithmetic. Reads the input, writes N x C x prod(output spatial dims) elements."""
+    x = args.tensor(0)
+    if x is None or len(x.shape) < 3:
+        return None
+    out = _spatial_out(x.shape, args.value(1), args.value(2))
+    if out is None or min(out) < 1:
+        return None
+    written = math.prod(x.shape[:2]) * math.prod(out) * x.itemsize
+    return 0.0, float(x.nbytes), float(written)
+
+
+def _upsample_nearest_backward(args: OpArgs) -> tuple[float, float, float] | None:
+    """upsample_nearest{1,2,3}d_backward(grad_output, output_size, input_size, scales...): the same
+    file's ``*_backward_out_frame`` kernels write each grad_input element once, the sum of the
+    grad_output elements that copied it (one add each). Reads grad_output, writes ``input_size``."""
+    g = args.tensor(0)
+    size = args.value(2)
+    if g is None or not (isinstance(size, list) and size and all(isinstance(s, int) for s in size)):
+        return None
+    return float(g.numel), float(g.nbytes), float(math.prod(size) * g.itemsize)
+
+
+_UPSAMPLE_NEAREST = tuple(
+    f"{prefix}{dims}d"
+    for prefix in ("upsample_nearest", "_upsample_nearest_exact")
+    for dims in (1, 2, 3)
+)
+
 _COPY_OPS: dict[str, Formula] = {
+    **dict.fromkeys(_UPSAMPLE_NEAREST, _upsample_nearest),
+    **{f"{name}_backward": _upsample_nearest_backward for name in _UPSAMPLE_NEAREST},
     "copy": _copy_into_self,
     "_copy_from": _copy_into_self,
     "_copy_from_and_resize": _copy_into_self,

@@ -271,7 +271,27 @@ def _rms_norm_backward(args: OpArgs) -> tuple[float, float, float] | None:
     return 9.0 * x.numel, args.read_bytes(), float(x.nbytes + (w.nbytes if w else 0))
 
 
+GROUP_NORM_OPS_PER_ELEMENT = _NORM_OPS["group_norm"]
+
+
+def _aiter_group_norm(args: OpArgs) -> tuple[float, float, float] | None:
+    """aiter's ``_groupnorm_run`` (github.com/ROCm/aiter, aiter/ops/groupnorm.py): ``(input,
+    num_groups, weight, bias, eps) -> output``, or in later releases ``(y, workspace, input,
+    num_groups, weight, bias, eps)`` writing into the caller's ``y``. Group norm's per-element
+    arithmetic (GROUP_NORM_OPS_PER_ELEMENT); reads input, weight and bias, writes an output of the
+    input's size (``torch.empty_like(input)``). The workspace's per-block partial sums
+    (csrc/kernels/groupnorm.cu: two floats per workgroup) are a few KB and are left out here;
+    archsim.trace.norm_traffic gives each of the op's two kernels its own traffic."""
+    later = args.tensor(1) is not None  # the workspace tensor sits where num_groups was
+    x, w, b = (args.tensor(i) for i in ((2, 4, 5) if later else (0, 2, 3)))
+    if x is None:
+        return None
+    read = x.nbytes + (w.nbytes if w else 0) + (b.nbytes if b else 0)
+    return GROUP_NORM_OPS_PER_ELEMENT * x.numel, float(read), float(x.nbytes)
+
+
 FORMULAS: dict[str, tuple[str, Formula]] = {
+    "_groupnorm_run": ("reduction", _aiter_group_norm),  # aiter::_groupnorm_run
     "layer_norm": ("reduction", _layer_norm(saves_stats=False)),
     "native_layer_norm": ("reduction", _layer_norm(saves_stats=True)),
     "rms_norm": ("reduction", _rms_norm(saves_stats=False)),
