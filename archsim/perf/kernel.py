@@ -9,7 +9,9 @@ module combines them:
     T = T_launch_gpu + max(T_comp, T_bw, T_lat, T_mem, T_min) / calibration[class]
 
 T_min is the GPU's shortest kernel (gpu.kernel_min_us, measured in the fixtures); ``calibration`` is
-an optional per-class correction fitted by archsim.perf.calibrate (at most 1).
+an optional per-class correction fitted by archsim.perf.calibrate (at most 1). A kernel that starts on
+a GPU idle for 10 ms or more runs T_min and its cycle-bound terms at the GPU's published idle clock
+(:mod:`archsim.perf.idle_clock`; the gap is read off the trace's own timeline).
 
 Ops measured on a real GPU are the measured time scaled by model(target) / model(source) (Habitat's
 idea: the model only has to get ratios right). Ops captured on a CPU are predicted from F, D and a block
@@ -43,6 +45,7 @@ from archsim.perf.copies import (
     host_link_seconds,
     on_device_copy,
 )
+from archsim.perf.idle_clock import at_idle_clock, idle_clock_factor
 from archsim.perf.math_units import HALF_DTYPES, TENSOR_CORE_NAME_PATTERN, math_rate_per_sm
 from archsim.perf.source import source_hw_for_gpu_name, source_hw_for_trace
 from archsim.perf.terms import (
@@ -79,7 +82,9 @@ def body_seconds(
     gpu = _require_gpu(hw)
     ops = ops.reset_index(drop=True)
     terms = kernel_terms(ops, gpu, frozenset(idealize), hw.name)
-    kernel_s = _body(terms)
+    # A kernel that starts on a GPU idle long enough runs at its idle clock (archsim.perf.idle_clock).
+    idle = idle_clock_factor(ops, gpu, hw.name)
+    kernel_s = _body(at_idle_clock(terms, idle))
     kind = _strings(ops, "kind")
     is_copy = kind.isin(["memcpy", "memset"]).to_numpy(dtype=bool)
     seconds = np.where(is_copy, copy_seconds(ops, hw, gpu, frozenset(idealize)), kernel_s)
@@ -87,7 +92,8 @@ def body_seconds(
     if "sm_utilization" not in idealize:
         # The per-kernel floor does not shrink when work spreads over more SMs: under perfect SM
         # utilization it is gone (one SM's floor divided by N SMs is not the floor of any kernel).
-        seconds = np.where(on_device, np.maximum(seconds, gpu.kernel_min_us * _US), seconds)
+        floor_s = gpu.kernel_min_us * _US * idle
+        seconds = np.where(on_device, np.maximum(seconds, floor_s), seconds)
     return _apply_efficiency(ops, seconds, efficiency)
 
 
