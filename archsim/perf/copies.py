@@ -46,6 +46,21 @@ def copy_seconds(
 # the call stages at 4.0-4.3 GB/s: ~1.1 MB, taken as 1 MiB (that fixture is in sample for it).
 PAGEABLE_STAGING_CHUNK_BYTES = 2**20
 
+# ROCm traces name every host copy "Memcpy HtoD (Host -> Device)" / "DtoH (Device -> Host)": the
+# tracer does not say pageable or pinned (the fixtures' hipMemcpyWithStream source pointers lie in the
+# process heap, 0x5567... in mi250_mlp_train and 0x7d... in mi300x_sd35_inference, i.e. malloc'd
+# pageable tensors, not hipHostMalloc mappings). Either way HIP moves the bytes with an SDMA engine:
+# pinned memory directly; pageable memory up to GPU_PINNED_MIN_XFER_SIZE (1 MiB by default) is
+# copied by the CPU into a pinned staging buffer (GPU_STAGING_BUFFER_SIZE, 1 MiB) and moved from it
+# by SDMA, since GPU_FORCE_BLIT_COPY_SIZE defaults to 0 (no blit kernel); larger pageable copies are
+# pinned on the fly and copied directly (ROCm/clr rocclr/device/rocm/rocblit.cpp,
+# DmaBlitManager::writeBuffer and hsaCopyStaged; rocsettings.cpp). The copy on the GPU timeline is
+# that SDMA copy, at the link rate after its fixed cost, so ROCm names take the pinned branch below
+# and the AMD presets' host_link.latency_us is a published SDMA small-copy time (ROCm/hip issue
+# 3809: rocm-bandwidth-test, 6 us for ~4 KiB on an MI300X). rocblit.cpp's hsaCopyStaged also notes
+# "the slowdown caused to SDMA engine powering down if its not active" (mi250_mlp_train's copies on
+# an idle GPU take 16-22 us); no figure for it is published, so it is not modelled.
+
 
 def host_link_seconds(n_bytes: np.ndarray, name: pd.Series, hw: HardwareConfig) -> np.ndarray:
     """GPU-side duration of host<->device copies of ``n_bytes`` named as in CUDA traces ("Memcpy
