@@ -36,6 +36,14 @@ _CONV_NODE = r"^(?:autograd::engine::evaluate_function: )?\w*Conv\w*Backward\d*$
 
 
 _AUXILIARY = re.compile(AUXILIARY_KERNEL_PATTERN)
+# MIOpen's SetTensor/ScaleTensor kernels (github.com/ROCm/MIOpen,
+# src/kernels/MIOpenSubTensorOpWithScalarKernel.cl, SubTensorOpWithScalar1d..5d: a fixed grid whose
+# work-items stride over the whole tensor, ``for(did0 = did0_begin; did0 < len0; did0 +=
+# WORK_LENGTH_0)``, so the grid does not show the data). Around
+# a convolution the implicit-GEMM invokers zero the output before a split-K kernel accumulates into
+# it (src/conv/invokers/impl_gemm_dynamic.cpp: ``if(need_set_zero) SetTensor(handle,
+# tensors.outDesc, tensors.out, &zero)``): the op's output, written once, nothing read.
+_SET_TENSOR = re.compile(r"^SubTensorOpWithScalar[1-5]d$")
 
 
 def launch_threads(ops: pd.DataFrame) -> np.ndarray:
@@ -86,8 +94,9 @@ def split_op(
       times the tile. The other kernels (auxiliary ones, bias broadcasts) multiply no tiles: they
       get no FLOPs, and the bytes their own grid moves, each element (ELEMENTS_PER_THREAD per
       thread, PyTorch's element-wise launch) read once and written once (none where the trace has
-      no grid: the kernel model then infers them). Without a main kernel the non-auxiliary ones
-      share as main. Where a sharing kernel's grid is not recorded, shares are equal.
+      no grid: the kernel model then infers them), except MIOpen's SetTensor kernels
+      (``SubTensorOpWithScalar<n>d``, a grid-stride loop), which write the op's output once.
+      Without a main kernel the non-auxiliary ones share as main. Where a sharing kernel's grid is not recorded, shares are equal.
     - Other ops: every kernel shares by launch size (one element per thread-slot of the launch,
       as element-wise and reduction launches size their grid to their data), except, for reduction
       ops, the one-block final stage of a two-stage reduction (after a multi-block kernel of the op):
@@ -122,6 +131,8 @@ def split_op(
         moved = size * ELEMENTS_PER_THREAD * element
         read = np.where(sharing, 0.0, moved)
         written = read.copy()
+        sets = np.array([bool(_SET_TENSOR.match(name)) for name in names], dtype=bool) & ~sharing
+        read[sets], written[sets] = 0.0, cost.bytes_written
     elif cost.op_class == "reduction" and n > 1 and blocks.max() > 1:
         for i in np.flatnonzero(blocks == 1):
             before = np.flatnonzero(blocks[:i] > 1)
