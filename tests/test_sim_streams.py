@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from archsim.sim import system as system_mod
 from archsim.sim.config import SimConfig
+from archsim.sim.pcg_streams import PrimedDraws
 from archsim.sim.run import simulate_system
 from archsim.sim.system import ActorStreams, seed_words
 from tests.test_sim_support import machine, service_times
@@ -127,3 +128,26 @@ def test_a_run_gives_the_same_metrics_with_a_kept_prefix_and_without():
     anew = simulate_system(times, hw, config, 32).metrics
     assert first == again == anew
     assert first["env_steps_per_s"] > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**64 - 1),
+    n=st.integers(2, 2**32 - 1) | st.sampled_from([2, 3, 1000, 2**31 + 5, 3_000_000_001]),
+    count=st.integers(1, 40),
+)
+def test_primed_draws_are_numpys_draws_and_state(seed, n, count):
+    # The vectorized first chunk (archsim.sim.pcg_streams): values, and the generator state after
+    # them (so the actor's later draws continue its stream), equal numpy's for each actor; a row
+    # whose Lemire draw would be redrawn is marked, never wrong. n near 2**32 makes redraws common.
+    actors = np.arange(64, dtype=np.uint32)
+    draws = PrimedDraws(seed_words(seed, actors), n, count)
+    children = np.random.SeedSequence(seed).spawn(len(actors))
+    for actor in actors:
+        rng = np.random.Generator(np.random.PCG64(children[actor]))
+        want = rng.integers(0, n, size=count)
+        if draws.ok[actor]:
+            assert np.array_equal(draws.values[actor], want)
+            assert draws.state(int(actor)) == rng.bit_generator.state
+    if n < 2**20:  # a redraw needs m mod 2**32 < (2**32 - n) mod n: below n / 2**32 a draw
+        assert draws.ok.all()

@@ -17,6 +17,7 @@ from archsim.errors import ArchsimError
 from archsim.perf.cpu import ThreadLayout
 from archsim.sim.config import SimConfig
 from archsim.sim.metrics import PowerModel, Recorder
+from archsim.sim.pcg_streams import PrimedDraws
 from archsim.sim.python_share import PythonShare
 
 # An actor's stream is refilled in chunks that start at FIRST_CHUNK step works and double up to
@@ -141,6 +142,9 @@ class _KeptStreams:
         self.values: list[list[float]] = []
         self.words = np.zeros((0, 4), dtype=np.uint64)  # each actor's PCG64 seed words
         self.held = 0  # values kept over all actors
+        # actors whose first values came from one vectorized draw: (the draw, the actor's row),
+        # from which its generator is made when it needs more (archsim.sim.pcg_streams)
+        self.primed: dict[int, tuple[PrimedDraws, int]] = {}
 
     def fits(self, samples: np.ndarray, envs: int, seed: int) -> bool:
         return self.envs == envs and self.seed == seed and np.array_equal(self.samples, samples)
@@ -161,8 +165,33 @@ class _KeptStreams:
         rng = self.rngs[actor]
         if rng is None:
             bits = np.random.PCG64(_SeedWords(self.words[actor]))
+            primed = self.primed.pop(actor, None)
+            if primed is not None:  # past the values prime drew
+                bits.state = primed[0].state(primed[1])
             rng = self.rngs[actor] = np.random.Generator(bits)
         return rng
+
+    def prime(self, actors: int, steps: int, keep_values: int) -> None:
+        """Every actor below ``actors`` that has drawn nothing gets its first ``steps`` step works,
+        the values its first refill would draw, from one draw for all of them
+        (archsim.sim.pcg_streams: ~2 ms for 4,096 actors instead of ~23 ms one by one), when
+        the kept prefix has room for them all."""
+        n = len(self.samples)
+        fresh = [a for a in range(actors) if not self.values[a] and self.rngs[a] is None]
+        if not fresh or not 2 <= n < 2**32 or self.held + steps * len(fresh) > keep_values:
+            return
+        draws = PrimedDraws(self.words[fresh], n, steps * self.envs)
+        picked = self.samples[draws.values]  # (actors, steps x envs)
+        if self.envs > 1:  # each step's envs summed as ActorStreams._draw sums them
+            picked = picked.reshape(len(fresh) * steps, self.envs).sum(axis=1)
+            picked = picked.reshape(len(fresh), steps)
+        for row, (actor, values, ok) in enumerate(
+            zip(fresh, picked.tolist(), draws.ok.tolist(), strict=True)
+        ):
+            if ok:  # else (a Lemire redraw, rarer than 1 in 10^5 draws) numpy draws it
+                self.values[actor].extend(values)
+                self.primed[actor] = (draws, row)
+                self.held += steps
 
 
 # numpy's SeedSequence (numpy/random/bit_generator.pyx, after M. O'Neill's seed_seq alternative,
@@ -263,6 +292,7 @@ class ActorStreams:
         self.envs = envs_per_actor
         self.keep_values = keep_values
         self.kept = _kept_streams(self.samples, actors, envs_per_actor, seed)
+        self.kept.prime(actors, FIRST_CHUNK, keep_values)
         # every actor starts on its kept prefix (an empty list until a run draws)
         self.buffers: list[list[float]] = self.kept.values[:actors]
         self.pos = [0] * actors
