@@ -11,6 +11,7 @@ states the rules). Memcpy/memset bytes are the measured ``bytes`` arg (ROCm: the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -26,6 +27,7 @@ from archsim.perf.blocks import (
 )
 from archsim.trace import flops as flops_mod
 from archsim.trace.inductor_args import inplace_written_bytes
+from archsim.trace.inductor_args import read_bytes as triton_read_bytes
 from archsim.trace.kineto import op_shapes
 from archsim.trace.link import ancestors_table
 from archsim.trace.norm_traffic import norm_split
@@ -299,6 +301,11 @@ def gpu_costs(
             sized[i] = op_pos[i]
     for p, rows in _groups(sized):
         cost = cache[p]
+        # Inductor's Triton kernels read a slice's source only as deep as their iterations
+        # (archsim.trace.inductor_args.read_bytes).
+        capped = triton_read_bytes(str(cpu_names[p]), cpu_args[p])
+        if capped is not None and capped < cost.bytes_read:
+            cost = dataclasses.replace(cost, bytes_read=capped)
         _, r, _, _ = split_op(
             cost, names[rows].tolist(), blocks[rows], threads[rows], columns[rows]
         )

@@ -20,6 +20,17 @@ no ``out_ptr`` exists (outputs come last); the kernel still stores, so its FIRST
 ``in_out_ptr``: read (already counted) and written again, iterations x element size bytes. Anything
 less certain (which of several large tensors are written) is left out: the result is a lower bound,
 0 when the rule does not apply.
+
+Reads (:func:`read_bytes`, every Triton kernel: ``poi``, ``red``, ``per``): a kernel of N
+iterations (xnumel x ynumel x r0_numel ...) loads each buffer through ``tl.load(in_ptr0 + (index),
+mask)``, one element per iteration for each distinct index expression (the kernel's loads are
+common-subexpression-eliminated per buffer and index: ``TritonKernel.load`` through ``self.cse``),
+and a fused graph indexes a buffer at one expression unless it reads it twice (a stencil, a concat
+of halves). A tensor larger than N, the source of a slice or crop (SD3.5's [1, 36864, 2432]
+position table, of which a 64 x 64 crop of 4,096 rows is read), is then read N elements deep, not in
+full: each tensor is counted min(its elements, N) x element size. The count of trailing iteration
+scalars is one per ``[XYZ]BLOCK`` and ``R<n>_BLOCK`` in ``kernel_kwargs``, plus r0_numel for a
+persistent reduction (``triton_per_``: its R0_BLOCK is a constexpr, not a launch kwarg).
 """
 
 from __future__ import annotations
@@ -32,18 +43,25 @@ from archsim.trace.flops.args import TENSOR_TYPES
 from archsim.trace.kineto import op_shapes
 
 POINTWISE_PREFIX = "triton_poi_"
-# One iteration count per tiled axis: XBLOCK, YBLOCK, ZBLOCK in the kernel's launch kwargs.
-_BLOCK_AXIS = re.compile(r"\b[XYZ]BLOCK=")
+PERSISTENT_PREFIX = "triton_per_"
+TRITON_PREFIXES = (POINTWISE_PREFIX, "triton_red_", PERSISTENT_PREFIX)
+# One iteration count per tiled axis: XBLOCK, YBLOCK, ZBLOCK (and a looped reduction's R0_BLOCK,
+# R1_BLOCK) in the kernel's launch kwargs.
+_BLOCK_AXIS = re.compile(r"\b(?:[XYZ]|R\d_)BLOCK=")
 
 
-def _iterations(args: dict[str, Any], types: list[Any], concrete: list[Any]) -> int:
-    """xnumel x ynumel x ... from the trailing Concrete Inputs, 0 when not recorded. The count of
-    axes is ``kernel_kwargs``' XBLOCK/YBLOCK/ZBLOCK where the trace keeps it; else only a kernel
-    with exactly one scalar argument is read (its xnumel: a tiled kernel has two counts and a
-    dynamic-shape kernel size variables ``ks*`` besides, which the values alone cannot tell apart)."""
-    axes = len(_BLOCK_AXIS.findall(str(args.get("kernel_kwargs", ""))))
+def _iterations(
+    args: dict[str, Any], types: list[Any], concrete: list[Any], persistent: bool = False
+) -> int:
+    """xnumel x ynumel x ... (x r0_numel) from the trailing Concrete Inputs, 0 when not recorded.
+    The count of axes is ``kernel_kwargs``' XBLOCK/YBLOCK/ZBLOCK/R<n>_BLOCK where the trace keeps
+    it (plus r0_numel for a ``persistent`` reduction); else only a pointwise kernel with exactly one
+    scalar argument is read (its xnumel: a tiled kernel has two counts and a dynamic-shape kernel
+    size variables ``ks*`` besides, which the values alone cannot tell apart)."""
+    axes = len(_BLOCK_AXIS.findall(str(args.get("kernel_kwargs", "")))) + int(persistent)
     if "kernel_kwargs" not in args:
-        axes = 1 if sum(1 for t in types if t == "Scalar") == 1 else 0
+        one = sum(1 for t in types if t == "Scalar") == 1
+        axes = 1 if one and not persistent else 0
     if axes == 0 or len(concrete) < axes:
         return 0
     try:
@@ -53,16 +71,18 @@ def _iterations(args: dict[str, Any], types: list[Any], concrete: list[Any]) -> 
     return math.prod(counts) if all(c > 0 for c in counts) else 0
 
 
-def inplace_written_bytes(name: str, args: dict[str, Any]) -> float:
-    """Bytes the Triton pointwise kernel ``name`` provably stores into its first tensor argument (an
-    ``in_out_ptr``; see module docstring), or 0.0."""
-    if not str(name).startswith(POINTWISE_PREFIX) or not isinstance(args, dict):
-        return 0.0
+def _tensors_and_iterations(
+    name: str, args: dict[str, Any]
+) -> tuple[list[tuple[int, int]], int] | None:
+    """((elements, bytes per element) of each tensor argument, iterations) of a Triton kernel's
+    recorded call, or None when the record is malformed."""
+    if not isinstance(args, dict):
+        return None
     dims, types, concrete = op_shapes(args)
     if not isinstance(dims, list) or not isinstance(types, list) or not isinstance(concrete, list):
-        return 0.0
+        return None
     if not (len(dims) == len(types) == len(concrete)):
-        return 0.0
+        return None
     tensors = [
         (math.prod(d), TENSOR_TYPES[t][1])
         for d, t in zip(dims, types, strict=True)
@@ -71,7 +91,32 @@ def inplace_written_bytes(name: str, args: dict[str, Any]) -> float:
         and isinstance(d, list)
         and all(isinstance(x, int) for x in d)
     ]
-    iterations = _iterations(args, types, concrete)
+    persistent = str(name).startswith(PERSISTENT_PREFIX)
+    return tensors, _iterations(args, types, concrete, persistent)
+
+
+def read_bytes(name: str, args: dict[str, Any]) -> float | None:
+    """Bytes a Triton kernel (``triton_poi_``/``triton_red_``/``triton_per_``) reads: each tensor
+    argument min(its elements, iterations) x element size (module docstring); None for other ops
+    or when the iterations are not recorded (then every tensor counts in full)."""
+    if not str(name).startswith(TRITON_PREFIXES):
+        return None
+    found = _tensors_and_iterations(name, args)
+    if found is None or found[1] <= 0:
+        return None
+    tensors, iterations = found
+    return float(sum(min(elements, iterations) * size for elements, size in tensors))
+
+
+def inplace_written_bytes(name: str, args: dict[str, Any]) -> float:
+    """Bytes the Triton pointwise kernel ``name`` provably stores into its first tensor argument (an
+    ``in_out_ptr``; see module docstring), or 0.0."""
+    if not str(name).startswith(POINTWISE_PREFIX):
+        return 0.0
+    found = _tensors_and_iterations(name, args)
+    if found is None:
+        return 0.0
+    tensors, iterations = found
     if len(tensors) < 2 or iterations <= 0:
         return 0.0
     (first_elements, first_size), (last_elements, _) = tensors[0], tensors[-1]

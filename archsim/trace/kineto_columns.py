@@ -35,6 +35,7 @@ HOST_KEPT = frozenset(
         "Concrete Inputs",
         *INPUT_DIMS_KEYS,
         *INPUT_TYPE_KEYS,
+        "kernel_kwargs",  # TorchInductor's Triton launches: their iteration axes (inductor_args)
     )
 )
 GPU_INT_FIELDS = (
