@@ -11,9 +11,11 @@ blocks per SM, per-SM peak P, DRAM bandwidth W and latency L, and the achieved f
                                                 min(a, ceil(B/N)) resident blocks can use (16 warps
                                                 saturate an SM, 4 for tiled GEMM engines: ILP)
     T_bw   = D / (W e_dram)                     achievable (stream) bandwidth
-    T_lat  = D / min(W, C / L)                  Little's law, C = bytes in flight (<= D): resident
+    T_lat  = D / bw, bw = min(W, C / L(bw))     Little's law, C = bytes in flight (<= D): resident
                                                 threads x bytes per thread by kernel family
-                                                (archsim.perf.in_flight); then 2 L + the slower of
+                                                (archsim.perf.in_flight), L(bw) the latency at the
+                                                kernel's own load (archsim.perf.loaded_latency:
+                                                L at bw = 0); then 2 L + the slower of
                                                 it and T_bw (pipeline fill: archsim.perf.pipeline_fill)
     T_mem  = L2 bytes / L2 bandwidth            on-chip memory system
     T      = max(T_comp, T_bw, T_lat, T_mem)    (archsim.perf.kernel adds floor, launch, calibration)
@@ -53,6 +55,7 @@ from archsim.perf.columns import strings as _strings
 from archsim.perf.conv_channels import channel_padding
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
 from archsim.perf.in_flight import bytes_in_flight_per_thread
+from archsim.perf.loaded_latency import DramLoad, dram_load, loaded_bandwidth
 from archsim.perf.math_units import math_units
 from archsim.perf.memory_parallelism import step_floor
 from archsim.perf.occupancy import blocks_per_sm
@@ -169,6 +172,8 @@ def kernel_terms(
     # achieved (ties at peak broken afterwards could pick a slower one: a higher clock was slower).
     attention = (_strings(ops, "op_class") == "attention").to_numpy(dtype=bool)
     math_fraction, dram_fraction = achieved_fractions(tiled, tensor, gen, attention)
+    # DRAM latency under the kernel's own load (archsim.perf.loaded_latency), for Little's law.
+    load = dram_load(gpu.dram_bw_gbs, gen, idealize)
     if "sm_utilization" in idealize:
         math_fraction = np.ones_like(math_fraction)
     # Traced tiled GEMMs compute whole tiles at ragged edges: their padding from the tile in the
@@ -181,7 +186,7 @@ def kernel_terms(
         per_thread = np.where(np.isfinite(row_work.bytes_per_thread), row_work.bytes_per_thread,
                               per_thread)  # fmt: skip
     terms = _achieved(_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
-                             tile_edge / size, gpu, idealize, padding, per_thread),
+                             tile_edge / size, gpu, idealize, padding, per_thread, load),
                       math_fraction, dram_fraction)  # fmt: skip
     # Pipeline fill: the first loads' and the last stores' round trips add to the transfer
     # (archsim.perf.pipeline_fill); in the tile search below too, so that it keeps the fastest.
@@ -196,7 +201,7 @@ def kernel_terms(
         best = np.full(len(rows), np.inf)
         for tile in _candidate_tiles():
             for slices in (1, *SPLIT_K_SLICES):
-                candidate, usable = _tile_terms(*args, tile, slices, gpu, idealize)
+                candidate, usable = _tile_terms(*args, tile, slices, gpu, idealize, load)
                 candidate = _achieved(candidate, math_fraction[rows], dram_fraction)
                 candidate["lat"] = latency_with_fill(candidate["lat"], candidate["bw"], args[1],
                                                      gpu, idealize)  # fmt: skip
@@ -278,6 +283,7 @@ def _tile_terms(
     slices: int,
     gpu: GpuConfig,
     idealize: frozenset[str],
+    load: DramLoad | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Terms of a launch of ``tile`` output tiles, each split into ``slices`` K-slices, and where that
     split is usable (archsim.perf.blocks.split_k_blocks; always for one slice).
@@ -306,7 +312,7 @@ def _tile_terms(
                       out_elements)  # fmt: skip
     terms = _terms(flops, dram_bytes, blocks, full * threads, full * registers,
                    full * shared, rate, tiled, edge / size, gpu, idealize,
-                   padded / out_elements)  # fmt: skip
+                   padded / out_elements, load=load)  # fmt: skip
     return terms, usable
 
 
@@ -342,12 +348,14 @@ def _terms(
     idealize: frozenset[str],
     padding: np.ndarray | float = 1.0,
     bytes_per_thread: np.ndarray | float = BYTES_IN_FLIGHT_PER_THREAD,
+    load: DramLoad | None = None,
 ) -> dict[str, np.ndarray]:
     """``padding`` (>= 1): outputs the launched tiles compute over the op's outputs; the busiest SM
     runs whole tiles, ragged or not (traced launches: archsim.perf.tile_padding reads it from the
     kernel's tile and the op's dims; the tile search below sets it for launches without a grid).
     ``bytes_per_thread``: bytes each thread has in flight per DRAM round trip (archsim.perf.in_flight,
-    by kernel family; the flat 16 B for the grid-less tile search)."""
+    by kernel family; the flat 16 B for the grid-less tile search). ``load``: the GPU's DRAM latency
+    curve (archsim.perf.loaded_latency; None: the unloaded latency at every load)."""
     n_ops = len(flops)
     n_sms = gpu.sms
     resident_limit = blocks_per_sm(threads, registers, shared, gpu)
@@ -379,8 +387,10 @@ def _terms(
     else:
         latency_s = gpu.dram_latency_ns * 1e-9
         in_flight = np.minimum(dram_bytes, threads_in_flight * bytes_per_thread)
+        # bw = min(W, C / L(bw)): the latency at the kernel's own load (archsim.perf.loaded_latency)
+        curve, saturating = (load.curve, load.saturating_bps) if load else (None, np.inf)
+        reachable = loaded_bandwidth(in_flight, latency_s, saturating, bw, curve)
         with np.errstate(divide="ignore", invalid="ignore"):
-            reachable = np.minimum(bw, in_flight / latency_s)
             t_lat = np.where(dram_bytes > 0, dram_bytes / reachable, 0.0)
 
     if "memory_system" in idealize:
