@@ -48,8 +48,9 @@ match on the kernel name wins:
   ``cutlass_75_..._128x128_nn_align1``, MIOpen/Tensile, Triton, grid-less CPU captures): the former
   flat assumption, DEFAULT_BYTES_PER_THREAD (16 B, one 4 x fp32 vector load). Unsourced per kernel.
 
-Little's law with the unloaded latency (pointer chase) is a lower bound on T_lat: under load the
-latency grows, and no published loaded-latency curve for these GPUs was found, so none is modelled.
+archsim.perf.terms applies Little's law at the latency of the kernel's own load: the pointer chase
+near zero load, longer as the kernel draws more of the bandwidth (archsim.perf.loaded_latency, curves
+from published stream tables; the flat pointer chase for generations without one).
 """
 
 from __future__ import annotations

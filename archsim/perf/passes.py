@@ -55,8 +55,15 @@ for every shift (shift 0: ceil(3137 / 1024); shift s > 0: 1 + ceil((2113 + s) / 
 published Hopper figure: ``blockReduceWarp``'s two warp-shuffle trees and two ``__syncthreads`` per
 reduction (two reductions per row), the issue time of the per-element ``expf`` and IEEE division
 (three MUFU operations per element at 16 per clock per SM on compute capability 9.0, CUDA C
-Programming Guide's throughput table: about 0.8 us per wave with the idle lanes of the last steps),
-and DRAM latency under load (the preset's 343 ns is a pointer chase on an idle GPU). The op's bytes
+Programming Guide's throughput table: about 0.8 us per wave with the idle lanes of the last steps).
+DRAM latency under load does not close the gap: the round trips here keep the pointer chase, since
+this latency-plus-transfer form already prices the queue behind each burst (archsim.perf.loaded_latency
+prices Little's-law terms at the kernel's own load). Priced instead as a closed loop at the Hopper
+curve's loaded latency, the first pass's 540 KB in flight (264 x 1024 threads x 2 B) draws 1.31 TB/s
+at 413 ns per round trip: 2.4 us per wave with the L1 passes and the output, against 2.7 us here and
+5.0 us measured (the kernel runs at 0.66 TB/s, where the curve puts the latency 7% above the
+chase). An earlier what-if at a flat 785 ns (gpu-benches' read kernel on an H200 at full occupancy)
+counted that kernel's ~200-ns block turnover as latency and the queue twice. The op's bytes
 (archsim.trace.flops) count one read of the input and one write; these extra bytes are per kernel
 and per GPU, which is why they live here.
 

@@ -16,8 +16,10 @@ So a kernel that moves D > 0 bytes through DRAM takes at least
     T_fill = FILL_ROUND_TRIPS x L + D / min(W e_dram, C / L)
 
 which adds to the transfer, not beside it as the max of the terms would. L is each preset's published
-unloaded pointer-chase latency (``dram_latency_ns``, cited in ``hwconfigs/``); a loaded round trip is
-longer, so the term stays a lower bound. Large kernels are unchanged to within 2L (under 1 us on every
+unloaded pointer-chase latency (``dram_latency_ns``, cited in ``hwconfigs/``): these are the kernel's
+first and last round trips, issued into an empty memory system and acknowledged as its queue drains;
+the steady-state Little's-law rate C / L takes the loaded latency (archsim.perf.loaded_latency).
+Large kernels are unchanged to within 2L (under 1 us on every
 preset, against transfers of tens of microseconds and more); small and mid-size kernels (1-20 MB,
 1-5 us of transfer) are where it matters. A kernel that moves no DRAM bytes gets no term, and the
 breakdown's ``dram_latency`` idealization (L = 0) removes it.
