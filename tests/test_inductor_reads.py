@@ -9,7 +9,8 @@ import functools
 import math
 
 import numpy as np
-import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archsim.trace.flops import op_class
 from archsim.trace.inductor_args import read_bytes
@@ -66,16 +67,27 @@ def test_unknown_iterations_or_other_ops_give_none() -> None:
     assert read_bytes("triton_poi_x", {"Input Dims": "junk"}) is None
 
 
-@pytest.mark.parametrize(
-    ("iterations", "elements"), [(1, 1), (7, 100), (100, 7), (64, 64), (10**6, 3)]
+@settings(max_examples=80, deadline=None)
+@given(
+    shapes=st.lists(st.lists(st.integers(1, 64), min_size=1, max_size=3), min_size=1, max_size=4),
+    iterations=st.integers(1, 10**6),
+    more=st.integers(1, 10**6),
 )
-def test_reads_never_exceed_the_tensors_nor_the_iterations(iterations, elements) -> None:
-    """Invariant: min(tensors, iterations x tensor count) bounds the count from both sides."""
-    args = _call([[elements], [elements], []], [F32, F32, SCALAR], ["", "", str(iterations)],
-                 "XBLOCK=1")  # fmt: skip
-    got = read_bytes("triton_poi_k", args)
-    assert got == 2 * 4 * min(elements, iterations)
-    assert got <= 2 * 4 * elements and got <= 2 * 4 * iterations
+def test_reads_bounded_by_tensors_and_iterations(shapes, iterations, more) -> None:
+    """Invariants: never more than every tensor in full, nor more than the iterations per
+    tensor; more iterations never read less."""
+    n = len(shapes)
+
+    def reads(count: int) -> float:
+        args = _call([*shapes, []], [F32] * n + [SCALAR], [""] * n + [str(count)], "XBLOCK=1")
+        got = read_bytes("triton_poi_k", args)
+        assert got is not None
+        return got
+
+    full = 4 * sum(math.prod(s) for s in shapes)
+    got = reads(iterations)
+    assert 0 < got <= full and got <= 4 * n * iterations
+    assert reads(iterations + more) >= got
 
 
 def test_inductor_kernels_are_classed_by_their_kind_not_their_fused_ops() -> None:
