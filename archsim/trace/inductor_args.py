@@ -1,4 +1,4 @@
-"""Bytes a TorchInductor Triton pointwise kernel writes back in place, read from its recorded call.
+"""Bytes TorchInductor's Triton kernels read, and write back in place, from their recorded calls.
 
 Inductor records each generated Triton kernel as a cpu op named after the kernel
 (``triton_poi_fused_addmm_gelu_view_15``) whose ``Input Dims`` are the kernel's pointer arguments and
