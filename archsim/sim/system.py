@@ -188,7 +188,7 @@ class _KeptStreams:
         for row, (actor, values, ok) in enumerate(
             zip(fresh, picked.tolist(), draws.ok.tolist(), strict=True)
         ):
-            if ok:  # else (a Lemire redraw, rarer than 1 in 10^5 draws) numpy draws it
+            if ok:  # else (a Lemire redraw, below n / 2**32 a draw) numpy draws it
                 self.values[actor].extend(values)
                 self.primed[actor] = (draws, row)
                 self.held += steps
