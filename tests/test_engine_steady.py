@@ -214,3 +214,27 @@ def test_a_run_whose_checkpoints_reach_its_length_is_the_exact_run(sched):
     assert steady.metrics == exact.metrics  # bit for bit
     assert steady.engine == f"steady+{exact.engine}"
     assert "exact" in steady.notes[-1]
+
+
+def test_checkpoints_double_until_stretches_disagree_then_grow_by_the_settling_factor():
+    # traces/dqn-pong-cpu, 4,096 paced DQN actors on time-shared CPUs: the start-up transient
+    # (~0.3 s: the rate limiter's slack filled by 4,096 first steps) makes the early stretches
+    # disagree; after the first disagreement the checkpoints grow by SETTLING_GROWTH, not 2.
+    from pathlib import Path
+
+    from archsim.hw import load_hw
+    from archsim.sim.config import SimConfig
+    from archsim.sim.run import simulate
+    from archsim.sim.steady import SETTLING_GROWTH
+    from archsim.trace import load
+
+    trace_dir = Path(__file__).resolve().parents[1] / "traces" / "dqn-pong-cpu"
+    config = SimConfig(actors=4096, sim_seconds=60.0, cpu_sched="shared", engine="steady")
+    result = simulate(load(trace_dir), load_hw("dgx1-v100"), config)
+    windows = result.steady.windows_s
+    ratios = [later / earlier for earlier, later in zip(windows, windows[1:], strict=False)]
+    doubling = next(i for i, r in enumerate(ratios) if r != pytest.approx(2.0))
+    assert doubling >= 2  # two stretches were compared before the first smaller step
+    assert ratios[doubling:] == pytest.approx([SETTLING_GROWTH] * (len(ratios) - doubling))
+    assert result.steady.converged and windows[-1] < 60.0
+    assert "settled" in result.notes[-1]
