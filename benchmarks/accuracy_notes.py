@@ -204,7 +204,7 @@ LIMITS = [
     "  85%, MI300X 2.5x at 79%); Pascal, Turing, Maxwell and Blackwell have no published table and",
     "  keep the flat chase. Same tree with and without: H100 TimeSformer -28.6% -> -24.0% (median",
     "  26% -> 21%; align1 `cutlass_75` GEMMs -31% -> -17%, legacy copies -57% -> -47%, softmax",
-    "  unchanged), MI300X SD3.5 -17.8% -> -17.3% (median 38% -> 39%: its MT128x16 hipBLASLt GEMMs,",
+    "  unchanged), MI300X SD3.5 -18.1% -> -17.6% (median 38% -> 39%: its MT128x16 hipBLASLt GEMMs,",
     "  at the flat 16 B per thread, +23% -> +43%), `mi210_gpu_only` +3.2% -> +6.2% (igemm kernels",
     "  with work inferred from the grid, already +56-311%, now +97-330%), others within 0.5 points.",
     "  Row passes, few-block chains and the pipeline fill keep the chase: latency plus transfer,",
