@@ -54,6 +54,7 @@ from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
 from archsim.perf.conv_channels import channel_padding
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
+from archsim.perf.gemm_latency import k_loop_floor
 from archsim.perf.in_flight import bytes_in_flight_per_thread
 from archsim.perf.loaded_latency import DramLoad, dram_load, loaded_bandwidth
 from archsim.perf.math_units import math_units
@@ -221,6 +222,10 @@ def kernel_terms(
     steps = step_floor(ops, (blocks, threads, resident), dram_bytes, gpu, idealize)
     if steps is not None:
         terms["lat"] = np.maximum(terms["lat"], steps)
+    # Tiled GEMMs: one prefetched K step per load round trip (archsim.perf.gemm_latency).
+    k_chain = k_loop_floor(ops, blocks, resident, tiled, gpu, idealize)
+    if k_chain is not None:
+        terms["lat"] = np.maximum(terms["lat"], k_chain)
     return terms
 
 

@@ -1,0 +1,185 @@
+"""The K-loop latency chain of a tiled GEMM: each K step's operand loads must return in time.
+
+A tiled GEMM workgroup (thread block) walks the reduction dimension K in steps of its tile depth
+(DepthU on AMD's Tensile/hipBLASLt kernels, the threadblock K on CUTLASS's). The loads of a step are
+issued a fixed number of steps ahead of the math that consumes them (the prefetch *cover*), so
+however fast the math units are, a workgroup cannot complete a step faster than one global-load
+round trip divided by that cover. Per workgroup, along K:
+
+    T_chain = (T_min - L) + waves x ceil(K_slice / depth) x L / cover
+
+with L the preset's DRAM pointer-chase latency (``dram_latency_ns``): each K step touches a new
+K-slice of the operand panels, first touched by the workgroups that share it together, so a step's
+loads go past the L2 (a memory-side cache like MI300X's Infinity Cache answers faster, 217-255 ns
+against 434 ns, te42kyfo/gpu-benches gpu-latency/mi300x.txt: the chain is then an upper end of
+the latency part, and it stays below the measured times on every fixture, see below);
+K_slice = K / split-K slices; waves = ceil(blocks / (SMs x resident blocks per SM)); and
+(T_min - L) the kernel's fixed cost in series with the chain (archsim.perf.memory_parallelism.
+serial_overhead_seconds: dispatch and completion of a one-workgroup kernel).
+
+Cover, from the kernel's name:
+
+- Tensile/hipBLASLt ``MT<m>x<n>x<depth>`` with ``PGR<p>`` (PrefetchGlobalRead). ROCm/Tensile,
+  Tensile/Common.py (``validParameters``): PGR1 double-buffers global -> VGPR -> LDS; PGR2 "do[es]
+  another prefetch while writing data from vgpr to lds", and "in PGR2, since LW is followed by GR,
+  every LW has same whole loop latency to hide global read" (its LocalWritePerMfma comment): one
+  K-loop iteration of cover for PGR 0-2 (PGR0 waits in the same iteration: the chain is still a
+  floor). "PrefetchGlobalRead >= 3: DirectToLds only. Do PGR times prefetch global read before main
+  loop": PGR iterations of cover.
+- CUTLASS ``_<m>x<n>_<depth>x<stages>_`` (cutlass_80_tensorop_s1688gemm_256x128_32x3_...): a
+  multistage mainloop keeps stages - 1 K-slices in flight (NVIDIA/cutlass, media/docs/
+  efficient_gemm.md, "Software Pipelining" and the multistage mainloop of
+  include/cutlass/gemm/threadblock/mma_multistage.h, which issues cp.async for stage k + stages - 1
+  while computing stage k): cover = stages - 1.
+- cuBLAS/cuDNN names without a depth or stage count (volta_sgemm_128x64_nn, sm90_xmma_*) and grid-less
+  ops get no chain.
+
+K comes from the launching op's recorded Input Dims (archsim.perf.tile_padding.GEMM_OPERANDS); the
+split-K slice count is the traced grid over the output tiles, for the tile-to-axis assignment whose
+tile count divides the grid (as archsim.perf.tile_padding confirms its padding); none: no chain.
+
+Measured against the fixture ``mi300x_sd35_inference`` (not used to set anything): the chain is
+19 x 434 ns = 8.2 us for the MT64x96x128 GEMMs of a [666, 2432] x [2432, 2432] mm, 9.8 us with the
+fixed cost, against the model's 13.5 us and the measured 25.7 us. So unloaded round trips at one
+iteration of cover do NOT explain those kernels (their K steps take 1,770-2,850 cycles at 2.1 GHz,
+2-3x one round trip); the chain is a physical floor that binds only for long K with few tiles.
+
+Pure functions over an ops table and launch arrays.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from archsim.hw.schema import GpuConfig
+from archsim.perf.columns import column, parsed_input_dims, strings
+from archsim.perf.memory_parallelism import serial_overhead_seconds
+from archsim.perf.tile_padding import GEMM_OPERANDS, gemm_output_dims
+
+# Tensile/hipBLASLt: MT<m>x<n>x<DepthU> ... _PGR<p>_ (Tensile solution-name abbreviations)
+TENSILE_TILE = r"MT(\d+)x(\d+)x(\d+)"
+TENSILE_PGR = r"_PGR(\d+)"
+# CUTLASS 2.x kernel names: _<m>x<n>_<k>x<stages>_ (cutlass_80_tensorop_s1688gemm_256x128_32x3_nn)
+CUTLASS_TILE = r"_(\d{2,3})x(\d{2,3})_(\d{2,3})x(\d)_"
+# "PrefetchGlobalRead >= 3: DirectToLds only. Do PGR times prefetch global read" (Tensile Common.py)
+MULTI_PREFETCH_PGR = 3
+
+
+def k_step_of(name: str) -> tuple[int, int, int, int] | None:
+    """(tile m, tile n, K depth per step, cover in steps) named by a GEMM kernel, or None."""
+    match = re.search(TENSILE_TILE, name)
+    if match is not None:
+        pgr = re.search(TENSILE_PGR, name)
+        prefetch = int(pgr.group(1)) if pgr else 1
+        cover = prefetch if prefetch >= MULTI_PREFETCH_PGR else 1
+        m, n, depth = (int(g) for g in match.groups())
+        return m, n, depth, cover
+    match = re.search(CUTLASS_TILE, name)
+    if match is not None:
+        m, n, depth, stages = (int(g) for g in match.groups())
+        return m, n, depth, max(stages - 1, 1)
+    return None
+
+
+def gemm_reduction_dim(launch_op: str, input_dims: str) -> int | None:
+    """K of a GEMM op from its recorded Input Dims (A's last dim; linear's weight is [N, K])."""
+    operands = GEMM_OPERANDS.get(launch_op)
+    if operands is None or not input_dims:
+        return None
+    dims = parsed_input_dims(input_dims)
+    if len(dims) <= operands[0]:
+        return None
+    a = dims[operands[0]]
+    if not (isinstance(a, list) and len(a) >= 2 and isinstance(a[-1], int) and a[-1] > 0):
+        return None
+    return a[-1]
+
+
+def split_k_slices(batch: int, m: int, n: int, tile: tuple[int, int], blocks: float) -> int | None:
+    """blocks / output tiles for the tile-to-axis assignment whose tile count divides ``blocks`` (the
+    fewer slices if both do), or None if neither does."""
+    found = []
+    for a, b in (tile, tile[::-1]):
+        tiles = batch * math.ceil(m / a) * math.ceil(n / b)
+        if blocks >= tiles and blocks % tiles == 0:
+            found.append(int(blocks // tiles))
+    return min(found) if found else None
+
+
+def k_iterations(name: str, launch_op: str, input_dims: str, blocks: float) -> tuple[int, int]:
+    """(K steps each workgroup walks, cover) of one traced GEMM kernel; (0, 1) where unknown."""
+    step = k_step_of(name)
+    if step is None:
+        return 0, 1
+    m_tile, n_tile, depth, cover = step
+    output = gemm_output_dims(launch_op, input_dims)
+    k = gemm_reduction_dim(launch_op, input_dims)
+    if output is None or k is None:
+        return 0, 1
+    slices = split_k_slices(*output, (m_tile, n_tile), blocks)
+    if slices is None:
+        return 0, 1
+    return math.ceil(math.ceil(k / slices) / depth), cover
+
+
+def chain_seconds(
+    steps: np.ndarray,
+    cover: np.ndarray,
+    blocks: np.ndarray,
+    resident: np.ndarray,
+    gpu: GpuConfig,
+    idealize: frozenset[str] = frozenset(),
+) -> np.ndarray:
+    """T_chain (module docstring) per op; 0 where ``steps`` is 0 and under ``dram_latency``."""
+    steps = np.asarray(steps, dtype=float)
+    if "dram_latency" in idealize:
+        return np.zeros_like(steps)
+    latency_s = gpu.dram_latency_ns * 1e-9
+    waves = np.ceil(np.maximum(blocks, 1.0) / (gpu.sms * np.maximum(resident, 1.0)))
+    chain = waves * steps * latency_s / np.maximum(np.asarray(cover, dtype=float), 1.0)
+    return np.where(steps > 0, serial_overhead_seconds(gpu, idealize) + chain, 0.0)
+
+
+def k_loop_floor(
+    ops: pd.DataFrame,
+    blocks: np.ndarray,
+    resident: np.ndarray,
+    tiled: np.ndarray,
+    gpu: GpuConfig,
+    idealize: frozenset[str] = frozenset(),
+) -> np.ndarray | None:
+    """T_chain of every traced tiled GEMM kernel whose name gives its K step and whose op recorded
+    its dims (None when there is none): a floor for the kernel's latency term."""
+    if "dram_latency" in idealize:
+        return None
+    traced = np.nan_to_num(column(ops, "grid_x"), nan=0.0) > 0
+    wanted = np.asarray(tiled, dtype=bool) & traced & (strings(ops, "input_dims") != "").to_numpy()
+    if not wanted.any():
+        return None
+    names = strings(ops, "name").to_numpy(dtype=object)
+    launch = strings(ops, "launch_op").to_numpy(dtype=object)
+    dims = strings(ops, "input_dims").to_numpy(dtype=object)
+    steps, cover = np.zeros(len(ops)), np.ones(len(ops))
+    cache: dict[tuple, tuple[int, int]] = {}
+    for i in np.flatnonzero(wanted):
+        key = (names[i], launch[i], dims[i], blocks[i])
+        if key not in cache:
+            cache[key] = k_iterations(names[i], launch[i], dims[i], blocks[i])
+        steps[i], cover[i] = cache[key]
+    if not (steps > 0).any():
+        return None
+    return chain_seconds(steps, cover, np.asarray(blocks, dtype=float), resident, gpu, idealize)
+
+
+__all__ = [
+    "chain_seconds",
+    "gemm_reduction_dim",
+    "k_iterations",
+    "k_loop_floor",
+    "k_step_of",
+    "split_k_slices",
+]
