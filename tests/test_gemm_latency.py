@@ -145,3 +145,13 @@ def test_chain_is_below_every_measured_kernel(fixture):
     applies = floor > 0
     assert applies.sum() >= 10
     assert (floor[applies] <= ops["dur_us"].to_numpy()[applies] * 1e-6).all()
+
+
+def test_golden_a100_cutlass_multistage():
+    """Worked by hand: cutlass 256x128_32x3 on a [1024, 1024] x [1024, 1024] mm: 4 x 8 = 32 tiles =
+    the grid (no split), 1024 / 32 = 32 steps, 3 stages = 2 steps of cover; dgx-a100: L = 408 ns,
+    T_min = 3.0 us: (3.0 - 0.408) + (1 + 31 / 2) x 0.408 = 2.592 + 6.732 = 9.324 us."""
+    gpu = load_hw("dgx-a100").gpu
+    assert k_iterations(CUTLASS, "aten::mm", "[[1024, 1024], [1024, 1024]]", 32.0) == (32, 2)
+    chain = chain_seconds(np.array([32]), np.array([2]), np.array([32.0]), np.array([1.0]), gpu)
+    assert chain[0] == pytest.approx(9.324e-6, rel=1e-9)

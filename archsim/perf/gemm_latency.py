@@ -6,9 +6,10 @@ issued a fixed number of steps ahead of the math that consumes them (the prefetc
 however fast the math units are, a workgroup cannot complete a step faster than one global-load
 round trip divided by that cover. Per workgroup, along K:
 
-    T_chain = (T_min - L) + waves x ceil(K_slice / depth) x L / cover
+    T_chain = (T_min - L) + waves x (1 + (steps - 1) / cover) x L,   steps = ceil(K_slice / depth)
 
-with L the preset's DRAM pointer-chase latency (``dram_latency_ns``): each K step touches a new
+(the first step's loads, issued in the prologue, wait a whole round trip) with L the preset's DRAM
+pointer-chase latency (``dram_latency_ns``): each K step touches a new
 K-slice of the operand panels, first touched by the workgroups that share it together, so a step's
 loads go past the L2 (a memory-side cache like MI300X's Infinity Cache answers faster, 217-255 ns
 against 434 ns, te42kyfo/gpu-benches gpu-latency/mi300x.txt: the chain is then an upper end of
@@ -140,7 +141,9 @@ def chain_seconds(
         return np.zeros_like(steps)
     latency_s = gpu.dram_latency_ns * 1e-9
     waves = np.ceil(np.maximum(blocks, 1.0) / (gpu.sms * np.maximum(resident, 1.0)))
-    chain = waves * steps * latency_s / np.maximum(np.asarray(cover, dtype=float), 1.0)
+    cover = np.maximum(np.asarray(cover, dtype=float), 1.0)
+    # the first step's loads are issued in the prologue with nothing to overlap: a whole round trip
+    chain = waves * (1.0 + (np.maximum(steps, 1.0) - 1.0) / cover) * latency_s
     return np.where(steps > 0, serial_overhead_seconds(gpu, idealize) + chain, 0.0)
 
 
