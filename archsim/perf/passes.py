@@ -51,11 +51,13 @@ On the H100 fixture h100_timesformer_inference, cunn_SoftMaxForward<8, BFloat16>
 3137] (C = 3137, T = 1024, 2 resident blocks per SM: 1,141 waves of 264) makes 4 round trips per pass
 for every shift (shift 0: ceil(3137 / 1024); shift s > 0: 1 + ceil((2113 + s) / 1024)), so per wave
 4 x (343 ns + 2 x 14.1 ns) = 1.49 us of round trips and 1.21 us of transfer: 3.07 ms per call against
-5.72 ms measured (-46%; one round trip per pass gave 2.0 ms, -65%). Not modelled, for want of a
-published Hopper figure: ``blockReduceWarp``'s two warp-shuffle trees and two ``__syncthreads`` per
-reduction (two reductions per row), the issue time of the per-element ``expf`` and IEEE division
-(three MUFU operations per element at 16 per clock per SM on compute capability 9.0, CUDA C
-Programming Guide's throughput table: about 0.8 us per wave with the idle lanes of the last steps).
+5.72 ms measured (-46%; one round trip per pass gave 2.0 ms, -65%). Each wave also turns its
+blocks over (238 ns, gpu-benches' H100 PCIe stream table) and runs two ``blockReduceWarp`` chains
+(2 x 118 cycles, lower bounds from published cycle figures: archsim.perf.block_sync), 357 ns more
+per wave: 3.48 ms (-39%). The issue time of the per-element ``expf`` and IEEE division (three MUFU
+operations per element at 16 per clock per SM) hides under each round trip's arrivals (the same
+module). Shuffle and ``__syncthreads`` latencies have no published Hopper figure and are priced at
+their issue cost and zero.
 DRAM latency under load does not close the gap: the round trips here keep the pointer chase, since
 this latency-plus-transfer form already prices the queue behind each burst (archsim.perf.loaded_latency
 prices Little's-law terms at the kernel's own load). Priced instead as a closed loop at the Hopper
@@ -78,6 +80,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.hw.schema import GpuConfig
+from archsim.perf.block_sync import wave_fixed_seconds
 from archsim.perf.blocks import DTYPE_BYTES, element_bytes
 from archsim.perf.columns import by_unique, parsed_input_dims
 from archsim.perf.occupancy import blocks_per_sm
@@ -313,8 +316,14 @@ def row_pass_work(
     read = np.nan_to_num(bytes_read, nan=0.0)
     read = np.where(read > 0, read, dram_bytes / 2)
     trips, per_thread = ilp_row_walk(names, dtypes, read, blocks, threads, input_dims)
-    terms = reread_terms(passes, read, blocks, resident, gpu, generation, idealize, trips)
-    return RowPasses(*terms, per_thread)
+    extra_dram, extra_l2, latency = reread_terms(passes, read, blocks, resident, gpu, generation,
+                                                 idealize, trips)  # fmt: skip
+    # each wave's block turnover and block reductions (archsim.perf.block_sync)
+    blocks = np.maximum(blocks, 1.0)
+    waves = np.ceil(blocks / np.minimum(blocks, gpu.sms * np.maximum(resident, 1.0)))
+    fixed = wave_fixed_seconds(names, threads, gpu, generation, idealize)
+    latency = latency + np.where(passes > 1, waves * fixed, 0.0)
+    return RowPasses(extra_dram, extra_l2, latency, per_thread)
 
 
 def add_pass_terms(

@@ -1,0 +1,201 @@
+"""Fixed costs per wave of block-per-row multi-pass kernels: block turnover and block reductions.
+
+The row passes of :mod:`archsim.perf.passes` price a wave of blocks as its dependent DRAM round
+trips plus the transfer. Two costs on the same critical path are not DRAM round trips:
+
+- **Block turnover.** A wave's blocks exit and the next wave's start (dispatch, index arithmetic,
+  exit) before its first load is issued. te42kyfo/gpu-benches' one-load ``read_kernel`` measures
+  that cycle: at light load its cycle per resident thread slot is the pointer chase plus the
+  turnover (archsim.perf.loaded_latency: H100 PCIe 238 ns, A100-40GB 272, V100 252, L40 187,
+  MI210 189, MI300X 127). It is measured on blocks of 16-128 threads per SM; a block of 1,024
+  threads is taken to turn over in the same time (no published figure for larger blocks).
+- **Block reductions between passes.** Every thread of a block needs the row's max (sum, Welford
+  statistics) before its next pass, so the reduction's dependent chain runs after the last load
+  of the pass returns and before the first load of the next: nothing else of the block overlaps
+  it, and the other resident blocks of the wave are at the same point. The chains, from the code:
+
+  - ``cunn_SoftMaxForward`` (pytorch aten/src/ATen/native/cuda/SoftMax.cu): two
+    ``blockReduceWarp`` (max, then sum of exponentials), each ``cuda_utils::BlockReduce``
+    (block_reduce.cuh: ``WarpReduce``, 5 dependent ``WARP_SHFL_DOWN`` + combine steps; lane 0
+    stores to shared memory; ``__syncthreads``; warp 0 loads and ``WarpReduce``s again) and a
+    broadcast through ``smem_cache[0]``: 10 shuffle-and-combine steps and 2 shared-memory round
+    trips (``WARP_TREE``).
+  - ``cunn_SoftMaxBackward``: one ``blockReduce`` (SoftMax.cu): all threads store, warp 0 folds
+    32 values each (``#pragma unroll``: 32 loads in flight, 32 dependent combines), thread 0 folds
+    one value per warp in a loop of runtime trip count (one load then its combine per iteration),
+    then the broadcast: 3 shared round trips, 32 combines, and warps x (shared round trip +
+    combine) (``SMEM_SERIAL``).
+  - ``vectorized_layer_norm_kernel`` (layer_norm_kernel.cu ``compute_stats``): 5 warp-shuffle
+    steps of a Welford combine (one reciprocal ``1.f/count`` and three dependent multiply-adds),
+    then log2(warps) shared-memory tree steps, each a round trip and a combine, then the broadcast
+    (``WELFORD``).
+  - ``layer_norm_grad_input_kernel`` (``compute_gI``): two ``cuda_utils::BlockReduceSum`` and the
+    ``buf`` broadcast (``WARP_TREE``, twice).
+
+  cuDNN's batch-norm kernels are closed source: no reduction is priced for them.
+
+Cycle figures (NVIDIA, Volta and later; ``SYNC_FIGURES``). A dependent FP32 operation: 4 cycles
+(Jia et al. 2018, "Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking",
+arXiv:1804.06826; archsim.perf.terms takes the same figure for every generation). A shared-memory
+load: 19 cycles (Jia et al. 2019, "Dissecting the NVidia Turing T4 GPU via Microbenchmarking",
+arXiv:1903.07486: V100 and T4 both 19), taken for every generation from Volta on, as
+archsim.perf.passes takes Volta's L1 hit. A warp shuffle: no published latency was found in a
+form that could be cited; its issue takes 4 cycles on its SM sub-partition (CUDA C++ Programming
+Guide, arithmetic instruction throughput table: 32 results per clock per SM for warp shuffle on
+compute capability 5.x-9.0, over 4 sub-partitions: 8 lanes a clock, a 32-lane warp in 4), used as
+a lower bound. The reciprocal goes to the MUFU (16 results per clock per SM, the same table: a warp
+in 8 cycles on its sub-partition). ``__syncthreads`` itself: no published Hopper or Ampere figure
+(Zhang et al., IPDPS 2020, measured Pascal and Volta only), priced at zero beyond the wait. So
+these chains are lower bounds. Luo et al. 2024 ("Benchmarking and Dissecting the Nvidia Hopper GPU
+Architecture", arXiv:2402.13499) measure Hopper's shared memory; their table could not be read
+here, so Hopper takes Volta's figure. Pascal, Maxwell and AMD (wavefront reductions through DPP
+and LDS: no published chain) get no reduction cost; AMD keeps the turnover of its stream tables.
+
+Ruled out: the issue time of the per-element ``expf`` and IEEE division (one MUFU ex2 in the sum
+pass, an ex2 and a reciprocal in the write pass). On the H100 TimeSformer softmax (2 blocks of
+1,024 threads per SM) one round trip's MUFU work is 2 x 1,024 x 2 / 16 = 256 cycles per SM at
+most, while that trip's 540 KB per wave arrive over 540 KB / (3.35 TB/s x 0.82) = 0.20 us = 390
+cycles: the MUFU keeps up with the arrivals and only the last warp's own few instructions extend
+the pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from archsim.hw.schema import GpuConfig
+from archsim.perf.columns import by_unique
+from archsim.perf.loaded_latency import LIGHT_LOAD, STREAM_BYTES_PER_THREAD, TABLES, StreamTable
+
+WARP_SIZE = 32  # CUDA C++ Programming Guide: 32 on every NVIDIA architecture
+# log2(32): the shuffle steps of one WarpReduce (block_reduce.cuh: offsets 16, 8, 4, 2, 1)
+WARP_STEPS = 5
+# warp 0's unrolled fold in SoftMax.cu's blockReduce: C10_WARP_SIZE values per lane
+SERIAL_FOLD = 32
+
+
+@dataclass(frozen=True)
+class SyncFigures:
+    """Cycle figures of one generation's block-reduction chains (module docstring)."""
+
+    fp_dependent_cycles: float
+    shared_load_cycles: float
+    shuffle_issue_cycles: float
+    mufu_issue_cycles: float
+    source: str
+
+
+_VOLTA_ON = SyncFigures(
+    4.0, 19.0, 4.0, 8.0,
+    "Jia et al. 2018 (arXiv:1804.06826), 2019 (arXiv:1903.07486); CUDA C++ Programming Guide "
+    "throughput table (shuffle 32, MUFU 16 results per clock per SM)",
+)  # fmt: skip
+SYNC_FIGURES: dict[str, SyncFigures] = {
+    gen: _VOLTA_ON for gen in ("volta", "turing", "ampere", "ada", "hopper", "blackwell")
+}
+
+# Reduction chains: (pattern, chain, count), first match wins; cunn_SoftMaxForwardSmem is one pass
+# (archsim.perf.passes) and never reaches here, but is named so that it cannot match the forward.
+WARP_TREE, SMEM_SERIAL, WELFORD = "warp_tree", "smem_serial", "welford"
+REDUCTION_KERNELS: tuple[tuple[str, str, int], ...] = (
+    (r"cunn_SoftMaxForwardSmem", WARP_TREE, 0),
+    (r"cunn_SoftMaxForward", WARP_TREE, 2),
+    (r"cunn_SoftMaxBackward", SMEM_SERIAL, 1),
+    (r"vectorized_layer_norm_kernel", WELFORD, 1),
+    (r"layer_norm_grad_input_kernel", WARP_TREE, 2),
+)
+
+
+def turnover_ns(table: StreamTable) -> float:
+    """Block turnover of one gpu-benches stream table: the median light-load cycle less the pointer
+    chase, as archsim.perf.loaded_latency.curve_from_table takes it off every row."""
+    threads = np.asarray(table.threads_per_sm, dtype=float) * table.sms
+    gbs = np.asarray(table.read_gbs, dtype=float)
+    cycle_ns = threads * STREAM_BYTES_PER_THREAD / gbs
+    light = cycle_ns[gbs / table.datasheet_gbs < LIGHT_LOAD]
+    return max(float(np.median(light if light.size else cycle_ns[:1])) - table.chase_ns, 0.0)
+
+
+TURNOVER_NS: dict[str, float] = {gen: turnover_ns(t) for gen, t in TABLES.items()}
+TURNOVER_NS["cdna"] = TURNOVER_NS["cdna2"]  # as archsim.perf.loaded_latency.CURVES
+
+
+def chain_cycles(chain: str, threads: np.ndarray, figures: SyncFigures) -> np.ndarray:
+    """Cycles of one block reduction of kind ``chain`` in blocks of ``threads`` (module docstring)."""
+    warps = np.maximum(np.ceil(np.asarray(threads, dtype=float) / WARP_SIZE), 1.0)
+    fp, shared = figures.fp_dependent_cycles, figures.shared_load_cycles
+    shuffle_step = figures.shuffle_issue_cycles + fp
+    if chain == WARP_TREE:
+        return np.full_like(warps, 2 * WARP_STEPS * shuffle_step + 2 * shared)
+    if chain == SMEM_SERIAL:
+        return 3 * shared + SERIAL_FOLD * fp + warps * (shared + fp)
+    if chain == WELFORD:
+        combine = figures.mufu_issue_cycles + 3 * fp
+        tree = np.log2(warps)
+        return (
+            WARP_STEPS * (figures.shuffle_issue_cycles + combine)
+            + tree * (shared + combine)
+            + shared
+        )
+    raise ValueError(f"unknown reduction chain {chain!r}")
+
+
+def reduction_cycles(names: pd.Series, threads: np.ndarray, generation: str) -> np.ndarray:
+    """Cycles of every block reduction of each kernel per row (0 where none is named or the
+    generation has no published figures)."""
+    figures = SYNC_FIGURES.get(generation)
+    threads = np.asarray(threads, dtype=float)
+    if figures is None:
+        return np.zeros(len(threads))
+
+    def match(unique: pd.Series) -> np.ndarray:
+        out = np.full(len(unique), -1)
+        for index in reversed(range(len(REDUCTION_KERNELS))):  # first match wins: apply it last
+            hit = unique.str.contains(REDUCTION_KERNELS[index][0], regex=True).to_numpy(dtype=bool)
+            out = np.where(hit, index, out)
+        return out
+
+    names = pd.Series(names).reset_index(drop=True).astype("string").fillna("")
+    kinds = by_unique(names, match).astype(int)
+    total = np.zeros(len(threads))
+    for index, (_, chain, count) in enumerate(REDUCTION_KERNELS):
+        hit = kinds == index
+        if count and hit.any():
+            total = np.where(hit, count * chain_cycles(chain, threads, figures), total)
+    return total
+
+
+def wave_fixed_seconds(
+    names: pd.Series,
+    threads: np.ndarray,
+    gpu: GpuConfig,
+    generation: str,
+    idealize: frozenset[str],
+) -> np.ndarray:
+    """Seconds per wave of block turnover and block reductions of each kernel (the caller applies
+    it to multi-pass kernels). Zero under the ``sm_utilization`` idealization: both are time the
+    SMs' blocks wait, which perfect SM utilization removes, as it removes tails."""
+    threads = np.asarray(threads, dtype=float)
+    if "sm_utilization" in idealize:
+        return np.zeros(len(threads))
+    turnover_s = TURNOVER_NS.get(generation, 0.0) * 1e-9
+    reductions_s = reduction_cycles(names, threads, generation) * 1e-6 / gpu.clock_mhz
+    return turnover_s + reductions_s
+
+
+__all__ = [
+    "REDUCTION_KERNELS",
+    "SMEM_SERIAL",
+    "SYNC_FIGURES",
+    "SyncFigures",
+    "TURNOVER_NS",
+    "WARP_TREE",
+    "WELFORD",
+    "chain_cycles",
+    "reduction_cycles",
+    "turnover_ns",
+    "wave_fixed_seconds",
+]

@@ -1,0 +1,124 @@
+"""Per-wave block turnover and block reductions of block-per-row kernels (archsim.perf.block_sync):
+chains worked by hand from PyTorch's code, turnovers from the gpu-benches stream tables, and
+invariants of the softmax they price (hypothesis)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archsim.hw import load_hw
+from archsim.perf.block_sync import (
+    SMEM_SERIAL,
+    SYNC_FIGURES,
+    TURNOVER_NS,
+    WARP_TREE,
+    WELFORD,
+    chain_cycles,
+    reduction_cycles,
+    wave_fixed_seconds,
+)
+from archsim.perf.kernel import body_seconds
+from archsim.trace.schema import OPS_COLUMNS, conform
+
+H100 = load_hw("dgx-h100")
+FIGURES = SYNC_FIGURES["hopper"]
+FORWARD = (
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, "
+    "c10::BFloat16, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>"
+)
+NAMES = pd.Series([
+    FORWARD,
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForwardSmem<8, float, float, float>",
+    "void at::native::(anonymous namespace)::cunn_SoftMaxBackward<4, float, float, float>",
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>",
+    "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel<float, float>",
+    "void at::native::vectorized_elementwise_kernel<4>",
+])  # fmt: skip
+
+
+def test_chains_worked_by_hand() -> None:
+    threads = np.array([128.0, 1024.0])
+    # BlockReduce + broadcast: 2 x 5 x (4-cycle shuffle issue + 4-cycle combine) + 2 x 19 = 118
+    assert list(chain_cycles(WARP_TREE, threads, FIGURES)) == [118.0, 118.0]
+    # blockReduce: 3 x 19 + 32 x 4 + warps x (19 + 4): 4 warps 277, 32 warps 921
+    assert list(chain_cycles(SMEM_SERIAL, threads, FIGURES)) == [277.0, 921.0]
+    # compute_stats: 5 x (4 + 8 + 3 x 4) + log2(warps) x (19 + 8 + 3 x 4) + 19: 4 warps 217,
+    # one warp 139 (no tree)
+    welford = chain_cycles(WELFORD, np.array([128.0, 32.0]), FIGURES)
+    assert list(welford) == [217.0, 139.0]
+
+
+def test_reductions_per_kernel() -> None:
+    threads = np.full(len(NAMES), 1024.0)
+    cycles = reduction_cycles(NAMES, threads, "hopper")
+    # forward: two blockReduceWarp; Smem: one pass, none priced; backward: one blockReduce;
+    # layer norm: one Welford over 32 warps (5 x 24 + 5 x 39 + 19 = 334); its backward two
+    # BlockReduceSum; an element-wise kernel none
+    assert list(cycles) == [236.0, 0.0, 921.0, 334.0, 236.0, 0.0]
+    # no published chain figures for AMD or Pascal: no reduction cost there
+    assert not reduction_cycles(NAMES, threads, "cdna3").any()
+    assert not reduction_cycles(NAMES, threads, "pascal").any()
+
+
+def test_turnover_from_the_stream_tables() -> None:
+    # H100 PCIe: rows of 64 and 128 threads x 114 SMs x 8 B at 96 and 189 GB/s: 608.0 and 617.7 ns,
+    # median 612.8, less the 375-ns pointer chase
+    assert TURNOVER_NS["hopper"] == pytest.approx(
+        (64 * 114 * 8 / 96 + 128 * 114 * 8 / 189) / 2 - 375
+    )
+    assert TURNOVER_NS["cdna"] == TURNOVER_NS["cdna2"]
+    assert "pascal" not in TURNOVER_NS and "turing" not in TURNOVER_NS
+    assert all(0 < ns < 300 for ns in TURNOVER_NS.values())
+
+
+def test_wave_cost_and_idealization() -> None:
+    threads = np.full(len(NAMES), 1024.0)
+    per_wave = wave_fixed_seconds(NAMES, threads, H100.gpu, "hopper", frozenset())
+    expected = TURNOVER_NS["hopper"] * 1e-9 + np.array([236, 0, 921, 334, 236, 0]) / 1980e6
+    assert per_wave == pytest.approx(expected)
+    busy = wave_fixed_seconds(NAMES, threads, H100.gpu, "hopper", frozenset({"sm_utilization"}))
+    assert not busy.any()
+    # a generation with neither a stream table nor chain figures gets nothing
+    assert not wave_fixed_seconds(NAMES, threads, H100.gpu, "pascal", frozenset()).any()
+
+
+def _softmax(rows: int, columns: int) -> pd.DataFrame:
+    read = rows * columns * 2.0
+    row = {
+        "kind": "kernel", "name": FORWARD, "op_class": "softmax", "dtype": "bfloat16",
+        "bytes_read": read, "bytes_written": read, "flops": 5.0 * read / 2,
+        "grid_x": rows, "grid_y": 1, "grid_z": 1, "block_x": 1024, "block_y": 1, "block_z": 1,
+        "registers_per_thread": 32, "shared_memory_bytes": 128,
+        "input_dims": f"[[{rows}, {columns}]]",
+    }  # fmt: skip
+    return conform(pd.DataFrame([row]), OPS_COLUMNS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.integers(1, 400_000),
+    columns=st.integers(1024, 8191),
+    extra=st.integers(1, 4096),
+)
+def test_longer_rows_never_faster(rows: int, columns: int, extra: int) -> None:
+    # rows shorter than ILP x T = 8,192 bf16 elements load one element per round trip (no vector
+    # loop), so a longer row makes at least as many round trips and moves more bytes
+    longer = min(columns + extra, 8191)
+    short, long = (body_seconds(_softmax(rows, c), H100)[0] for c in (columns, longer))
+    assert long >= short * (1 - 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(1, 400_000), sms=st.integers(1, 263), more=st.integers(1, 132))
+def test_more_sms_never_slower(rows: int, sms: int, more: int) -> None:
+    ops = _softmax(rows, 3137)
+
+    def on(n: int) -> float:
+        gpu = H100.gpu.model_copy(update={"sms": n})
+        return float(body_seconds(ops, H100.model_copy(update={"gpu": gpu}))[0])
+
+    assert on(sms + more) <= on(sms) * (1 + 1e-12)
