@@ -14,7 +14,7 @@ replay ratio) or none (``--replay-ratio none``: the actors run free, many more e
 simulated second). Prints figures; asserts nothing (timings vary with the machine's load).
 
 Engines: ``auto`` (the exact fast paths) for --sim-seconds (8 s; 2 s above 1,024 actors, what the
-run-time bound allows unpaced), and ``steady`` (archsim.sim.steady: one exact run read at doubling checkpoints, the
+run-time bound allows unpaced), and ``steady`` (archsim.sim.steady: one exact run read at growing checkpoints, the
 rest extrapolated at their steady rates) for --steady-seconds (60 s, issue 17's example). A steady
 row's steps are the steps its result stands for (its env steps/s x the simulated seconds asked).
 
