@@ -18,6 +18,7 @@ from archsim.perf.block_sync import (
     WARP_TREE,
     WELFORD,
     chain_cycles,
+    mufu_pass_seconds,
     reduction_cycles,
     wave_fixed_seconds,
 )
@@ -84,6 +85,24 @@ def test_wave_cost_and_idealization() -> None:
     assert not busy.any()
     # a generation with neither a stream table nor chain figures gets nothing
     assert not wave_fixed_seconds(NAMES, threads, H100.gpu, "pascal", frozenset()).any()
+
+
+def test_mufu_floor_of_the_passes() -> None:
+    names = pd.Series([FORWARD, NAMES[2], FORWARD])
+    rows = np.array([3137.0, 3137.0, 3137.0])
+    # 2 blocks x ceil(3137 / 32) = 99 warps x 32 lanes x (1 exp | exp + reciprocal) / 16 a clock:
+    # 396 and 792 cycles; the write pass less the output's transfer per wave (0.3 us: 198 ns left;
+    # the third op's 1 us hides it all); the backward has no MUFU work
+    write = np.array([0.3e-6, 0.3e-6, 1e-6])
+    floors = mufu_pass_seconds(names, rows, np.full(3, 2.0), write, H100.gpu, "hopper", frozenset())
+    cycle = 1 / 1980e6
+    assert floors[0] == pytest.approx([396 * cycle, 792 * cycle - 0.3e-6])
+    assert list(floors[1]) == [0.0, 0.0]
+    assert floors[2] == pytest.approx([396 * cycle, 0.0])
+    assert not mufu_pass_seconds(names, rows, np.full(3, 2.0), write, H100.gpu, "cdna3",
+                                 frozenset()).any()  # fmt: skip
+    assert not mufu_pass_seconds(names, rows, np.full(3, 2.0), write, H100.gpu, "hopper",
+                                 frozenset({"sm_utilization"})).any()  # fmt: skip
 
 
 def _softmax(rows: int, columns: int) -> pd.DataFrame:

@@ -51,12 +51,20 @@ Architecture", arXiv:2402.13499) measure Hopper's shared memory; their table cou
 here, so Hopper takes Volta's figure. Pascal, Maxwell and AMD (wavefront reductions through DPP
 and LDS: no published chain) get no reduction cost; AMD keeps the turnover of its stream tables.
 
-Ruled out: the issue time of the per-element ``expf`` and IEEE division (one MUFU ex2 in the sum
-pass, an ex2 and a reciprocal in the write pass). On the H100 TimeSformer softmax (2 blocks of
-1,024 threads per SM) one round trip's MUFU work is 2 x 1,024 x 2 / 16 = 256 cycles per SM at
-most, while that trip's 540 KB per wave arrive over 540 KB / (3.35 TB/s x 0.82) = 0.20 us = 390
-cycles: the MUFU keeps up with the arrivals and only the last warp's own few instructions extend
-the pass.
+Passes re-read on chip are bound by their MUFU work. ``cunn_SoftMaxForward`` evaluates one
+``std::exp`` per element in its sum pass (``SumExpFloat``: one MUFU ex2) and an exp and an IEEE
+division in its write pass (``SoftMaxForwardEpilogue``: an ex2 and a reciprocal); the MUFU runs 16
+results per clock per SM (the CUDA guide's table, compute capability 5.x-9.0), and a warp whose
+lanes are partly idle still takes all 32 slots. So a pass takes at least resident blocks x
+ceil(row / 32) warps x 32 x MUFU ops / 16 cycles (``mufu_pass_seconds``), which a pass re-read
+from L1 at 28 cycles a round trip does not hide: on the H100 TimeSformer softmax (2 blocks of
+3,137-element rows per SM) the sum pass takes 2 x 99 x 32 / 16 = 396 cycles against 4 x 28 of
+round trips. The write pass's 792 cycles overlap its own output stores, whose transfer the
+kernel's bandwidth term already charges (1.66 MB per wave at 3.35 TB/s x 0.82: 0.60 us = 1,196
+cycles), so only what exceeds them counts; the first pass reads DRAM and its MUFU work (none in
+the softmax's max pass; one reciprocal per element in layer norm's Welford) overlaps its arrivals.
+The other per-element instructions (range reduction, Newton steps, conversions, loop) need SASS
+instruction counts that no published source gives: not priced.
 """
 
 from __future__ import annotations
@@ -107,6 +115,61 @@ REDUCTION_KERNELS: tuple[tuple[str, str, int], ...] = (
     (r"vectorized_layer_norm_kernel", WELFORD, 1),
     (r"layer_norm_grad_input_kernel", WARP_TREE, 2),
 )
+
+
+# MUFU operations per element in the passes after the first, from the code (module docstring);
+# first match wins. MUFU_RESULTS_PER_CLOCK: CUDA C++ Programming Guide, arithmetic instruction
+# throughput table, 32-bit reciprocal / exp2 on compute capability 5.x-9.0.
+MUFU_PASSES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    (r"cunn_SoftMaxForwardSmem", ()),
+    (r"cunn_SoftMaxForward", (1, 2)),
+)
+MUFU_RESULTS_PER_CLOCK = 16.0
+MUFU_GENERATIONS = frozenset(SYNC_FIGURES)
+
+
+def mufu_pass_seconds(
+    names: pd.Series,
+    row_elements: np.ndarray,
+    blocks_per_sm: np.ndarray,
+    write_s_per_wave: np.ndarray,
+    gpu: GpuConfig,
+    generation: str,
+    idealize: frozenset[str],
+) -> np.ndarray:
+    """(ops, 2): seconds per wave the second and third passes take at least from their MUFU work
+    (module docstring); the last pass's less the output's transfer per wave, which the bandwidth
+    term charges. Zeros without MUFU work, off the NVIDIA generations of SYNC_FIGURES, and under
+    the ``sm_utilization`` idealization."""
+    n = len(row_elements)
+    out = np.zeros((n, 2))
+    if generation not in MUFU_GENERATIONS or "sm_utilization" in idealize:
+        return out
+
+    def match(unique: pd.Series) -> np.ndarray:
+        found = np.full(len(unique), -1)
+        for index in reversed(range(len(MUFU_PASSES))):
+            hit = unique.str.contains(MUFU_PASSES[index][0], regex=True).to_numpy(dtype=bool)
+            found = np.where(hit, index, found)
+        return found
+
+    names = pd.Series(names).reset_index(drop=True).astype("string").fillna("")
+    kinds = by_unique(names, match).astype(int)
+    warps = np.ceil(np.maximum(np.nan_to_num(np.asarray(row_elements, float)), 0.0) / WARP_SIZE)
+    per_op_ops = np.maximum(np.asarray(blocks_per_sm, dtype=float), 1.0) * warps * WARP_SIZE
+    cycle_s = 1e-6 / gpu.clock_mhz
+    for index, (_, per_pass) in enumerate(MUFU_PASSES):
+        hit = kinds == index
+        for j, count in enumerate(per_pass[:2]):
+            out[:, j] = np.where(
+                hit, per_op_ops * count / MUFU_RESULTS_PER_CLOCK * cycle_s, out[:, j]
+            )
+        if per_pass:
+            last = min(len(per_pass), 2) - 1
+            out[:, last] = np.where(
+                hit, np.maximum(out[:, last] - write_s_per_wave, 0.0), out[:, last]
+            )
+    return out
 
 
 def turnover_ns(table: StreamTable) -> float:
@@ -187,6 +250,8 @@ def wave_fixed_seconds(
 
 
 __all__ = [
+    "MUFU_PASSES",
+    "MUFU_RESULTS_PER_CLOCK",
     "REDUCTION_KERNELS",
     "SMEM_SERIAL",
     "SYNC_FIGURES",
@@ -195,6 +260,7 @@ __all__ = [
     "WARP_TREE",
     "WELFORD",
     "chain_cycles",
+    "mufu_pass_seconds",
     "reduction_cycles",
     "turnover_ns",
     "wave_fixed_seconds",

@@ -54,9 +54,10 @@ for every shift (shift 0: ceil(3137 / 1024); shift s > 0: 1 + ceil((2113 + s) / 
 5.72 ms measured (-46%; one round trip per pass gave 2.0 ms, -65%). Each wave also turns its
 blocks over (238 ns, gpu-benches' H100 PCIe stream table) and runs two ``blockReduceWarp`` chains
 (2 x 118 cycles, lower bounds from published cycle figures: archsim.perf.block_sync), 357 ns more
-per wave: 3.48 ms (-39%). The issue time of the per-element ``expf`` and IEEE division (three MUFU
-operations per element at 16 per clock per SM) hides under each round trip's arrivals (the same
-module). Shuffle and ``__syncthreads`` latencies have no published Hopper figure and are priced at
+per wave: 3.48 ms (-39%). The sum pass, re-read from L1, is bound by its MUFU work (one ``expf`` per
+element at 16 a clock per SM: 396 cycles against 4 x 28 of round trips; the write pass's exp and
+IEEE division hide under its output's transfer; the same module): 143 ns more per wave, 3.64 ms
+(-36%). Shuffle and ``__syncthreads`` latencies have no published Hopper figure and are priced at
 their issue cost and zero.
 DRAM latency under load does not close the gap: the round trips here keep the pointer chase, since
 this latency-plus-transfer form already prices the queue behind each burst (archsim.perf.loaded_latency
@@ -80,9 +81,10 @@ import numpy as np
 import pandas as pd
 
 from archsim.hw.schema import GpuConfig
-from archsim.perf.block_sync import wave_fixed_seconds
+from archsim.perf.block_sync import mufu_pass_seconds, wave_fixed_seconds
 from archsim.perf.blocks import DTYPE_BYTES, element_bytes
 from archsim.perf.columns import by_unique, parsed_input_dims
+from archsim.perf.efficiency import ACHIEVED
 from archsim.perf.occupancy import blocks_per_sm
 
 # (kernel-name pattern, passes over the row), first match wins; see the module docstring.
@@ -252,12 +254,15 @@ def reread_terms(
     generation: str,
     idealize: frozenset[str],
     trips: np.ndarray | float = 1.0,
+    pass_floor_s: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(extra DRAM bytes, extra L2 bytes, latency floor in seconds) of the re-read passes.
 
     ``bytes_read`` is the kernel's input read once; ``resident_per_sm`` the blocks an SM holds at
     once (archsim.perf.occupancy); ``trips`` the dependent round trips each pass makes (1: one per
-    pass; :func:`ilp_row_trips`). Kernels with ``passes`` 0 or 1 get zeros."""
+    pass; :func:`ilp_row_trips`); ``pass_floor_s`` (ops, k): seconds per wave the passes 2..k+1
+    take at least whatever their round trips (archsim.perf.block_sync.mufu_pass_seconds). Kernels
+    with ``passes`` 0 or 1 get zeros."""
     multi = passes > 1
     blocks = np.maximum(blocks, 1.0)
     resident = np.maximum(resident_per_sm, 1.0)
@@ -276,7 +281,12 @@ def reread_terms(
         on_chip_s = np.zeros_like(on_chip_s)
     reread_s = np.where(in_l1 | in_l2, on_chip_s, dram_s)
     waves = np.ceil(blocks / concurrent)
-    latency = np.where(multi, waves * trips * (dram_s + (passes - 1) * reread_s), 0.0)
+    rereads_s = (passes - 1) * trips * reread_s
+    if pass_floor_s is not None:
+        for j in range(pass_floor_s.shape[1]):
+            below = np.maximum(pass_floor_s[:, j] - trips * reread_s, 0.0)
+            rereads_s = rereads_s + np.where(passes >= j + 2, below, 0.0)
+    latency = np.where(multi, waves * (trips * dram_s + rereads_s), 0.0)
     return extra_dram, extra_l2, latency
 
 
@@ -316,14 +326,44 @@ def row_pass_work(
     read = np.nan_to_num(bytes_read, nan=0.0)
     read = np.where(read > 0, read, dram_bytes / 2)
     trips, per_thread = ilp_row_walk(names, dtypes, read, blocks, threads, input_dims)
-    extra_dram, extra_l2, latency = reread_terms(passes, read, blocks, resident, gpu, generation,
-                                                 idealize, trips)  # fmt: skip
-    # each wave's block turnover and block reductions (archsim.perf.block_sync)
+    # each wave's MUFU work in its re-read passes, its block turnover and block reductions
+    # (archsim.perf.block_sync)
     blocks = np.maximum(blocks, 1.0)
     waves = np.ceil(blocks / np.minimum(blocks, gpu.sms * np.maximum(resident, 1.0)))
+    floors = _mufu_floors(names, dtypes, read, dram_bytes, (blocks, resident, waves), gpu,
+                          generation, idealize)  # fmt: skip
+    extra_dram, extra_l2, latency = reread_terms(passes, read, blocks, resident, gpu, generation,
+                                                 idealize, trips, floors)  # fmt: skip
     fixed = wave_fixed_seconds(names, threads, gpu, generation, idealize)
     latency = latency + np.where(passes > 1, waves * fixed, 0.0)
     return RowPasses(extra_dram, extra_l2, latency, per_thread)
+
+
+def _mufu_floors(
+    names: pd.Series,
+    dtypes: pd.Series | None,
+    read: np.ndarray,
+    dram_bytes: np.ndarray,
+    wave: tuple[np.ndarray, np.ndarray, np.ndarray],
+    gpu: GpuConfig,
+    generation: str,
+    idealize: frozenset[str],
+) -> np.ndarray:
+    """archsim.perf.block_sync.mufu_pass_seconds for these ops: a row is the read over the blocks
+    in elements of the op's dtype (4 B where unknown); the output's transfer per wave at the
+    generation's achieved DRAM fraction (archsim.perf.efficiency)."""
+    blocks, resident, waves = wave
+    size = np.full(len(read), 4.0)
+    if dtypes is not None:
+        dtypes = pd.Series(dtypes).reset_index(drop=True).astype("string").fillna("")
+        known = dtypes.str.replace("torch.", "", regex=False).isin(list(DTYPE_BYTES))
+        size = np.where(known.to_numpy(dtype=bool), element_bytes(dtypes), 4.0)
+    row_elements = read / blocks / np.maximum(size, 1.0)
+    on_sm = np.minimum(resident, np.ceil(blocks / gpu.sms))
+    written = np.maximum(np.nan_to_num(dram_bytes, nan=0.0) - read, 0.0)
+    bandwidth = gpu.dram_bw_gbs * 1e9 * ACHIEVED.get(generation, ACHIEVED["default"]).dram
+    write_s = 0.0 if "dram_bw" in idealize else written / waves / bandwidth
+    return mufu_pass_seconds(names, row_elements, on_sm, write_s, gpu, generation, idealize)
 
 
 def add_pass_terms(
