@@ -100,26 +100,25 @@ def test_fixed_point_of_a_linear_curve() -> None:
 
 
 def test_little_term_of_a_legacy_copy_on_h100() -> None:
-    # elementwise_kernel<128, 4> (one element of each operand per round trip: archsim.perf.in_flight),
-    # 1,920 blocks of 128 threads, up to 16 resident per SM: all 245,760 threads at once. D = 4 MB
-    # (2 MB read, 2 MB written), 4 MB / 245,760 / 4 = 4.07 B per thread (at least one 4-B element):
-    # C = 1 MB in flight.
-    # Unloaded: 1 MB / 343 ns = 2.915 TB/s, 1.372 us, hidden under T_bw = 4 MB / (3350 GB/s x 0.82)
-    # = 1.456 us. Loaded (the Hopper curve): bw x m(bw / 3350 GB/s) = 2.915 TB/s lands between the
-    # knots u = 0.6305 (m = 1.3461) and u = 0.65 (m = 1.4012): 2.135 TB/s (u = 0.637), 468 ns per
-    # round trip, 1.873 us of transfer. With the pipeline fill (2 x 343 ns): 2.559 us.
+    # elementwise_kernel<128, 4> (one element of each input operand per round trip, its store posted:
+    # archsim.perf.in_flight), 1,920 blocks of 128 threads, up to 16 resident per SM: all 245,760
+    # threads at once. R = 2 MB loaded (2 MB written, posted), 2 MB / 245,760 / 4 = 2.03 B per thread,
+    # at least one 4-B element: C = 983,040 B in flight.
+    # Loaded (the Hopper curve): bw x m(bw / 3350 GB/s) = 983,040 B / 343 ns = 2.866 TB/s gives
+    # 2.1195 TB/s, 0.944 us for the 2 MB loaded, hidden under T_bw = 4 MB / (3350 GB/s x 0.82)
+    # = 1.456 us. With the pipeline fill (2 x 343 ns): 2.142 us.
     ops = _legacy_copy(2e6, blocks=1920)
-    bw = _quadratic_bandwidth(CURVES["hopper"], 1e6, 343e-9, 3350e9)
-    assert bw == pytest.approx(2.1352e12, rel=1e-4)
-    expected = 2 * 343e-9 + max(4e6 / bw, 4e6 / (3350e9 * ACHIEVED["hopper"].dram))
-    assert expected == pytest.approx(2.5594e-6, rel=1e-4)
+    bw = _quadratic_bandwidth(CURVES["hopper"], 983_040.0, 343e-9, 3350e9)
+    assert bw == pytest.approx(2.1195e12, rel=1e-4)
+    expected = 2 * 343e-9 + max(2e6 / bw, 4e6 / (3350e9 * ACHIEVED["hopper"].dram))
+    assert expected == pytest.approx(2.1421e-6, rel=1e-4)
     terms = kernel_terms(ops, H100.gpu, frozenset(), H100.name)
     assert terms["lat"][0] == pytest.approx(expected, rel=1e-9)
     # the dram_latency idealization removes it, dram_bw leaves the unloaded latency (m = 1)
     assert kernel_terms(ops, H100.gpu, frozenset({"dram_latency"}), H100.name)["lat"][0] == 0.0
-    # (unlimited bandwidth, so no utilization): 2 x 343 ns + 4 MB / (1 MB / 343 ns) = 6 x 343 ns
+    # (unlimited bandwidth, so no utilization): 2 x 343 ns + 2 MB / (983,040 B / 343 ns)
     unloaded = kernel_terms(ops, H100.gpu, frozenset({"dram_bw"}), H100.name)["lat"][0]
-    assert unloaded == pytest.approx(6 * 343e-9, rel=1e-9)
+    assert unloaded == pytest.approx((2 + 2e6 / 983_040) * 343e-9, rel=1e-9)
 
 
 def test_tables_are_consistent_and_generations_without_one_stay_flat() -> None:

@@ -1,24 +1,39 @@
 """Bytes each thread keeps in flight to DRAM per round trip, by kernel family (the Little's-law term).
 
-:mod:`archsim.perf.terms` prices T_lat = D / min(W, C / L) with C = resident threads x bytes per
-thread. What a thread has in flight depends on how its kernel's loop issues loads, which the public
-source of the kernels says (github.com/pytorch/pytorch, github.com/NVIDIA/cutlass). Per family, first
-match on the kernel name wins:
+:mod:`archsim.perf.terms` prices T_lat = R / min(W, C / L) with R the bytes the kernel LOADS and C =
+resident threads x bytes each thread has loading per round trip. Stores are not round trips: a store
+writes no register, so no later instruction of its thread waits for it. NVIDIA: the control codes
+give a variable-latency instruction a write barrier on its destination register (loads) and a store
+only a read barrier, released once its source registers are read, not when memory acknowledges it
+(Jia et al. 2018, "Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking",
+arXiv:1804.06826, section 2.1, control information); ordering across threads needs a fence (PTX ISA,
+"Memory Consistency Model"). AMD: the LLVM backend waits on a load's counter before its result is
+used (SIInsertWaitcnts) and inserts ``s_waitcnt vmcnt(0)`` for stores only at a release fence or
+atomic (LLVM AMDGPUUsage, "Memory Model", GFX90A/GFX942 code sequences). A store retires into the
+memory pipeline; only the kernel's end waits for its acknowledgement (archsim.perf.pipeline_fill).
+The store queue does not bind either: a GFX9/CDNA wave may have 63 vector memory instructions
+outstanding (LLVM AMDGPU gfx9 ``s_waitcnt`` operand: VM_CNT 0..63), 63 x 64 lanes x 4-16 B = 16-64 KB
+per wave, while the whole MI300X needs 5.3 TB/s x 434 ns = 2.3 MB in flight (7.6 KB per CU); NVIDIA
+publishes no store-queue depth. So stores are priced by bandwidth alone (T_bw counts them). What a
+thread has loading depends on how its kernel's loop issues loads, which the public source of the
+kernels says (github.com/pytorch/pytorch, github.com/NVIDIA/cutlass). Per family, first match on the
+kernel name wins:
 
 - ``vectorized_elementwise_kernel`` / ``unrolled_elementwise_kernel`` / ``softmax_warp_forward``
   (aten/src/ATen/native/cuda/CUDALoops.cuh, MemoryAccess.cuh ``policies::vectorized::load`` /
   ``policies::unroll::load``; PersistentSoftmax.cuh ``softmax_warp_forward`` loads its
   ``WARP_BATCH x WARP_ITERATIONS`` elements into registers before reducing): a thread loads every
-  element it handles before computing and storing, one round trip for its whole share D / (B x T).
+  element it handles before computing and storing, one round trip for its whole share R / (B x T).
   The share is read off the op's own launch, not a library constant, since ``thread_work_size`` (4)
   became ``elems_per_thread<io_size>()`` (8 or 16) between PyTorch releases.
 - legacy ``elementwise_kernel<nt, vt, ...>`` (CUDALoops.cuh, ``launch_legacy_kernel``: strided and
   non-contiguous TensorIterator loops): ``for (i < vt) f(idx)``, each ``f`` a load then a store through
   a pointer that may alias the next load, so the loads of one thread are serialized: one element of
-  every operand per round trip, D / (B x T x vt).
+  every input operand per round trip, R / (B x T x vt) (the store is posted; the next load is issued
+  after it, not after its acknowledgement).
 - ``CatArrayBatchedCopy`` / ``CatArrayBatchedCopy_contig`` (aten/src/ATen/native/cuda/Shape.cu): a
-  grid-stride ``while (tid < nElements) { output[...] = data[...]; }``: one element loaded and stored
-  per round trip, 2 x sizeof(OpaqueType<N>) = 2N bytes.
+  grid-stride ``while (tid < nElements) { output[...] = data[...]; }``: one element loaded per round
+  trip (its store posted), sizeof(OpaqueType<N>) = N bytes.
 - ``cunn_SoftMaxForward<ILP, ...>`` (aten/src/ATen/native/cuda/SoftMax.cu, ``ilpReduce`` /
   ``WriteFpropResults``: ``aligned_vector<scalar_t, ILP>`` loads): ILP elements per step. Where the
   op's bytes give its row, archsim.perf.passes.ilp_row_walk replaces this with the row's bytes per
@@ -120,18 +135,19 @@ def _families(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 def bytes_in_flight_per_thread(
     names: pd.Series,
     dtypes: pd.Series,
-    dram_bytes: np.ndarray,
+    read_bytes: np.ndarray,
     blocks: np.ndarray,
     threads: np.ndarray,
 ) -> np.ndarray:
-    """Bytes each thread has in flight per DRAM round trip, per op (module docstring), > 0."""
+    """Bytes each thread has loading per DRAM round trip, per op (module docstring), > 0.
+    ``read_bytes``: the bytes each op loads (its stores are posted, not round trips)."""
     family, figure = _families(pd.Series(names).reset_index(drop=True))
     size = element_bytes(pd.Series(dtypes).reset_index(drop=True).astype("string").fillna(""))
     size = np.asarray(size, dtype=float)
     total_threads = np.maximum(np.asarray(blocks, float), 1.0) * np.maximum(
         np.asarray(threads, float), 1.0
     )
-    share = np.nan_to_num(np.asarray(dram_bytes, dtype=float), nan=0.0) / total_threads
+    share = np.nan_to_num(np.asarray(read_bytes, dtype=float), nan=0.0) / total_threads
     per_thread_block = figure * size / np.maximum(np.asarray(threads, float), 1.0)
     out = np.select(
         [
@@ -145,15 +161,32 @@ def bytes_in_flight_per_thread(
         [
             share,
             share / np.maximum(figure, 1.0),
-            2.0 * figure,
+            figure,
             figure * size,
             LAYER_NORM_VEC_ELEMENTS * size,
             per_thread_block,
         ],
         default=DEFAULT_BYTES_PER_THREAD,
     )
-    # a thread moves at least one element per round trip
-    return np.where(out > 0, np.maximum(out, size), DEFAULT_BYTES_PER_THREAD)
+    # a thread moves at least one element per round trip (CatArrayBatchedCopy's element is its
+    # OpaqueType<N>, whatever the op's dtype)
+    least = np.where(family == _CAT, figure, size)
+    return np.where(out > 0, np.maximum(out, least), DEFAULT_BYTES_PER_THREAD)
+
+
+def loaded_bytes(
+    bytes_read: np.ndarray, bytes_written: np.ndarray, dram_bytes: np.ndarray
+) -> np.ndarray:
+    """Bytes each op loads from DRAM, the round trips' share of its ``dram_bytes`` (the model's DRAM
+    bytes: traced reads and writes plus what it adds, re-read passes and padded channels, all loads):
+    ``dram_bytes`` less the traced writes. Where the trace has neither reads nor writes (work
+    inferred from the launch) no split is known, and every byte is taken as loaded: the round
+    trips as they were priced before stores were known to be posted (an upper bound)."""
+    read = np.nan_to_num(np.asarray(bytes_read, dtype=float), nan=0.0)
+    written = np.nan_to_num(np.asarray(bytes_written, dtype=float), nan=0.0)
+    dram = np.nan_to_num(np.asarray(dram_bytes, dtype=float), nan=0.0)
+    traced = (read + written) > 0
+    return np.where(traced, np.maximum(dram - written, 0.0), dram)
 
 
 __all__ = [
@@ -166,4 +199,5 @@ __all__ = [
     "SOFTMAX_ILP_PATTERN",
     "WHOLE_SHARE_PATTERN",
     "bytes_in_flight_per_thread",
+    "loaded_bytes",
 ]

@@ -15,7 +15,10 @@ So a kernel that moves D > 0 bytes through DRAM takes at least
 
     T_fill = FILL_ROUND_TRIPS x L + D / min(W e_dram, C / L)
 
-which adds to the transfer, not beside it as the max of the terms would. L is each preset's published
+which adds to the transfer, not beside it as the max of the terms would. A kernel that only stores
+(no loads: MIOpen's SetTensor zeroing an output, fill kernels) has no first load to wait for: one
+round trip, its last stores' acknowledgement (its stores themselves are posted, not round trips:
+archsim.perf.in_flight). L is each preset's published
 unloaded pointer-chase latency (``dram_latency_ns``, cited in ``hwconfigs/``): these are the kernel's
 first and last round trips, issued into an empty memory system and acknowledged as its queue drains;
 the steady-state Little's-law rate C / L takes the loaded latency (archsim.perf.loaded_latency).
@@ -39,11 +42,15 @@ from archsim.hw.schema import GpuConfig
 FILL_ROUND_TRIPS = 2
 
 
-def fill_seconds(gpu: GpuConfig, idealize: frozenset[str] = frozenset()) -> float:
-    """Seconds of round trips at a kernel's two ends (0 under the ``dram_latency`` idealization)."""
+def fill_seconds(
+    gpu: GpuConfig, idealize: frozenset[str] = frozenset(), loads: bool = True
+) -> float:
+    """Seconds of round trips at a kernel's two ends (0 under the ``dram_latency`` idealization);
+    one fewer for a kernel without ``loads`` (only its last stores' acknowledgement)."""
     if "dram_latency" in idealize:
         return 0.0
-    return FILL_ROUND_TRIPS * gpu.dram_latency_ns * 1e-9
+    trips = FILL_ROUND_TRIPS if loads else max(FILL_ROUND_TRIPS - 1, 0)
+    return trips * gpu.dram_latency_ns * 1e-9
 
 
 def latency_with_fill(
@@ -52,15 +59,20 @@ def latency_with_fill(
     dram_bytes: np.ndarray,
     gpu: GpuConfig,
     idealize: frozenset[str] = frozenset(),
+    read_bytes: np.ndarray | None = None,
 ) -> np.ndarray:
     """The latency term with the pipeline fill: FILL x L + the slower of the steady-state transfer
-    times (``lat_s`` = D / min(W, C / L), ``bw_s`` = D / (W e_dram)), for ops that move DRAM bytes;
-    ``lat_s`` unchanged for the others and under the ``dram_latency`` idealization."""
+    times (``lat_s`` = R / min(W, C / L), ``bw_s`` = D / (W e_dram)), for ops that move DRAM bytes;
+    ``lat_s`` unchanged for the others and under the ``dram_latency`` idealization. ``read_bytes``
+    (None: every op loads): ops that load nothing get one round trip fewer."""
     fill = fill_seconds(gpu, idealize)
     lat_s = np.asarray(lat_s, dtype=float)
     if fill == 0.0:
         return lat_s
     moves = np.nan_to_num(np.asarray(dram_bytes, dtype=float), nan=0.0) > 0
+    if read_bytes is not None:
+        loads = np.nan_to_num(np.asarray(read_bytes, dtype=float), nan=0.0) > 0
+        fill = np.where(loads, fill, fill_seconds(gpu, idealize, loads=False))
     return np.where(moves, fill + np.maximum(lat_s, np.asarray(bw_s, dtype=float)), lat_s)
 
 

@@ -11,7 +11,9 @@ blocks per SM, per-SM peak P, DRAM bandwidth W and latency L, and the achieved f
                                                 min(a, ceil(B/N)) resident blocks can use (16 warps
                                                 saturate an SM, 4 for tiled GEMM engines: ILP)
     T_bw   = D / (W e_dram)                     achievable (stream) bandwidth
-    T_lat  = D / bw, bw = min(W, C / L(bw))     Little's law, C = bytes in flight (<= D): resident
+    T_lat  = R / bw, bw = min(W, C / L(bw))     Little's law on the R bytes LOADED (stores are
+                                                posted: archsim.perf.in_flight), C = bytes in
+                                                flight (<= R): resident
                                                 threads x bytes per thread by kernel family
                                                 (archsim.perf.in_flight), L(bw) the latency at the
                                                 kernel's own load (archsim.perf.loaded_latency:
@@ -55,7 +57,7 @@ from archsim.perf.columns import strings as _strings
 from archsim.perf.conv_channels import channel_padding
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
 from archsim.perf.gemm_latency import k_loop_floor
-from archsim.perf.in_flight import bytes_in_flight_per_thread
+from archsim.perf.in_flight import bytes_in_flight_per_thread, loaded_bytes
 from archsim.perf.loaded_latency import DramLoad, dram_load, loaded_bandwidth
 from archsim.perf.math_units import math_units
 from archsim.perf.memory_parallelism import step_floor
@@ -180,18 +182,20 @@ def kernel_terms(
     # Traced tiled GEMMs compute whole tiles at ragged edges: their padding from the tile in the
     # kernel's name and the op's dims, confirmed by the traced grid (archsim.perf.tile_padding).
     padding = tile_padding(ops, blocks, tiled)
-    # Bytes in flight per thread by kernel family (archsim.perf.in_flight), for the Little's-law term.
+    # Bytes in flight per thread by kernel family (archsim.perf.in_flight), for the Little's-law term,
+    # which counts loads only: stores are posted, priced by bandwidth (archsim.perf.in_flight).
+    reads = loaded_bytes(_column(ops, "bytes_read"), _column(ops, "bytes_written"), dram_bytes)
     per_thread = bytes_in_flight_per_thread(_strings(ops, "name"), _strings(ops, "dtype"),
-                                            dram_bytes, blocks, threads)  # fmt: skip
+                                            reads, blocks, threads)  # fmt: skip
     if row_work is not None:  # ilpReduce rows shorter than ILP x T load one element per step
         per_thread = np.where(np.isfinite(row_work.bytes_per_thread), row_work.bytes_per_thread,
                               per_thread)  # fmt: skip
     terms = _achieved(_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
-                             tile_edge / size, gpu, idealize, padding, per_thread, load),
+                             tile_edge / size, gpu, idealize, padding, per_thread, load, reads),
                       math_fraction, dram_fraction)  # fmt: skip
     # Pipeline fill: the first loads' and the last stores' round trips add to the transfer
     # (archsim.perf.pipeline_fill); in the tile search below too, so that it keeps the fastest.
-    terms["lat"] = latency_with_fill(terms["lat"], terms["bw"], dram_bytes, gpu, idealize)
+    terms["lat"] = latency_with_fill(terms["lat"], terms["bw"], dram_bytes, gpu, idealize, reads)
 
     choose = tiled & ~grid_known
     if choose.any():
@@ -354,13 +358,16 @@ def _terms(
     padding: np.ndarray | float = 1.0,
     bytes_per_thread: np.ndarray | float = BYTES_IN_FLIGHT_PER_THREAD,
     load: DramLoad | None = None,
+    read_bytes: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """``padding`` (>= 1): outputs the launched tiles compute over the op's outputs; the busiest SM
     runs whole tiles, ragged or not (traced launches: archsim.perf.tile_padding reads it from the
     kernel's tile and the op's dims; the tile search below sets it for launches without a grid).
     ``bytes_per_thread``: bytes each thread has in flight per DRAM round trip (archsim.perf.in_flight,
     by kernel family; the flat 16 B for the grid-less tile search). ``load``: the GPU's DRAM latency
-    curve (archsim.perf.loaded_latency; None: the unloaded latency at every load)."""
+    curve (archsim.perf.loaded_latency; None: the unloaded latency at every load). ``read_bytes``:
+    the bytes the op loads, the Little's-law term's (stores are posted: archsim.perf.in_flight;
+    None: all of ``dram_bytes``, as the grid-less tile search takes it)."""
     n_ops = len(flops)
     n_sms = gpu.sms
     resident_limit = blocks_per_sm(threads, registers, shared, gpu)
@@ -391,12 +398,18 @@ def _terms(
         t_lat = np.zeros(n_ops)
     else:
         latency_s = gpu.dram_latency_ns * 1e-9
-        in_flight = np.minimum(dram_bytes, threads_in_flight * bytes_per_thread)
+        loads = dram_bytes if read_bytes is None else read_bytes
+        in_flight = np.minimum(loads, threads_in_flight * bytes_per_thread)
+        # Each round trip's loads carry the stores issued beside them (posted, not waited for), so
+        # the kernel's traffic runs at D / R times its loads' rate, and that whole traffic sets the
+        # latency under load and meets the cap W: T_lat = R / r = D / bw(C x D / R).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            carried = np.where(loads > 0, in_flight * dram_bytes / loads, 0.0)
         # bw = min(W, C / L(bw)): the latency at the kernel's own load (archsim.perf.loaded_latency)
         curve, saturating = (load.curve, load.saturating_bps) if load else (None, np.inf)
-        reachable = loaded_bandwidth(in_flight, latency_s, saturating, bw, curve)
+        reachable = loaded_bandwidth(carried, latency_s, saturating, bw, curve)
         with np.errstate(divide="ignore", invalid="ignore"):
-            t_lat = np.where(dram_bytes > 0, dram_bytes / reachable, 0.0)
+            t_lat = np.where(loads > 0, dram_bytes / reachable, 0.0)
 
     if "memory_system" in idealize:
         t_mem = np.zeros(n_ops)
