@@ -44,7 +44,7 @@ def _miss(reason: str):
             "mi300x_normalization_bench.json.gz",
             marks=_miss("total -38.1% (statistics kernels at 16-128 workgroups: 5 us vs 7-11)"),
         ),
-        # -19.5% (-24.0% before the row-pass kernels' block turnover, block reductions and MUFU
+        # -19.4% (-24.0% before the row-pass kernels' block turnover, block reductions and MUFU
         # floors, archsim.perf.block_sync)
         "h100_timesformer_inference.json.gz",
         "mi300x_sd35_inference.json.gz",  # -18.4% (Triton epilogues' in-place writes counted)

@@ -43,23 +43,23 @@ NAMES = pd.Series([
 
 def test_chains_worked_by_hand() -> None:
     threads = np.array([128.0, 1024.0])
-    # BlockReduce + broadcast: 2 x 5 x (4-cycle shuffle issue + 4-cycle combine) + 2 x 19 = 118
-    assert list(chain_cycles(WARP_TREE, threads, FIGURES)) == [118.0, 118.0]
-    # blockReduce: 3 x 19 + 32 x 4 + warps x (19 + 4): 4 warps 277, 32 warps 921
-    assert list(chain_cycles(SMEM_SERIAL, threads, FIGURES)) == [277.0, 921.0]
-    # compute_stats: 5 x (4 + 8 + 3 x 4) + log2(warps) x (19 + 8 + 3 x 4) + 19: 4 warps 217,
-    # one warp 139 (no tree)
+    # BlockReduce + broadcast: 2 x 5 x (4-cycle shuffle issue + 4-cycle combine) + 2 x 23 = 126
+    assert list(chain_cycles(WARP_TREE, threads, FIGURES)) == [126.0, 126.0]
+    # blockReduce: 3 x 23 + 32 x 4 + warps x (23 + 4): 4 warps 305, 32 warps 1061
+    assert list(chain_cycles(SMEM_SERIAL, threads, FIGURES)) == [305.0, 1061.0]
+    # compute_stats: 5 x (4 + 8 + 3 x 4) + log2(warps) x (23 + 8 + 3 x 4) + 23: 4 warps 229,
+    # one warp 143 (no tree)
     welford = chain_cycles(WELFORD, np.array([128.0, 32.0]), FIGURES)
-    assert list(welford) == [217.0, 139.0]
+    assert list(welford) == [229.0, 143.0]
 
 
 def test_reductions_per_kernel() -> None:
     threads = np.full(len(NAMES), 1024.0)
     cycles = reduction_cycles(NAMES, threads, "hopper")
     # forward: two blockReduceWarp; Smem: one pass, none priced; backward: one blockReduce;
-    # layer norm: one Welford over 32 warps (5 x 24 + 5 x 39 + 19 = 334); its backward two
+    # layer norm: one Welford over 32 warps (5 x 24 + 5 x 43 + 23 = 358); its backward two
     # BlockReduceSum; an element-wise kernel none
-    assert list(cycles) == [236.0, 0.0, 921.0, 334.0, 236.0, 0.0]
+    assert list(cycles) == [252.0, 0.0, 1061.0, 358.0, 252.0, 0.0]
     # no published chain figures for AMD or Pascal: no reduction cost there
     assert not reduction_cycles(NAMES, threads, "cdna3").any()
     assert not reduction_cycles(NAMES, threads, "pascal").any()
@@ -79,7 +79,7 @@ def test_turnover_from_the_stream_tables() -> None:
 def test_wave_cost_and_idealization() -> None:
     threads = np.full(len(NAMES), 1024.0)
     per_wave = wave_fixed_seconds(NAMES, threads, H100.gpu, "hopper", frozenset())
-    expected = TURNOVER_NS["hopper"] * 1e-9 + np.array([236, 0, 921, 334, 236, 0]) / 1980e6
+    expected = TURNOVER_NS["hopper"] * 1e-9 + np.array([252, 0, 1061, 358, 252, 0]) / 1980e6
     assert per_wave == pytest.approx(expected)
     busy = wave_fixed_seconds(NAMES, threads, H100.gpu, "hopper", frozenset({"sm_utilization"}))
     assert not busy.any()

@@ -81,11 +81,11 @@ def test_timesformer_softmax_golden_through_the_kernel_model() -> None:
     # Each wave also turns its blocks over and runs two block reductions (archsim.perf.block_sync):
     # turnover from the H100 PCIe stream table's two light rows, 64 and 128 threads x 114 SMs x 8 B
     # over 96 and 189 GB/s = 608.0 and 617.7 ns, median 612.8 less the 375-ns chase = 237.8 ns;
-    # each reduction 10 x (4 + 4) + 2 x 19 = 118 cycles, two at 1980 MHz = 119.2 ns: 1141 x 357.0 ns
-    # = 0.4073 ms more, 3.477 ms. Its sum pass, re-read from L1, is bound by its MUFU work: 2 blocks
+    # each reduction 10 x (4 + 4) + 2 x 23 = 126 cycles, two at 1980 MHz = 127.3 ns: 1141 x 365.1 ns
+    # = 0.4166 ms more, 3.487 ms. Its sum pass, re-read from L1, is bound by its MUFU work: 2 blocks
     # x ceil(3137 / 32) = 99 warps x 32 exps / 16 a clock = 396 cycles against 4 x 28 of round trips,
     # 143.4 ns more per wave (the write pass's 792 cycles hide under its 0.60-us output transfer):
-    # 3.641 ms.
+    # 3.650 ms.
     read = 8 * 12 * 3137 * 3137 * 2.0
     row = {
         "kind": "kernel", "name": FORWARD, "op_class": "softmax", "dtype": "bfloat16",
@@ -99,16 +99,16 @@ def test_timesformer_softmax_golden_through_the_kernel_model() -> None:
     expected = waves * 4 * (343e-9 + 2 * 28 / 1980e6) + 2 * read / (3350e9 * 0.82)
     assert expected == pytest.approx(3.070e-3, rel=1e-3)
     turnover = (64 * 114 * 8 / 96 + 128 * 114 * 8 / 189) / 2 * 1e-9 - 375e-9
-    expected += waves * (turnover + 2 * (10 * (4 + 4) + 2 * 19) / 1980e6)
-    assert expected == pytest.approx(3.477e-3, rel=1e-3)
+    expected += waves * (turnover + 2 * (10 * (4 + 4) + 2 * 23) / 1980e6)
+    assert expected == pytest.approx(3.487e-3, rel=1e-3)
     mufu = (2 * 99 * 32 / 16 - 4 * 28) / 1980e6
     expected += waves * mufu
-    assert expected == pytest.approx(3.641e-3, rel=1e-3)
+    assert expected == pytest.approx(3.650e-3, rel=1e-3)
     assert kernel_terms(ops, H100.gpu, frozenset(), H100.name)["lat"][0] == pytest.approx(expected)
     assert body_seconds(ops, H100)[0] == pytest.approx(expected)
     # idealizing DRAM latency removes the DRAM round trips but not the L1 ones, the turnover or
     # the reductions; perfect SM utilization removes those two
-    fixed = turnover + 2 * (10 * (4 + 4) + 2 * 19) / 1980e6
+    fixed = turnover + 2 * (10 * (4 + 4) + 2 * 23) / 1980e6
     # (and the MUFU floor stays: compute, not DRAM)
     ideal = kernel_terms(ops, H100.gpu, frozenset({"dram_latency"}), H100.name)["lat"][0]
     mufu_pass = 2 * 99 * 32 / 16 / 1980e6
@@ -159,11 +159,11 @@ def test_layer_norm_golden_through_the_kernel_model() -> None:
     expected = 16 * 2 * (343e-9 + 28 / 1980e6) + 2 * read / (3350e9 * 0.82)
     assert expected == pytest.approx(39.49e-6, rel=1e-3)
     # each wave's turnover (237.8 ns, the softmax golden above) and compute_stats' Welford reduction
-    # over 4 warps: 5 x (4 + 8 + 3 x 4) shuffle steps + log2(4) x (19 + 20) tree steps + 19 = 217
-    # cycles = 109.6 ns (archsim.perf.block_sync): 16 x 347.4 ns = 5.56 us more, 45.05 us.
+    # over 4 warps: 5 x (4 + 8 + 3 x 4) shuffle steps + log2(4) x (23 + 20) tree steps + 23 = 229
+    # cycles = 115.7 ns (archsim.perf.block_sync): 16 x 353.5 ns = 5.66 us more, 45.15 us.
     turnover = (64 * 114 * 8 / 96 + 128 * 114 * 8 / 189) / 2 * 1e-9 - 375e-9
-    expected += 16 * (turnover + (5 * (4 + 8 + 3 * 4) + 2 * (19 + 8 + 3 * 4) + 19) / 1980e6)
-    assert expected == pytest.approx(45.05e-6, rel=1e-3)
+    expected += 16 * (turnover + (5 * (4 + 8 + 3 * 4) + 2 * (23 + 8 + 3 * 4) + 23) / 1980e6)
+    assert expected == pytest.approx(45.15e-6, rel=1e-3)
     assert body_seconds(ops, H100)[0] == pytest.approx(expected)
 
 

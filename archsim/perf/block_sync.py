@@ -37,8 +37,8 @@ trips plus the transfer. Two costs on the same critical path are not DRAM round 
 Cycle figures (NVIDIA, Volta and later; ``SYNC_FIGURES``). A dependent FP32 operation: 4 cycles
 (Jia et al. 2018, "Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking",
 arXiv:1804.06826; archsim.perf.terms takes the same figure for every generation). A shared-memory
-load: 19 cycles (Jia et al. 2019, "Dissecting the NVidia Turing T4 GPU via Microbenchmarking",
-arXiv:1903.07486: V100 and T4 both 19), taken for every generation from Volta on, as
+load: 23 cycles (sjfeng1999/gpu-arch-microbenchmark on GitHub, its README's latency table: Turing
+RTX 2070 shared latency 23 cycles, a single LDS 23), taken for every generation from Volta on, as
 archsim.perf.passes takes Volta's L1 hit. A warp shuffle: no published latency was found in a
 form that could be cited; its issue takes 4 cycles on its SM sub-partition (CUDA C++ Programming
 Guide, arithmetic instruction throughput table: 32 results per clock per SM for warp shuffle on
@@ -97,8 +97,8 @@ class SyncFigures:
 
 
 _VOLTA_ON = SyncFigures(
-    4.0, 19.0, 4.0, 8.0,
-    "Jia et al. 2018 (arXiv:1804.06826), 2019 (arXiv:1903.07486); CUDA C++ Programming Guide "
+    4.0, 23.0, 4.0, 8.0,
+    "Jia et al. 2018 (arXiv:1804.06826); sjfeng1999/gpu-arch-microbenchmark; CUDA C++ Programming Guide "
     "throughput table (shuffle 32, MUFU 16 results per clock per SM)",
 )  # fmt: skip
 SYNC_FIGURES: dict[str, SyncFigures] = {

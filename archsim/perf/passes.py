@@ -53,10 +53,10 @@ for every shift (shift 0: ceil(3137 / 1024); shift s > 0: 1 + ceil((2113 + s) / 
 4 x (343 ns + 2 x 14.1 ns) = 1.49 us of round trips and 1.21 us of transfer: 3.07 ms per call against
 5.72 ms measured (-46%; one round trip per pass gave 2.0 ms, -65%). Each wave also turns its
 blocks over (238 ns, gpu-benches' H100 PCIe stream table) and runs two ``blockReduceWarp`` chains
-(2 x 118 cycles, lower bounds from published cycle figures: archsim.perf.block_sync), 357 ns more
-per wave: 3.48 ms (-39%). The sum pass, re-read from L1, is bound by its MUFU work (one ``expf`` per
+(2 x 126 cycles, lower bounds from published cycle figures: archsim.perf.block_sync), 365 ns more
+per wave: 3.49 ms (-39%). The sum pass, re-read from L1, is bound by its MUFU work (one ``expf`` per
 element at 16 a clock per SM: 396 cycles against 4 x 28 of round trips; the write pass's exp and
-IEEE division hide under its output's transfer; the same module): 143 ns more per wave, 3.64 ms
+IEEE division hide under its output's transfer; the same module): 143 ns more per wave, 3.65 ms
 (-36%). Shuffle and ``__syncthreads`` latencies have no published Hopper figure and are priced at
 their issue cost and zero.
 DRAM latency under load does not close the gap: the round trips here keep the pointer chase, since
