@@ -30,15 +30,11 @@ from collections.abc import Callable
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, Event
+from simpy.events import Event
 
 from archsim.sim.cpu import record
 from archsim.sim.inline_events import succeed_at_tail
 from archsim.sim.metrics import Recorder
-
-# Queue length above which a superseded timer is left to fire (a scan of the queue for its entry
-# and a heapify cost about one event's processing, ~2 us, at a few dozen entries)
-UNSCHEDULE_MAX_QUEUE = 64
 
 
 def shared_capacity(n: int, hw_threads: int, cores: int, speed: float, smt_yield: float) -> float:
@@ -85,8 +81,6 @@ class SharedThreads:
         self.timer_at = float("inf")  # when the live timer fires
         self.holding = False  # inside hold_timer(): the live timer is armed on release
         self.held_arm: tuple[int, float] | None = None  # (its number, delay) while holding
-        # the live timer's entry in simpy's event queue, until it fires: taken out when superseded
-        self.timer_entry: tuple | None = None
         # seconds (clipped to the window) with k hardware threads busy, k = 0..hw_threads (a list:
         # one float added per clock update; into numpy at the flush)
         self.level_s = [0.0] * (hw_threads + 1)
@@ -211,8 +205,6 @@ class SharedThreads:
     def _reschedule(self) -> None:
         """Arm one timer for the earliest finishing burst at the current rate."""
         self.timer_gen += 1
-        if self.timer_entry is not None:
-            self._unschedule()
         heap = self.heap
         if not heap:
             self.timer_v, self.timer_rate, self.timer_at = float("inf"), 0.0, float("inf")
@@ -230,30 +222,8 @@ class SharedThreads:
             self._arm(self.timer_gen, delay)
 
     def _arm(self, gen: int, delay: float) -> None:
-        """Schedule the timer as ``env.timeout(delay)`` would, keeping its queue entry."""
-        env = self.env
-        timer = Event(env)
-        timer._ok = True
-        timer._value = None
+        timer = self.env.timeout(delay)
         timer.callbacks.append(lambda _event: self._on_timer(gen))
-        entry = (env._now + delay, NORMAL, next(env._eid), timer)
-        heapq.heappush(env._queue, entry)
-        self.timer_entry = entry
-
-    def _unschedule(self) -> None:
-        """Take the superseded live timer out of simpy's queue instead of letting it fire for
-        nothing (~14% of the timers of 4,096 paced actors were). The others keep their order: simpy
-        pops by (time, priority, number), whatever the heap's layout. Left in (firing for nothing,
-        as before) when the queue is long and finding the entry would cost more than the event."""
-        entry, self.timer_entry = self.timer_entry, None
-        queue = self.env._queue
-        if len(queue) > UNSCHEDULE_MAX_QUEUE:
-            return
-        index = queue.index(entry)
-        last = queue.pop()
-        if index < len(queue):
-            queue[index] = last
-            heapq.heapify(queue)
 
     def hold_timer(self) -> None:
         """Bursts started from here to :meth:`release_timer`, at one instant with no other event
@@ -272,8 +242,7 @@ class SharedThreads:
 
     def _on_timer(self, gen: int) -> None:
         if gen != self.timer_gen:
-            return  # superseded by a later arrival (left in a long queue)
-        self.timer_entry = None
+            return  # superseded by a later arrival
         self._advance(self.env._now)
         heap, n, rates, timer_v = self.heap, self.n, self._rates, self.timer_v
         rate = rates[n] if n < len(rates) else self.rate(n)
