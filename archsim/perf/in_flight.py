@@ -61,7 +61,12 @@ kernel name wins:
   stages in shared memory).
 - everything else (cuBLAS/cuDNN kernels without a k-tile in the name such as
   ``cutlass_75_..._128x128_nn_align1``, MIOpen/Tensile, Triton, grid-less CPU captures): the former
-  flat assumption, DEFAULT_BYTES_PER_THREAD (16 B, one 4 x fp32 vector load). Unsourced per kernel.
+  flat assumption, DEFAULT_BYTES_PER_THREAD (16 B, one 4 x fp32 vector load). Unsourced per kernel,
+  and a figure of traffic (loads and the stores beside them), as it was priced before; only a
+  kernel that loads nothing (MIOpen's SetTensor) then has no round trip. Read as loads alone it
+  would make the H100 TimeSformer's align1 GEMM that writes the 1.89-GB attention scores
+  bandwidth-bound, 0.72 ms against 1.90 measured (1.50 as traffic): its store-heavy epilogue costs
+  what no published figure prices.
 
 archsim.perf.terms applies Little's law at the latency of the kernel's own load: the pointer chase
 near zero load, longer as the kernel draws more of the bandwidth (archsim.perf.loaded_latency, curves
@@ -138,9 +143,13 @@ def bytes_in_flight_per_thread(
     read_bytes: np.ndarray,
     blocks: np.ndarray,
     threads: np.ndarray,
+    dram_bytes: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Bytes each thread has loading per DRAM round trip, per op (module docstring), > 0.
-    ``read_bytes``: the bytes each op loads (its stores are posted, not round trips)."""
+    """Bytes each thread has loading per DRAM round trip, per op (module docstring), >= 0.
+    ``read_bytes``: the bytes each op loads (its stores are posted, not round trips). The flat
+    DEFAULT_BYTES_PER_THREAD is a figure of TRAFFIC in flight, unsourced and priced so before stores
+    were known to be posted; it is kept as such: its loads' share R / D of it (``dram_bytes`` D;
+    None: all of it), 0 for a kernel that loads nothing."""
     family, figure = _families(pd.Series(names).reset_index(drop=True))
     size = element_bytes(pd.Series(dtypes).reset_index(drop=True).astype("string").fillna(""))
     size = np.asarray(size, dtype=float)
@@ -166,12 +175,18 @@ def bytes_in_flight_per_thread(
             LAYER_NORM_VEC_ELEMENTS * size,
             per_thread_block,
         ],
-        default=DEFAULT_BYTES_PER_THREAD,
+        default=0.0,
     )
     # a thread moves at least one element per round trip (CatArrayBatchedCopy's element is its
     # OpaqueType<N>, whatever the op's dtype)
     least = np.where(family == _CAT, figure, size)
-    return np.where(out > 0, np.maximum(out, least), DEFAULT_BYTES_PER_THREAD)
+    read = np.nan_to_num(np.asarray(read_bytes, dtype=float), nan=0.0)
+    load_share = np.ones_like(read)
+    if dram_bytes is not None:
+        dram = np.nan_to_num(np.asarray(dram_bytes, dtype=float), nan=0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            load_share = np.where(dram > 0, np.clip(read / dram, 0.0, 1.0), 1.0)
+    return np.where(out > 0, np.maximum(out, least), DEFAULT_BYTES_PER_THREAD * load_share)
 
 
 def loaded_bytes(

@@ -186,7 +186,7 @@ def kernel_terms(
     # which counts loads only: stores are posted, priced by bandwidth (archsim.perf.in_flight).
     reads = loaded_bytes(_column(ops, "bytes_read"), _column(ops, "bytes_written"), dram_bytes)
     per_thread = bytes_in_flight_per_thread(_strings(ops, "name"), _strings(ops, "dtype"),
-                                            reads, blocks, threads)  # fmt: skip
+                                            reads, blocks, threads, dram_bytes)  # fmt: skip
     if row_work is not None:  # ilpReduce rows shorter than ILP x T load one element per step
         per_thread = np.where(np.isfinite(row_work.bytes_per_thread), row_work.bytes_per_thread,
                               per_thread)  # fmt: skip
