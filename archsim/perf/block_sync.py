@@ -75,7 +75,9 @@ import numpy as np
 import pandas as pd
 
 from archsim.hw.schema import GpuConfig
+from archsim.perf.blocks import DTYPE_BYTES, element_bytes
 from archsim.perf.columns import by_unique
+from archsim.perf.efficiency import ACHIEVED
 from archsim.perf.loaded_latency import LIGHT_LOAD, STREAM_BYTES_PER_THREAD, TABLES, StreamTable
 
 WARP_SIZE = 32  # CUDA C++ Programming Guide: 32 on every NVIDIA architecture
@@ -172,6 +174,34 @@ def mufu_pass_seconds(
     return out
 
 
+def mufu_floors(
+    names: pd.Series,
+    dtypes: pd.Series | None,
+    read: np.ndarray,
+    dram_bytes: np.ndarray,
+    wave: tuple[np.ndarray, np.ndarray, np.ndarray],
+    gpu: GpuConfig,
+    generation: str,
+    idealize: frozenset[str],
+) -> np.ndarray:
+    """:func:`mufu_pass_seconds` for the row-pass kernels of archsim.perf.passes: ``read`` the bytes
+    a pass reads, ``wave`` (blocks, resident blocks per SM, waves); a row is the read over the
+    blocks in elements of the op's dtype (4 B where unknown); the output (``dram_bytes`` less the
+    read) is transferred at the generation's achieved DRAM fraction (archsim.perf.efficiency)."""
+    blocks, resident, waves = wave
+    size = np.full(len(read), 4.0)
+    if dtypes is not None:
+        dtypes = pd.Series(dtypes).reset_index(drop=True).astype("string").fillna("")
+        known = dtypes.str.replace("torch.", "", regex=False).isin(list(DTYPE_BYTES))
+        size = np.where(known.to_numpy(dtype=bool), element_bytes(dtypes), 4.0)
+    row_elements = read / blocks / np.maximum(size, 1.0)
+    on_sm = np.minimum(resident, np.ceil(blocks / gpu.sms))
+    written = np.maximum(np.nan_to_num(dram_bytes, nan=0.0) - read, 0.0)
+    bandwidth = gpu.dram_bw_gbs * 1e9 * ACHIEVED.get(generation, ACHIEVED["default"]).dram
+    write_s = 0.0 if "dram_bw" in idealize else written / waves / bandwidth
+    return mufu_pass_seconds(names, row_elements, on_sm, write_s, gpu, generation, idealize)
+
+
 def turnover_ns(table: StreamTable) -> float:
     """Block turnover of one gpu-benches stream table: the median light-load cycle less the pointer
     chase, as archsim.perf.loaded_latency.curve_from_table takes it off every row."""
@@ -260,6 +290,7 @@ __all__ = [
     "WARP_TREE",
     "WELFORD",
     "chain_cycles",
+    "mufu_floors",
     "mufu_pass_seconds",
     "reduction_cycles",
     "turnover_ns",

@@ -81,10 +81,9 @@ import numpy as np
 import pandas as pd
 
 from archsim.hw.schema import GpuConfig
-from archsim.perf.block_sync import mufu_pass_seconds, wave_fixed_seconds
+from archsim.perf.block_sync import mufu_floors, wave_fixed_seconds
 from archsim.perf.blocks import DTYPE_BYTES, element_bytes
 from archsim.perf.columns import by_unique, parsed_input_dims
-from archsim.perf.efficiency import ACHIEVED
 from archsim.perf.inductor_loops import looped_norm_rows
 from archsim.perf.occupancy import blocks_per_sm
 
@@ -336,40 +335,13 @@ def row_pass_work(
     # (archsim.perf.block_sync)
     blocks = np.maximum(blocks, 1.0)
     waves = np.ceil(blocks / np.minimum(blocks, gpu.sms * np.maximum(resident, 1.0)))
-    floors = _mufu_floors(names, dtypes, read, dram_bytes, (blocks, resident, waves), gpu,
-                          generation, idealize)  # fmt: skip
+    floors = mufu_floors(names, dtypes, read, dram_bytes, (blocks, resident, waves), gpu,
+                         generation, idealize)  # fmt: skip
     extra_dram, extra_l2, latency = reread_terms(passes, read, blocks, resident, gpu, generation,
                                                  idealize, trips, floors)  # fmt: skip
     fixed = wave_fixed_seconds(names, threads, gpu, generation, idealize)
     latency = latency + np.where(passes > 1, waves * fixed, 0.0)
     return RowPasses(extra_dram, extra_l2, latency, per_thread)
-
-
-def _mufu_floors(
-    names: pd.Series,
-    dtypes: pd.Series | None,
-    read: np.ndarray,
-    dram_bytes: np.ndarray,
-    wave: tuple[np.ndarray, np.ndarray, np.ndarray],
-    gpu: GpuConfig,
-    generation: str,
-    idealize: frozenset[str],
-) -> np.ndarray:
-    """archsim.perf.block_sync.mufu_pass_seconds for these ops: a row is the read over the blocks
-    in elements of the op's dtype (4 B where unknown); the output's transfer per wave at the
-    generation's achieved DRAM fraction (archsim.perf.efficiency)."""
-    blocks, resident, waves = wave
-    size = np.full(len(read), 4.0)
-    if dtypes is not None:
-        dtypes = pd.Series(dtypes).reset_index(drop=True).astype("string").fillna("")
-        known = dtypes.str.replace("torch.", "", regex=False).isin(list(DTYPE_BYTES))
-        size = np.where(known.to_numpy(dtype=bool), element_bytes(dtypes), 4.0)
-    row_elements = read / blocks / np.maximum(size, 1.0)
-    on_sm = np.minimum(resident, np.ceil(blocks / gpu.sms))
-    written = np.maximum(np.nan_to_num(dram_bytes, nan=0.0) - read, 0.0)
-    bandwidth = gpu.dram_bw_gbs * 1e9 * ACHIEVED.get(generation, ACHIEVED["default"]).dram
-    write_s = 0.0 if "dram_bw" in idealize else written / waves / bandwidth
-    return mufu_pass_seconds(names, row_elements, on_sm, write_s, gpu, generation, idealize)
 
 
 def add_pass_terms(
