@@ -40,10 +40,11 @@ write-allocated lines as well (14.6 KB a row, 35 MB) would send it to DRAM inste
 8,192-row kernels' median error would go from -47% to -18% (298 of them within 30% instead of 2;
 measured on MI300X SD3.5, model-only). The rule's answer is the knife edge it looks like: the
 MI300X L2 is 4 MB per XCD, private to that XCD's 38 CUs (AMD CDNA3 whitepaper: 8 XCDs, 4 MB L2
-each), and 304 resident rows per XCD are 3.0 MB (loads) or 4.4 MB (with the stores). A reload that misses L2 does not reach HBM: the 256 MB Infinity Cache, a memory-side
-cache in front of HBM (CDNA3 whitepaper: 17.2 TB/s peak; a pointer chase within it takes 217-255 ns
-against 399-434 ns past it, te42kyfo/gpu-benches gpu-latency/mi300x.txt) holds the 35 MB easily. The
-hardware schema has one cache level, so a miss would be priced at HBM: an upper bound there.
+each), and 304 resident rows per XCD are 3.0 MB (loads) or 4.4 MB (with the stores). A reload
+that misses L2 does not reach HBM: the 256 MB Infinity Cache, a memory-side cache in front of HBM
+(CDNA3 whitepaper: 17.2 TB/s peak; a pointer chase within it takes 217-255 ns against 399-434 ns
+past it, te42kyfo/gpu-benches gpu-latency/mi300x.txt) holds the 35 MB easily. The hardware schema
+has one cache level, so a miss would be priced at HBM: an upper bound there.
 
 Not known at model time: R0_BLOCK (the launch's ``kernel_kwargs``, which ingest reads for the bytes
 but does not carry on the ops table), so each loop is taken as one dependent round trip per row (a
