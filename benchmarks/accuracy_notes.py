@@ -116,7 +116,7 @@ LIMITS = [
     "  within 30%: two 4-kernel groups whose first loop holds 120-160 MB reload from DRAM, +30-39%,",
     "  where the Infinity Cache would serve them). The choice is a knife edge: with the output's",
     "  stores in the rows' footprint (14.6 KB a row, 35 MB) the reload comes from DRAM and those 300",
-    "  kernels run at -18% (298 within 30%, fixture median 34.6%); not adopted, the fit rule counts",
+    "  kernels run at -18% (298 within 30%, fixture median 34.4%); not adopted, the fit rule counts",
     "  what a block loads. MI300X's L2 is 4 MB per XCD, private to its 38 CUs (CDNA3 whitepaper),",
     "  and a reload that misses it is served by the 256 MB Infinity Cache (17.2 TB/s peak; 217-255",
     "  ns a pointer chase, gpu-benches), which the one-level schema prices as HBM. R0_BLOCK is not",
