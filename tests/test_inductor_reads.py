@@ -15,15 +15,7 @@ from hypothesis import strategies as st
 from archsim.trace.flops import op_class
 from archsim.trace.inductor_args import read_bytes
 from tests.conftest import kineto_fixture
-
-BF16, F32, SCALAR = "c10::BFloat16", "float", "Scalar"
-
-
-def _call(dims, types, concrete, kwargs: str | None = None) -> dict:
-    args = {"Input Dims": dims, "Input type": types, "Concrete Inputs": concrete}
-    if kwargs is not None:
-        args["kernel_kwargs"] = kwargs
-    return args
+from tests.test_gpu_costs_inductor import BF16, F32, SCALAR, _call
 
 
 def test_slice_of_the_joint_sequence_by_hand() -> None:
