@@ -60,9 +60,29 @@ def test_reductions_per_kernel() -> None:
     # layer norm: one Welford over 32 warps (5 x 24 + 5 x 43 + 23 = 358); its backward two
     # BlockReduceSum; an element-wise kernel none
     assert list(cycles) == [252.0, 0.0, 1061.0, 358.0, 252.0, 0.0]
-    # no published chain figures for AMD or Pascal: no reduction cost there
-    assert not reduction_cycles(NAMES, threads, "cdna3").any()
+    # no published chain figures for Pascal: no reduction cost there
     assert not reduction_cycles(NAMES, threads, "pascal").any()
+
+
+def test_amd_chains_worked_by_hand() -> None:
+    # wave64: 6 shuffle steps, each a ds_bpermute at the LDS latency (MI300X 52, MI210 48 cycles)
+    # plus a 4-cycle VALU op; the reciprocal priced at its 4-cycle issue
+    mi300x, mi210 = SYNC_FIGURES["cdna3"], SYNC_FIGURES["cdna2"]
+    # BlockReduce + broadcast: 2 x 6 x (52 + 4) + 2 x 52 = 776
+    assert list(chain_cycles(WARP_TREE, np.array([256.0, 1024.0]), mi300x)) == [776.0, 776.0]
+    # blockReduce: 3 x 48 + 64 x 4 + 4 wavefronts x (48 + 4) = 608
+    assert list(chain_cycles(SMEM_SERIAL, np.array([256.0]), mi210)) == [608.0]
+    # compute_stats: 6 x (52 + 4 + 3 x 4) + log2(4) x (52 + 4 + 12) + 52 = 596; one wave 460
+    welford = chain_cycles(WELFORD, np.array([256.0, 64.0]), mi300x)
+    assert list(welford) == [596.0, 460.0]
+    threads = np.full(len(NAMES), 1024.0)
+    # per kernel on an MI210, 16 wavefronts: forward 2 x (2 x 6 x (48 + 4) + 2 x 48) = 1,440;
+    # backward 3 x 48 + 64 x 4 + 16 x (48 + 4) = 1,232; Welford 6 x 64 + log2(16) x 64 + 48 = 688
+    assert list(reduction_cycles(NAMES, threads, "cdna2")) == [1440.0, 0.0, 1232.0, 688.0,
+                                                               1440.0, 0.0]  # fmt: skip
+    # an AMD chain is never shorter than NVIDIA's: slower LDS, more steps, wider fold
+    nvidia = reduction_cycles(NAMES, threads, "hopper")
+    assert (reduction_cycles(NAMES, threads, "cdna3") >= nvidia).all()
 
 
 def test_turnover_from_the_stream_tables() -> None:

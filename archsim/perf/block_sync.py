@@ -48,8 +48,21 @@ in 8 cycles on its sub-partition). ``__syncthreads`` itself: no published Hopper
 (Zhang et al., IPDPS 2020, measured Pascal and Volta only), priced at zero beyond the wait. So
 these chains are lower bounds. Luo et al. 2024 ("Benchmarking and Dissecting the Nvidia Hopper GPU
 Architecture", arXiv:2402.13499) measure Hopper's shared memory; their table could not be read
-here, so Hopper takes Volta's figure. Pascal, Maxwell and AMD (wavefront reductions through DPP
-and LDS: no published chain) get no reduction cost; AMD keeps the turnover of its stream tables.
+here, so Hopper takes Volta's figure. Pascal and Maxwell get no reduction cost.
+
+AMD CDNA runs the same code with ``C10_WARP_SIZE`` 64: a ``WarpReduce`` (and compute_stats' shuffle
+loop, ``offset = C10_WARP_SIZE >> 1``) is 6 steps, a block has threads / 64 wavefronts, and warp 0
+of ``blockReduce`` folds 64 values a lane. HIP's ``__shfl_down``, which ``WARP_SHFL_DOWN`` calls on
+ROCm, is ``__builtin_amdgcn_ds_bpermute`` (ROCm HIP, amd_detail/amd_warp_functions.h): an LDS
+instruction, not the DPP lane moves the compiler uses for its own reductions, so each shuffle step
+waits an LDS round trip, taken as mt4g's LDS load latency (caps-tum/mt4g sample results: MI300X
+52 cycles, MI210 48; CDNA2's MI250 and MI100 take MI210's; ds_bpermute's own latency is not
+published). A dependent VALU operation takes 4 cycles (a wave64 instruction issues over 4 cycles on
+a SIMD16: AMD GCN architecture whitepaper, 2012; CDNA keeps the SIMD16), and the Welford combine's
+reciprocal, whose transcendental latency is not published, is priced at that issue. ``s_barrier``:
+no published figure, priced at zero beyond the wait, as on NVIDIA. So the AMD chains are lower
+bounds too: a softmax reduction 2 x 6 x (52 + 4) + 2 x 52 = 776 cycles on the MI300X. The MUFU
+floors below stay NVIDIA's (no published CDNA transcendental rate was found).
 
 Passes re-read on chip are bound by their MUFU work. ``cunn_SoftMaxForward`` evaluates one
 ``std::exp`` per element in its sum pass (``SumExpFloat``: one MUFU ex2) and an exp and an IEEE
@@ -96,6 +109,7 @@ class SyncFigures:
     shuffle_issue_cycles: float
     mufu_issue_cycles: float
     source: str
+    warp_size: int = WARP_SIZE
 
 
 _VOLTA_ON = SyncFigures(
@@ -106,6 +120,16 @@ _VOLTA_ON = SyncFigures(
 SYNC_FIGURES: dict[str, SyncFigures] = {
     gen: _VOLTA_ON for gen in ("volta", "turing", "ampere", "ada", "hopper", "blackwell")
 }
+# AMD CDNA (module docstring): wave64; a shuffle is a ds_bpermute, priced at the LDS load latency
+# caps-tum/mt4g measures (sample results: MI300X 52 cycles, MI210 48; MI250 and MI100, also
+# "cdna2" here, take MI210's); a dependent VALU op and the reciprocal's issue, 4 cycles (a wave64
+# instruction on a SIMD16: AMD GCN architecture whitepaper, 2012; no published latency).
+_CDNA_SOURCE = (
+    "caps-tum/mt4g sample results (LDS latency); ROCm HIP amd_warp_functions.h (__shfl_down is "
+    "ds_bpermute); AMD GCN architecture whitepaper (wave64 over 4 cycles on a SIMD16)"
+)
+SYNC_FIGURES["cdna3"] = SyncFigures(4.0, 52.0, 52.0, 4.0, _CDNA_SOURCE, warp_size=64)
+SYNC_FIGURES["cdna2"] = SyncFigures(4.0, 48.0, 48.0, 4.0, _CDNA_SOURCE, warp_size=64)
 
 # Reduction chains: (pattern, chain, count), first match wins; cunn_SoftMaxForwardSmem is one pass
 # (archsim.perf.passes) and never reaches here, but is named so that it cannot match the forward.
@@ -127,7 +151,7 @@ MUFU_PASSES: tuple[tuple[str, tuple[int, ...]], ...] = (
     (r"cunn_SoftMaxForward", (1, 2)),
 )
 MUFU_RESULTS_PER_CLOCK = 16.0
-MUFU_GENERATIONS = frozenset(SYNC_FIGURES)
+MUFU_GENERATIONS = frozenset(g for g, f in SYNC_FIGURES.items() if f is _VOLTA_ON)  # NVIDIA
 
 
 def mufu_pass_seconds(
@@ -218,21 +242,19 @@ TURNOVER_NS["cdna"] = TURNOVER_NS["cdna2"]  # as archsim.perf.loaded_latency.CUR
 
 def chain_cycles(chain: str, threads: np.ndarray, figures: SyncFigures) -> np.ndarray:
     """Cycles of one block reduction of kind ``chain`` in blocks of ``threads`` (module docstring)."""
-    warps = np.maximum(np.ceil(np.asarray(threads, dtype=float) / WARP_SIZE), 1.0)
+    size = figures.warp_size
+    warps = np.maximum(np.ceil(np.asarray(threads, dtype=float) / size), 1.0)
+    steps = int(np.log2(size))  # WarpReduce's shuffle steps: 5 on a warp of 32, 6 on wave64
     fp, shared = figures.fp_dependent_cycles, figures.shared_load_cycles
     shuffle_step = figures.shuffle_issue_cycles + fp
     if chain == WARP_TREE:
-        return np.full_like(warps, 2 * WARP_STEPS * shuffle_step + 2 * shared)
-    if chain == SMEM_SERIAL:
-        return 3 * shared + SERIAL_FOLD * fp + warps * (shared + fp)
+        return np.full_like(warps, 2 * steps * shuffle_step + 2 * shared)
+    if chain == SMEM_SERIAL:  # warp 0 folds C10_WARP_SIZE values a lane (SERIAL_FOLD on NVIDIA)
+        return 3 * shared + size * fp + warps * (shared + fp)
     if chain == WELFORD:
         combine = figures.mufu_issue_cycles + 3 * fp
         tree = np.log2(warps)
-        return (
-            WARP_STEPS * (figures.shuffle_issue_cycles + combine)
-            + tree * (shared + combine)
-            + shared
-        )
+        return steps * (figures.shuffle_issue_cycles + combine) + tree * (shared + combine) + shared
     raise ValueError(f"unknown reduction chain {chain!r}")
 
 
