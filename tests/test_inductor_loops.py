@@ -12,9 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archsim.hw import load_hw
+from archsim.perf.block_sync import TURNOVER_NS
 from archsim.perf.inductor_loops import looped_norm_rows
 from archsim.perf.kernel import body_seconds
 from archsim.perf.passes import row_pass_work
+from archsim.trace.gpu_costs import reduction_loop_steps
 from archsim.trace.schema import OPS_COLUMNS, conform
 
 MI300X = load_hw("mi300x")
@@ -70,6 +72,40 @@ def test_reload_from_l2_or_dram_by_the_fit_rule() -> None:
                          pd.Series([LN_DIMS]))  # fmt: skip
     assert rows.extra_dram[0] == pytest.approx(79_784_192.0)
     assert rows.extra_l2[0] == 0.0
+
+
+def test_loop_steps_from_the_recorded_launch() -> None:
+    # SD3.5's recorded calls: kwargs XBLOCK=1,R0_BLOCK=2048 (1024) and Concrete Inputs ending
+    # xnumel 8,192, r0_numel 2,432: ceil(2432 / 2048) = 2 (3) steps per loop
+    concrete = [""] * 6 + ["8192", "2432"]
+    args = {"kernel_kwargs": "XBLOCK=1,R0_BLOCK=2048", "Concrete Inputs": concrete}
+    assert reduction_loop_steps(LN_NAME, args) == 2.0
+    assert reduction_loop_steps(LN_NAME, dict(args, kernel_kwargs="XBLOCK=1,R0_BLOCK=1024")) == 3.0
+    # three axes, R0 last: the _4 split Welford's r0_numel 128 at R0_BLOCK 16 is 8 steps
+    tiled = {"kernel_kwargs": "XBLOCK=4,YBLOCK=32,R0_BLOCK=16",
+             "Concrete Inputs": ["", "8192", "19", "128"]}  # fmt: skip
+    assert reduction_loop_steps(STATS_NAME, tiled) == 8.0
+    # a persistent reduction has no loop; no kwargs or no counts recorded: unknown
+    assert np.isnan(reduction_loop_steps(LN_NAME.replace("triton_red_", "triton_per_"), args))
+    assert np.isnan(reduction_loop_steps(LN_NAME, {"Concrete Inputs": concrete}))
+    assert np.isnan(reduction_loop_steps(LN_NAME, {"kernel_kwargs": "XBLOCK=1,R0_BLOCK=2048"}))
+
+
+def test_each_loop_step_is_a_round_trip() -> None:
+    # 8,192 rows, 8 resident blocks on each of 304 CUs: 4 waves; per wave and loop step a DRAM
+    # round trip (434 ns) for the first loop and an L2 one (101.4 ns) for the reload, plus the
+    # block turnover (127.2 ns): 2 steps 4 x (2 x 535.4 + 127.2) = 4,792.1 ns, 1 step 2,650.5 ns
+    names = pd.Series([LN_NAME])
+    args = (names, np.array([LN_READ]), np.array([LN_READ]), _launch(8192.0), MI300X.gpu,
+            "cdna3", frozenset(), pd.Series(["bfloat16"]), pd.Series([LN_DIMS]))  # fmt: skip
+    turnover = TURNOVER_NS["cdna3"] * 1e-9
+    for steps in (1.0, 2.0, 3.0):
+        rows = row_pass_work(*args, loop_steps=np.array([steps]))
+        assert rows.latency[0] == pytest.approx(4 * (steps * (434e-9 + 101.4e-9) + turnover))
+    # unrecorded (NaN or no column): one round trip per loop
+    unknown = row_pass_work(*args, loop_steps=np.array([np.nan]))
+    assert unknown.latency[0] == pytest.approx(row_pass_work(*args).latency[0])
+    assert unknown.latency[0] == pytest.approx(4 * (535.4e-9 + turnover))
 
 
 @settings(max_examples=30, deadline=None)

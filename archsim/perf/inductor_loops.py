@@ -46,9 +46,13 @@ that misses L2 does not reach HBM: the 256 MB Infinity Cache, a memory-side cach
 past it, te42kyfo/gpu-benches gpu-latency/mi300x.txt) holds the 35 MB easily. The hardware schema
 has one cache level, so a miss would be priced at HBM: an upper bound there.
 
-Not known at model time: R0_BLOCK (the launch's ``kernel_kwargs``, which ingest reads for the bytes
-but does not carry on the ops table), so each loop is taken as one dependent round trip per row (a
-lower bound: SD3.5's R0_BLOCK 2,048 < 2,432 columns makes two).
+Round trips per loop. Each loop steps ``for r0_offset in range(0, r0_numel, R0_BLOCK)``: its loads
+wait before the Welford update and the next step's loads (Inductor's reduction configs launch with
+``num_stages=1``, ``triton_config_reduction`` in torch/_inductor/runtime/triton_heuristics.py, so
+Triton does not software-pipeline the loop), so a loop makes ceil(r0_numel / R0_BLOCK) dependent
+round trips: SD3.5's 2,432 columns at R0_BLOCK 2,048 two, at 1,024 three. archsim.trace.gpu_costs
+reads that count from the launch's ``kernel_kwargs`` and Concrete Inputs (``reduction_loop_steps``
+on the ops table); where it is not recorded a loop is taken as one round trip (a lower bound).
 """
 
 from __future__ import annotations
@@ -112,4 +116,15 @@ def looped_norm_rows(
     return np.where(ok, 2.0, 0.0), np.where(ok, first_loop, np.nan)
 
 
-__all__ = ["LOOPED_NORM_PATTERN", "looped_norm_rows"]
+def looped_norm_trips(
+    looped: np.ndarray, loop_steps: np.ndarray | None, trips: np.ndarray
+) -> np.ndarray:
+    """``trips`` (round trips per pass) with each looped layer norm's (``looped`` > 0) replaced by
+    its loop's recorded steps (module docstring), 1 where none is recorded."""
+    looped = np.asarray(looped, dtype=float) > 0
+    steps = np.full(len(looped), np.nan) if loop_steps is None else np.asarray(loop_steps, float)
+    steps = np.where(np.isfinite(steps) & (steps >= 1), steps, 1.0)
+    return np.where(looped, steps, trips)
+
+
+__all__ = ["LOOPED_NORM_PATTERN", "looped_norm_rows", "looped_norm_trips"]

@@ -84,7 +84,7 @@ from archsim.hw.schema import GpuConfig
 from archsim.perf.block_sync import mufu_floors, wave_fixed_seconds
 from archsim.perf.blocks import DTYPE_BYTES, element_bytes
 from archsim.perf.columns import by_unique, parsed_input_dims
-from archsim.perf.inductor_loops import looped_norm_rows
+from archsim.perf.inductor_loops import looped_norm_rows, looped_norm_trips
 from archsim.perf.occupancy import blocks_per_sm
 
 # (kernel-name pattern, passes over the row), first match wins; see the module docstring.
@@ -312,12 +312,14 @@ def row_pass_work(
     idealize: frozenset[str],
     dtypes: pd.Series | None = None,
     input_dims: pd.Series | None = None,
+    loop_steps: np.ndarray | None = None,
 ) -> RowPasses | None:
     """The re-read work of every multi-pass kernel among the ops (None when there is none).
     ``launch``: (blocks, threads, registers per thread, shared bytes) per op; a kernel whose bytes
     were inferred from its launch (no ``bytes_read``) is taken as half read, half written;
     ``dtypes``, ``input_dims``: the ops' dtypes and recorded shapes (a walked row's element size and
-    length: :func:`ilp_row_walk`)."""
+    length: :func:`ilp_row_walk`); ``loop_steps``: a looped Triton reduction's steps per loop (the
+    ops table's ``reduction_loop_steps``: archsim.perf.inductor_loops)."""
     passes = row_passes(names)
     # Inductor's looped layer norms reload their row in a second loop; its row is what the first
     # loop loads (archsim.perf.inductor_loops)
@@ -331,6 +333,7 @@ def row_pass_work(
     read = np.where(read > 0, read, dram_bytes / 2)
     read = np.where(np.isfinite(first_loop), first_loop, read)
     trips, per_thread = ilp_row_walk(names, dtypes, read, blocks, threads, input_dims)
+    trips = looped_norm_trips(looped, loop_steps, trips)
     # each wave's MUFU work in its re-read passes, its block turnover and block reductions
     # (archsim.perf.block_sync)
     blocks = np.maximum(blocks, 1.0)

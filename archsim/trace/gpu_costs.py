@@ -29,6 +29,7 @@ from archsim.trace import flops as flops_mod
 from archsim.trace.inductor_args import inplace_written_bytes
 from archsim.trace.inductor_args import read_bytes as triton_read_bytes
 from archsim.trace.kineto import op_shapes
+from archsim.trace.kineto_columns import strides_json
 from archsim.trace.link import ancestors_table
 from archsim.trace.norm_traffic import norm_split
 
@@ -72,6 +73,31 @@ def launch_block_x(ops: pd.DataFrame) -> np.ndarray:
         return np.ones(len(ops))
     values = pd.to_numeric(ops["block_x"], errors="coerce").to_numpy(dtype=float)
     return np.maximum(np.nan_to_num(values, nan=1.0), 1.0)
+
+
+# A looped Triton reduction's launch kwargs (``XBLOCK=1,R0_BLOCK=2048``): its axes in the order of
+# its trailing iteration counts (archsim.trace.inductor_args).
+_KWARG_AXIS = re.compile(r"\b([XYZ]|R\d_)BLOCK=(\d+)")
+
+
+def reduction_loop_steps(name: str, args: Any) -> float:
+    """Iterations of a looped Triton reduction's ``for r0_offset in range(0, r0_numel, R0_BLOCK)``
+    loop (``triton_red_`` kernels): ceil(r0_numel / R0_BLOCK), r0_numel being the Concrete Input at
+    R0_BLOCK's place among the trailing counts (one per ``kernel_kwargs`` axis, in its order); NaN
+    for other ops or where the call does not record both."""
+    if not str(name).startswith("triton_red_") or not isinstance(args, dict):
+        return float("nan")
+    axes = _KWARG_AXIS.findall(str(args.get("kernel_kwargs", "")))
+    concrete = op_shapes(args)[2]
+    where = [i for i, (axis, _) in enumerate(axes) if axis == "R0_"]
+    if not where or not isinstance(concrete, list) or len(concrete) < len(axes):
+        return float("nan")
+    try:
+        numel = int(str(concrete[len(concrete) - len(axes) + where[0]]))
+    except ValueError:
+        return float("nan")
+    block = int(axes[where[0]][1])
+    return float(-(-numel // block)) if numel > 0 and block > 0 else float("nan")
 
 
 def _element_bytes(dtype: str) -> float:
@@ -237,7 +263,8 @@ def gpu_costs(
     runtime: pd.DataFrame,
     launch: np.ndarray,
 ) -> None:
-    """Fill op_class, dtype, flops, bytes, has_formula, input_dims/types of GPU ops in place."""
+    """Fill op_class, dtype, flops, bytes, has_formula, input_dims/types and reduction_loop_steps
+    (:func:`reduction_loop_steps` of the launching op) of GPU ops in place."""
     n = len(ops)
     parent = ancestors_table(cpu) if len(cpu) else np.empty(0, dtype=np.int64)
     cache: dict[int, Any] = {}
@@ -317,6 +344,7 @@ def gpu_costs(
         if back > 0:
             total = float(np.sum(r))
             written[rows] = back * (r / total) if total > 0 else back / len(rows)
+    ops["input_strides"] = strides_json(cpu_args, op_pos)  # copies' sectors (archsim.perf.sectors)
     # Memcpy / memset: measured bytes (CUDA "bytes"; ROCm: the runtime call's "size").
     rt_args = runtime["args"].to_numpy()
     for i in np.flatnonzero(kind != "kernel"):
@@ -335,7 +363,8 @@ def gpu_costs(
     # The launching op's recorded shapes (schema: input_dims/input_types of launch_op).
     dims_json = np.full(n, "", dtype=object)
     types_json = np.full(n, "", dtype=object)
-    memo: dict[int, tuple[str, str]] = {}
+    loop_steps = np.full(n, np.nan)
+    memo: dict[int, tuple[str, str, float]] = {}
     for i in np.flatnonzero(op_pos >= 0):
         p = int(op_pos[i])
         if p not in memo:
@@ -343,11 +372,13 @@ def gpu_costs(
             memo[p] = (
                 json.dumps(d, separators=(",", ":")) if d is not None else "",
                 json.dumps(ty, separators=(",", ":")) if ty is not None else "",
+                reduction_loop_steps(str(cpu_names[p]), cpu_args[p]),
             )
-        dims_json[i], types_json[i] = memo[p]
+        dims_json[i], types_json[i], loop_steps[i] = memo[p]
     ops["op_class"], ops["dtype"], ops["flops"] = klass, dtype, flops
     ops["bytes_read"], ops["bytes_written"], ops["has_formula"] = read, written, has
     ops["input_dims"], ops["input_types"] = dims_json, types_json
+    ops["reduction_loop_steps"] = loop_steps
 
 
 def _groups(key: np.ndarray) -> list[tuple[int, np.ndarray]]:
