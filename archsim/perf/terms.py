@@ -64,6 +64,7 @@ from archsim.perf.memory_parallelism import step_floor
 from archsim.perf.occupancy import blocks_per_sm
 from archsim.perf.passes import add_pass_terms, row_pass_work
 from archsim.perf.pipeline_fill import latency_with_fill
+from archsim.perf.sectors import strided_traffic
 from archsim.perf.tile_padding import tile_padding
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
@@ -161,6 +162,9 @@ def kernel_terms(
                          _strings(ops, "dtype"), _strings(ops, "input_dims"))  # fmt: skip
     if row_work is not None:
         dram_bytes = dram_bytes + row_work.extra_dram
+    # Strided copies move whole sectors (archsim.perf.sectors): DRAM's or only the L2's traffic.
+    sector_dram, sector_l2 = strided_traffic(ops, is_cdna(gen), gpu.l2_size_mb * 2**20)
+    dram_bytes = dram_bytes + sector_dram
     rate, tensor = math_units(ops, gpu)
     # Tensor-core convolutions multiply zero-padded channels too (archsim.perf.conv_channels).
     channel_factor, channel_bytes = channel_padding(ops, tensor)
@@ -196,6 +200,8 @@ def kernel_terms(
     # Pipeline fill: the first loads' and the last stores' round trips add to the transfer
     # (archsim.perf.pipeline_fill); in the tile search below too, so that it keeps the fastest.
     terms["lat"] = latency_with_fill(terms["lat"], terms["bw"], dram_bytes, gpu, idealize, reads)
+    if "memory_system" not in idealize:
+        terms["mem"] = terms["mem"] + sector_l2 / (gpu.l2_bw_gbs * 1e9)
 
     choose = tiled & ~grid_known
     if choose.any():

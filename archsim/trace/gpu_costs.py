@@ -29,6 +29,7 @@ from archsim.trace import flops as flops_mod
 from archsim.trace.inductor_args import inplace_written_bytes
 from archsim.trace.inductor_args import read_bytes as triton_read_bytes
 from archsim.trace.kineto import op_shapes
+from archsim.trace.kineto_columns import strides_json
 from archsim.trace.link import ancestors_table
 from archsim.trace.norm_traffic import norm_split
 
@@ -343,6 +344,7 @@ def gpu_costs(
         if back > 0:
             total = float(np.sum(r))
             written[rows] = back * (r / total) if total > 0 else back / len(rows)
+    ops["input_strides"] = strides_json(cpu_args, op_pos)  # copies' sectors (archsim.perf.sectors)
     # Memcpy / memset: measured bytes (CUDA "bytes"; ROCm: the runtime call's "size").
     rt_args = runtime["args"].to_numpy()
     for i in np.flatnonzero(kind != "kernel"):

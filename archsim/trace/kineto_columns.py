@@ -5,6 +5,7 @@ once per distinct value. Split from kineto.py to keep it short; nothing here rea
 
 from __future__ import annotations
 
+import json
 from array import array
 from typing import Any
 
@@ -14,6 +15,7 @@ from archsim.trace.kineto_checks import INPUT_DIMS_KEYS, INT64_LIMIT, _bad_dims,
 
 INPUT_TYPE_KEYS = ("Input type", "Input types")
 OCCUPANCY_KEYS = ("est. achieved occupancy %", "theoretical occupancy %")
+STRIDES_KEY = "Input Strides"  # torch.profiler record_shapes, one entry per Input Dims entry
 
 
 def as_float(value: Any) -> float:
@@ -35,6 +37,7 @@ HOST_KEPT = frozenset(
         "Concrete Inputs",
         *INPUT_DIMS_KEYS,
         *INPUT_TYPE_KEYS,
+        STRIDES_KEY,  # copies' sector traffic (archsim.perf.sectors): the ops table's input_strides
         "kernel_kwargs",  # TorchInductor's Triton launches: their iteration axes (inductor_args)
     )
 )
@@ -125,3 +128,17 @@ def gpu_int_values(args: dict[str, Any], pid: int, tid: int) -> tuple[int, ...]:
         *(as_int(v, 0) for v in grid),
         *(as_int(v, 0) for v in block),
     )
+
+
+def strides_json(cpu_args: np.ndarray, op_pos: np.ndarray) -> np.ndarray:
+    """The launching op's ``Input Strides`` as compact JSON per GPU op ("" where not recorded or
+    not a list): the ops table's ``input_strides``, beside ``input_dims``."""
+    out = np.full(len(op_pos), "", dtype=object)
+    memo: dict[int, str] = {}
+    for i in np.flatnonzero(op_pos >= 0):
+        p = int(op_pos[i])
+        if p not in memo:
+            value = cpu_args[p].get(STRIDES_KEY) if isinstance(cpu_args[p], dict) else None
+            memo[p] = json.dumps(value, separators=(",", ":")) if type(value) is list else ""
+        out[i] = memo[p]
+    return out

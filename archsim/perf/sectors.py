@@ -1,0 +1,183 @@
+"""Bytes a strided copy really moves: whole memory sectors for the elements a warp touches.
+
+A copy kernel's threads walk its output in order (PyTorch's TensorIterator walks a copy in the
+destination's memory order, CatArrayBatchedCopy the contiguous output's), so lane i of a warp
+reads output element i of the warp's run, at the source's strides. The memory system moves whole
+sectors: where a warp's addresses fall in few sectors the access is coalesced, where each lane
+hits its own sector the access moves a sector per element for a few useful bytes (CUDA C++ Best
+Practices Guide, "Coalesced Access to Global Memory", strided-access figure: sectors of 32 B since
+Volta, "Memory transactions are 32-byte sectors"). AMD: a wavefront of 64 lanes, and the vector L1
+requests 64-B lines from the L2 (ROCm Compute Profiler documentation, "Vector L1 cache (TCP)":
+TCP-TCC requests of 64 B; CDNA 3 ISA guide, 64-byte cache line of the vector memory path).
+
+:func:`sector_factor` is the ratio of the sectors a strided read touches to those a contiguous
+read of the same elements touches, from the op's ``Input Dims`` and ``Input Strides`` (>= 1:
+contiguous is exactly 1, and the useful bytes are never undercut). Where the sectors go:
+
+- The sectors one warp wastes hold the neighbours that later warps need (the next rows along the
+  source's contiguous dim). If the bytes moved between a sector's first and last use fit the L2,
+  the L2 serves the reuse: DRAM moves the useful bytes once, while the L2 serves every sector
+  request (the kernel's L2 traffic is the factor times its reads: :func:`strided_traffic`).
+- Otherwise each reuse misses the L2 as well, and DRAM moves the sectors.
+
+Measured on TraceLens' H100 TimeSformer (bf16 legacy ``elementwise_kernel`` copies): a transpose
+whose innermost 8 elements stride 4.6 KB (factor 4) takes 51 us per 38.5 MB, the same as the
+permuted copies with a contiguous inner row (52-59 us), so DRAM did not move its 4x sectors (that
+reading gives 70 us); it fits the L2 reading.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from archsim.perf.blocks import element_bytes
+from archsim.perf.columns import column, strings
+from archsim.trace.flops.args import TENSOR_TYPES
+
+NVIDIA_SECTOR_BYTES, NVIDIA_WARP = 32, 32  # CUDA C++ Best Practices Guide (sectors since Volta)
+AMD_SECTOR_BYTES, AMD_WAVEFRONT = 64, 64  # ROCm Compute Profiler docs (TCP-TCC 64-B requests)
+SAMPLED_WARPS = 64  # warps read at evenly spaced places of the output (the pattern repeats)
+
+# Ops whose source is arg 1 and destination arg 0 (TensorIterator walks the destination's order).
+_COPY_INTO = ("aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize")
+# Ops that read arg 0 (a tensor, or for cat/stack a tensor list) into a new contiguous output.
+_COPY_OUT = ("aten::clone", "aten::contiguous", "aten::_to_copy", "aten::to", "aten::cat",
+             "aten::_cat", "aten::stack")  # fmt: skip
+
+
+def warp_sectors(
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    itemsize: int,
+    sector_bytes: int = NVIDIA_SECTOR_BYTES,
+    lanes: int = NVIDIA_WARP,
+) -> tuple[int, int]:
+    """(sectors touched by the sampled warps reading at ``strides``, sectors they touch reading
+    the same elements contiguously): lane i of a warp reads element i of a row-major walk of
+    ``shape``; each warp's distinct sectors counted, the source assumed sector-aligned."""
+    numel = math.prod(shape)
+    if numel <= 0 or itemsize <= 0:
+        return 0, 0
+    warps = -(-numel // lanes)
+    picks = np.unique(np.linspace(0, warps - 1, min(warps, SAMPLED_WARPS)).astype(np.int64))
+    flat = (picks[:, None] * lanes + np.arange(lanes)[None, :]).ravel()
+    flat = flat[flat < numel]
+    offset = np.zeros(len(flat), dtype=np.int64)
+    rest = flat.copy()
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
+        offset += (rest % size) * stride
+        rest //= size
+    warp = flat // lanes
+    strided = len(np.unique(np.stack([warp, offset * itemsize // sector_bytes]), axis=1)[0])
+    contiguous = len(np.unique(np.stack([warp, flat * itemsize // sector_bytes]), axis=1)[0])
+    return strided, contiguous
+
+
+def reuse_bytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int,
+                sector_bytes: int = NVIDIA_SECTOR_BYTES) -> float:  # fmt: skip
+    """Bytes a strided walk moves between a sector's first and last use: the sector's elements lie
+    along the dims of source stride below a sector, the next of them ``distance`` output elements
+    later (that dim's row-major output stride), the last (elements per sector - 1) x that, each
+    output element moving at most one sector meanwhile; 0 where no dim shares a sector."""
+    out_stride = 1
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if size > 1 and 0 < abs(stride) * itemsize < sector_bytes:
+            per_sector = sector_bytes // (abs(stride) * itemsize)
+            return float(min(per_sector, size) - 1) * out_stride * sector_bytes
+        out_stride *= size
+    return 0.0
+
+
+def sector_factor(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int,
+                  sector_bytes: int = NVIDIA_SECTOR_BYTES, lanes: int = NVIDIA_WARP) -> float:  # fmt: skip
+    """Sectors moved over the sectors a contiguous read moves (>= 1; 1 when contiguous)."""
+    strided, contiguous = warp_sectors(shape, strides, itemsize, sector_bytes, lanes)
+    return max(1.0, strided / contiguous) if contiguous else 1.0
+
+
+def _walk_order(dst_strides: list[int], dims: list[int]) -> list[int]:
+    """Dims in the destination's memory order, outermost first (TensorIterator.reorder_dimensions
+    sorts by the output's strides): stable by descending stride, size-1 dims kept in place."""
+    return sorted(range(len(dims)), key=lambda d: -abs(dst_strides[d]) if dims[d] > 1 else 0)
+
+
+@lru_cache(maxsize=4096)
+def copy_read_sectors(
+    launch_op: str, dims_json: str, strides_json: str, types_json: str, itemsize: int,
+    sector_bytes: int, lanes: int,
+) -> tuple[float, float]:  # fmt: skip
+    """(sector factor of the op's reads, reuse bytes of its worst read) for a copy op's recorded
+    ``Input Dims`` / ``Input Strides`` / ``Input type`` JSON (``itemsize``: the element size where
+    the source's type is not recorded, a cat's tensor list); (1, 0) where absent, not a copy, or
+    malformed."""
+    try:
+        dims, strides = json.loads(dims_json), json.loads(strides_json)
+        types = json.loads(types_json) if types_json else []
+    except (ValueError, TypeError):
+        return 1.0, 0.0
+    source = 1 if launch_op in _COPY_INTO else 0
+    if isinstance(types, list) and len(types) > source and types[source] in TENSOR_TYPES:
+        itemsize = TENSOR_TYPES[types[source]][1]
+    if not isinstance(dims, list) or not isinstance(strides, list) or not dims or not strides:
+        return 1.0, 0.0
+    reads: list[tuple[list, list]] = []
+    if launch_op in _COPY_INTO and len(dims) > 1 and len(strides) > 1:
+        order_of = strides[0] if _ints(strides[0]) and len(strides[0]) == len(dims[0]) else None
+        if _ints(dims[1]) and _ints(strides[1]) and order_of is not None and dims[0] == dims[1]:
+            order = _walk_order(order_of, dims[1])
+            reads.append(([dims[1][d] for d in order], [strides[1][d] for d in order]))
+    elif launch_op in _COPY_OUT:
+        d0, s0 = dims[0], strides[0]
+        if _ints(d0) and _ints(s0):
+            reads.append((d0, s0))
+        elif isinstance(d0, list) and isinstance(s0, list) and len(d0) == len(s0):
+            reads += [(d, s) for d, s in zip(d0, s0, strict=True) if _ints(d) and _ints(s)]
+    reads = [(d, s) for d, s in reads if len(d) == len(s) and math.prod(d) > 0]
+    if not reads:
+        return 1.0, 0.0
+    useful = sum(math.prod(d) for d, _ in reads)
+    moved = sum(
+        math.prod(d) * sector_factor(tuple(d), tuple(s), itemsize, sector_bytes, lanes)
+        for d, s in reads
+    )
+    reuse = max(reuse_bytes(tuple(d), tuple(s), itemsize, sector_bytes) for d, s in reads)
+    return moved / useful, reuse
+
+
+def _ints(v: object) -> bool:
+    return isinstance(v, list) and bool(v) and all(type(x) is int for x in v)
+
+
+def strided_traffic(
+    ops: pd.DataFrame, amd: bool, l2_bytes: float, reuse_in_l2: bool | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(extra DRAM bytes, extra L2 bytes) of each copy kernel's strided reads: its reads x (sector
+    factor - 1), served by the L2 where the bytes moved between a sector's uses fit ``l2_bytes``,
+    else by DRAM (module docstring). ``reuse_in_l2`` forces one reading (None: by the fit).
+    Zeros where the op records no ``Input Strides`` or is not a copy."""
+    n = len(ops)
+    zeros = np.zeros(n)
+    if "input_strides" not in ops.columns or n == 0:
+        return zeros, zeros
+    strides = strings(ops, "input_strides").to_numpy(dtype=object)
+    copy = (strings(ops, "op_class") == "copy").to_numpy(dtype=bool) & (strides != "")
+    if not copy.any():
+        return zeros, zeros
+    sector, lanes = (AMD_SECTOR_BYTES, AMD_WAVEFRONT) if amd else (NVIDIA_SECTOR_BYTES, NVIDIA_WARP)
+    rows = np.flatnonzero(copy)
+    launch = strings(ops, "launch_op").to_numpy(dtype=object)
+    dims = strings(ops, "input_dims").to_numpy(dtype=object)
+    types = strings(ops, "input_types").to_numpy(dtype=object)
+    size = element_bytes(strings(ops, "dtype"))
+    factor, reuse = np.ones(n), np.zeros(n)
+    for i in rows:
+        factor[i], reuse[i] = copy_read_sectors(str(launch[i]), str(dims[i]), str(strides[i]),
+                                                str(types[i]), int(size[i]), sector, lanes)  # fmt: skip
+    extra = np.nan_to_num(column(ops, "bytes_read"), nan=0.0) * (factor - 1.0)
+    in_l2 = reuse <= l2_bytes if reuse_in_l2 is None else np.full(n, reuse_in_l2)
+    return np.where(in_l2, 0.0, extra), np.where(in_l2, extra, 0.0)
