@@ -6,9 +6,10 @@ reads output element i of the warp's run, at the source's strides. The memory sy
 sectors: where a warp's addresses fall in few sectors the access is coalesced, where each lane
 hits its own sector the access moves a sector per element for a few useful bytes (CUDA C++ Best
 Practices Guide, "Coalesced Access to Global Memory", strided-access figure: sectors of 32 B since
-Volta, "Memory transactions are 32-byte sectors"). AMD: a wavefront of 64 lanes, and the vector L1
-requests 64-B lines from the L2 (ROCm Compute Profiler documentation, "Vector L1 cache (TCP)":
-TCP-TCC requests of 64 B; CDNA 3 ISA guide, 64-byte cache line of the vector memory path).
+Volta). AMD: a wavefront of 64 lanes, whose vector L1 (TCP) requests from the L2 are counted in
+64-B and 128-B units (ROCm Compute Profiler documentation, "Vector L1 cache", vL1D-L2
+transactions); the smaller, 64 B, is taken as the unit a lane's scattered load moves (a lower
+bound where a part moves 128-B lines).
 
 :func:`sector_factor` is the ratio of the sectors a strided read touches to those a contiguous
 read of the same elements touches, from the op's ``Input Dims`` and ``Input Strides`` (>= 1:
@@ -23,7 +24,10 @@ contiguous is exactly 1, and the useful bytes are never undercut). Where the sec
 Measured on TraceLens' H100 TimeSformer (bf16 legacy ``elementwise_kernel`` copies): a transpose
 whose innermost 8 elements stride 4.6 KB (factor 4) takes 51 us per 38.5 MB, the same as the
 permuted copies with a contiguous inner row (52-59 us), so DRAM did not move its 4x sectors (that
-reading gives 70 us); it fits the L2 reading.
+reading gives 70 us); it fits the L2 reading. Not modelled: the L2's rate for one-sector requests
+(its 9.8 TB/s is measured with whole lines), which leaves the 16x transposes at 67 us against 154
+measured; MI300X's L2 is 4 MB per XCD, its blocks spread over 8, and a miss there is served by
+the Infinity Cache, which the one-level schema prices as HBM.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from archsim.perf.columns import column, strings
 from archsim.trace.flops.args import TENSOR_TYPES
 
 NVIDIA_SECTOR_BYTES, NVIDIA_WARP = 32, 32  # CUDA C++ Best Practices Guide (sectors since Volta)
-AMD_SECTOR_BYTES, AMD_WAVEFRONT = 64, 64  # ROCm Compute Profiler docs (TCP-TCC 64-B requests)
+AMD_SECTOR_BYTES, AMD_WAVEFRONT = 64, 64  # ROCm Compute Profiler docs (vL1D-L2 64-B requests)
 SAMPLED_WARPS = 64  # warps read at evenly spaced places of the output (the pattern repeats)
 
 # Ops whose source is arg 1 and destination arg 0 (TensorIterator walks the destination's order).
