@@ -159,7 +159,8 @@ def kernel_terms(
     # Block-per-row kernels that re-read their row (softmax, layer norm: archsim.perf.passes).
     row_work = row_pass_work(_strings(ops, "name"), _column(ops, "bytes_read"), dram_bytes,
                          (blocks, threads, registers, shared), gpu, gen, idealize,
-                         _strings(ops, "dtype"), _strings(ops, "input_dims"))  # fmt: skip
+                         _strings(ops, "dtype"), _strings(ops, "input_dims"),
+                         _column(ops, "reduction_loop_steps", np.nan))  # fmt: skip
     if row_work is not None:
         dram_bytes = dram_bytes + row_work.extra_dram
     # Strided copies move whole sectors (archsim.perf.sectors): DRAM's or only the L2's traffic.

@@ -26,6 +26,7 @@ from archsim.perf.blocks import (
     ELEMENTS_PER_THREAD,
 )
 from archsim.trace import flops as flops_mod
+from archsim.trace.flops.args import DEFAULT_DTYPE, untyped_list_element_bytes
 from archsim.trace.inductor_args import inplace_written_bytes
 from archsim.trace.inductor_args import read_bytes as triton_read_bytes
 from archsim.trace.kineto import op_shapes
@@ -310,6 +311,9 @@ def gpu_costs(
         f, r, w, share = split_op(
             cost, names[rows].tolist(), blocks[rows], threads[rows], columns[rows]
         )
+        untyped = untyped_list_element_bytes(cpu_args[p], names[rows].tolist())
+        if untyped is not None:  # priced at the fp32 default: the kernel says the element size
+            r, w = r * (untyped / DEFAULT_DTYPE[1]), w * (untyped / DEFAULT_DTYPE[1])
         flops[rows], read[rows], written[rows] = f, r, w
         has[rows] = True  # the launching op has a formula; split_op placed its work
         dtype[rows] = cost.dtype

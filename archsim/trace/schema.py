@@ -77,7 +77,8 @@ OPS_COLUMNS: dict[str, tuple[str, object]] = {
     "has_formula": ("bool", False),  # False: bytes from tensor sizes, FLOPs 0
     "input_dims": ("string", ""),  # JSON of the launching op's Input Dims
     "input_types": ("string", ""),  # JSON of the launching op's Input type
-    "input_strides": ("string", ""),  # JSON of the launching op's Input Strides ("" if not recorded)
+    "input_strides": ("string", ""),  # JSON of the launching op's Input Strides ("" if none)
+    "reduction_loop_steps": ("float64", np.nan),  # a looped Triton reduction's R0 loop steps
     "grid_x": ("int64", 0),
     "grid_y": ("int64", 0),
     "grid_z": ("int64", 0),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -155,6 +156,25 @@ def parse_args(dims: Any, types: Any, concrete: Any) -> OpArgs | None:
         for v in values
     ]
     return OpArgs(values=values, dtype=dt[0], itemsize=dt[1])
+
+
+# PyTorch's cat kernel copies elements as OpaqueType<N> (N = the element size in bytes,
+# aten/src/ATen/native/cuda/Shape.cu: CatArrayBatchedCopy<OpaqueType<sizeof(scalar_t)>, ...>).
+_CAT_ELEMENT = re.compile(r"CatArrayBatchedCopy\w*<[^,]*OpaqueType<(\d+)u?>")
+
+
+def untyped_list_element_bytes(op_args: dict, kernel_names: list[str]) -> float | None:
+    """Bytes per element of an op whose only tensors are lists (``aten::cat``'s inputs are recorded
+    as "TensorList", with no dtype, so its formula priced them at the fp32 default) when its
+    kernels' names carry the element size; None where the op recorded a tensor dtype or the
+    kernels do not say."""
+    types = op_args.get("Input type") if isinstance(op_args, dict) else None
+    if not isinstance(types, list) or "TensorList" not in types:
+        return None
+    if any(isinstance(t, str) and t in TENSOR_TYPES for t in types):
+        return None
+    sizes = {int(m.group(1)) for n in kernel_names if (m := _CAT_ELEMENT.search(str(n)))}
+    return float(sizes.pop()) if len(sizes) == 1 else None
 
 
 def words(text: str) -> tuple[str, ...]:
