@@ -10,14 +10,9 @@ import gymnasium
 import torch
 from torch.optim import optimizer as torch_optimizer
 
-# A toy loop in the usual order: act (no_grad, batch of one), env step, insert; train every 2 steps.
-TOY = textwrap.dedent(
+# The toy programs' environment: fixed observations, reward 1, never done (source text, dedented).
+TOY_ENV = textwrap.dedent(
     """
-    import sys
-    import gymnasium as gym
-    import numpy as np
-    import torch
-
     class ToyEnv(gym.Env):
         observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
         action_space = gym.spaces.Discrete(2)
@@ -27,6 +22,22 @@ TOY = textwrap.dedent(
 
         def step(self, action):
             return np.full(4, 0.5, np.float32), 1.0, False, False, {}
+    """
+)
+
+# A toy loop in the usual order: act (no_grad, batch of one), env step, insert; train every 2 steps.
+TOY = (
+    textwrap.dedent(
+        """
+    import sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    """
+    )
+    + TOY_ENV
+    + textwrap.dedent(
+        """
 
     def preprocess(obs):
         return torch.as_tensor(obs)
@@ -59,6 +70,7 @@ TOY = textwrap.dedent(
             opt.step()
     print("toy done", steps)
     """
+    )
 )
 
 

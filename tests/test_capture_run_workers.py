@@ -14,6 +14,7 @@ import pytest
 
 from archsim.cli import main
 from archsim.trace.format import load
+from tests.capture_toy import TOY_ENV
 from tests.conftest import PROJECT_ROOT
 
 EXAMPLE = PROJECT_ROOT / "examples" / "dqn_single_file.py"
@@ -23,23 +24,19 @@ SCHEDULE = ["--wait", "2", "--warmup", "1", "--active", "6", "--repeat", "2"]
 # A toy program: 2 environments in worker processes (AsyncVectorEnv with the given start method), an
 # acting forward per step, a training step every 2 steps; or a worker that never ends ("spin") or
 # that is killed ("kill") beside a loop stepping an environment in the program's own process.
-WORKERS_TOY = textwrap.dedent(
-    """
+WORKERS_TOY = (
+    textwrap.dedent(
+        """
     import os, signal, sys
     import multiprocessing
     import gymnasium as gym
     import numpy as np
     import torch
-
-    class ToyEnv(gym.Env):
-        observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-        action_space = gym.spaces.Discrete(2)
-
-        def reset(self, seed=None, options=None):
-            return np.zeros(4, np.float32), {}
-
-        def step(self, action):
-            return np.full(4, 0.5, np.float32), 1.0, False, False, {}
+    """
+    )
+    + TOY_ENV
+    + textwrap.dedent(
+        """
 
     def spin(go, done):
         # steps on after the program's training; 500 steps once told to: a recorded window
@@ -100,6 +97,7 @@ WORKERS_TOY = textwrap.dedent(
     if __name__ == "__main__":
         main()
     """
+    )
 )
 
 
