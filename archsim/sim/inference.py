@@ -297,6 +297,11 @@ class PlainBatcher:
             self.batches += 1
 
 
+def _below(pending: list[tuple[float, int]], cap: int, now: float) -> bool:
+    """Whether fewer than ``cap`` requests have arrived by ``now``."""
+    return len(pending) < cap or pending[cap - 1][0] > now
+
+
 def _succeed_all(responses: dict[int, Event]) -> Callable[[list[int]], None]:
     def deliver(members: list[int]) -> None:
         for actor in members:
@@ -383,6 +388,11 @@ class FleetBatcher:
                 if self.busy >= self.servers:
                     self.wake = env.event()
                     yield self.wake
+                    if self.busy < self.servers and _below(pending, cap, env.now):
+                        # PlainBatcher waits for a free server on ``get | freed`` below capacity:
+                        # its condition resumes it one NORMAL event after the wake, behind events
+                        # scheduled meanwhile (the params lock handed on at this instant)
+                        yield env.timeout(0)
                     continue
                 close = now  # everything that arrived while the servers were busy may ride
                 self.busy += 1
