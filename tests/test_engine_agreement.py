@@ -221,6 +221,10 @@ def systems(draw, with_lock: bool = False):
     # - pinned threads the learner owns (2 actors, steps 80.0 and 81.0 us, 6 threads on
     #   3 cores, learner on the CPU 100 us with 30 us locked; frames/s 17,400 fast vs 19,000
     #   reference, 32 env steps apart in 0.02 s).
+    # One cause is fixed (the fleet batcher resumed one event early when the server came free at the
+    # lock's hand-off: test_params_lock_handed_on_as_a_server_comes_free_agrees); the first two
+    # cases no longer reproduce after it, but another draw (hypothesis seed 14 of the lock-only
+    # strategy: 12,150 vs 12,850 frames/s) still differs by more than one event, not yet traced.
     # Left open: the lock is drawn only by the derandomized test below (the same systems every run).
     lock = not on_gpu and inference == "central" and with_lock and draw(st.booleans())
     cfg = SimConfig(
