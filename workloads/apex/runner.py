@@ -32,9 +32,11 @@ from workloads.r2d2.seed.runner import (
     SeedRunResult,
     _child_thread_limits,
     _first_exit,
+    _status_queue,
     _stop_all,
     collect_processes,
 )
+from workloads.shared_flag import SharedFlag
 
 PROCESSES_FILE = "processes.json"
 
@@ -110,7 +112,8 @@ def run_apex(settings: ApexSettings, raw_dir: Path) -> tuple[SeedRunResult, dict
 
 def _run(settings: ApexSettings, raw_dir: Path, labels: list[str], topo: Any) -> SeedRunResult:
     ctx = multiprocessing.get_context("spawn")  # fork is unsafe after torch has started threads
-    stop, go, status = ctx.Event(), ctx.Event(), ctx.Queue()
+    # lock-free flags: a child killed inside Event.is_set() would leave the Event locked for good
+    stop, go, status = SharedFlag(ctx), SharedFlag(ctx), _status_queue(ctx)
     peers: dict[str, tuple[str, int]] = {}
     records: list[ProcessRecord] = []
     procs: list[tuple[ProcessRecord, Any]] = []

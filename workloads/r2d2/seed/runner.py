@@ -27,6 +27,7 @@ from workloads.r2d2.seed.actor_process import actor_main
 from workloads.r2d2.seed.learner_process import learner_main
 from workloads.r2d2.seed.profiling import STOP_RECORDING_FILE, part_paths
 from workloads.r2d2.seed.settings import SeedSettings
+from workloads.shared_flag import SharedFlag
 
 WATCH_PERIOD_S = 0.1
 ABORT_GRACE_S = 2.0
@@ -59,6 +60,16 @@ class SeedRunResult:
     failure: str | None  # one line naming the failed process, when not complete
     run_seconds: float
     port: int
+
+
+def _status_queue(ctx: Any) -> Any:
+    """The queue children report on. The parent puts back messages it read too early; should a
+    child be killed while writing (holding the queue's shared write lock), the parent's feeder
+    thread would block on that lock and, joined at exit, hang the parent: it is not joined. What
+    the parent may lose that way is only its own put-back messages, detail for a failure line."""
+    status = ctx.Queue()
+    status.cancel_join_thread()
+    return status
 
 
 def _stop_all(procs: list[tuple[ProcessRecord, Any]], stop: Any, timeout_s: float) -> None:
@@ -160,8 +171,8 @@ def run_seed(settings: SeedSettings, raw_dir: Path) -> SeedRunResult:
     raw_dir.mkdir(parents=True, exist_ok=True)
     (raw_dir / STOP_RECORDING_FILE).unlink(missing_ok=True)  # a reused directory's old request
     ctx = multiprocessing.get_context("spawn")  # fork is unsafe after torch has started threads
-    stop = ctx.Event()
-    status = ctx.Queue()
+    stop = SharedFlag(ctx)  # lock-free: a child killed inside Event.is_set() would lock an Event
+    status = _status_queue(ctx)
     learner = ctx.Process(
         target=learner_main, args=(settings, str(raw_dir), status, stop), name="r2d2-learner"
     )
