@@ -22,6 +22,9 @@ blocks per SM, per-SM peak P, DRAM bandwidth W and latency L, and the achieved f
     T_mem  = L2 bytes / L2 bandwidth            on-chip memory system
     T      = max(T_comp, T_bw, T_lat, T_mem)    (archsim.perf.kernel adds floor, launch, calibration)
 
+Traced tiled kernels add to T_comp what runs in series with their math (term ``serial``): the fixed
+cost and one prologue round trip per round of workgroups (archsim.perf.gemm_latency).
+
 Block-per-row kernels that re-read their row (softmax, layer norm) add the re-reads that miss L1 to
 D or the L2 bytes, and T_lat becomes at least their dependent passes' round trips plus the transfer
 time (archsim.perf.passes).
@@ -56,7 +59,7 @@ from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
 from archsim.perf.conv_channels import channel_padding
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
-from archsim.perf.gemm_latency import k_loop_floor
+from archsim.perf.gemm_latency import k_loop_floor, prologue_seconds
 from archsim.perf.in_flight import bytes_in_flight_per_thread, loaded_bytes
 from archsim.perf.loaded_latency import DramLoad, dram_load, loaded_bandwidth
 from archsim.perf.math_units import math_units
@@ -237,6 +240,9 @@ def kernel_terms(
     k_chain = k_loop_floor(ops, blocks, resident, tiled, gpu, idealize)
     if k_chain is not None:
         terms["lat"] = np.maximum(terms["lat"], k_chain)
+    # Traced tiled kernels: the math is in series with the kernel's fixed cost and each round's
+    # prologue round trip (archsim.perf.gemm_latency.prologue_seconds), the ``serial`` term.
+    terms["serial"] = prologue_seconds(blocks, resident, tiled & grid_known, gpu, idealize)
     return terms
 
 
@@ -340,7 +346,8 @@ def _tile_edge(ops: pd.DataFrame, threads: np.ndarray) -> np.ndarray:
 
 
 def _body(terms: dict[str, np.ndarray]) -> np.ndarray:
-    return np.maximum.reduce([terms["comp"], terms["bw"], terms["lat"], terms["mem"]])
+    comp = terms["comp"] + terms.get("serial", 0.0)  # serial: in series with the math
+    return np.maximum.reduce([comp, terms["bw"], terms["lat"], terms["mem"]])
 
 
 def _achieved(
