@@ -117,7 +117,12 @@ ACHIEVED: dict[str, Achieved] = {
     # HIPBLASLT_BENCH_EFF=1 on a 304-CU part (ROCm/hipBLASLt pull request 1544, 4096 x 4864 x 32896
     # f16) reports a 1096 MHz average engine clock under the GEMM (of 2100) and 81.3% of the peak
     # at that clock, so small kernels that do not hold the chip at its power limit may run faster
-    # per CU than the 0.514; no published per-kernel clock was found to model that.
+    # per CU than the 0.514; no published per-kernel clock was found to model that. AMD's own
+    # figure agrees (ROCm blogs, "Measuring Max-Achievable FLOPs - Part 2", 2025, Table 1): MI300X
+    # BF16 708 TFLOP/s at a 1207 MHz median clock of the slowest XCD, FP16 654 at 1115 MHz, i.e.
+    # 0.94 of the peak at that clock and 0.54 / 0.50 of the datasheet's; "the power management
+    # system reduces the clock speed when running dense tensor-core logic", and lightly loaded
+    # work boosts (+25% for batch-1 LLM inference). A newer hipBLASLt than the MAMF row's ROCm 6.3.
     "cdna3": Achieved(
         0.754,
         0.85,
