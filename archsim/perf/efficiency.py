@@ -120,9 +120,9 @@ ACHIEVED: dict[str, Achieved] = {
     # per CU than the 0.514; no published per-kernel clock was found to model that. AMD's own
     # figure agrees (ROCm blogs, "Measuring Max-Achievable FLOPs - Part 2", 2025, Table 1): MI300X
     # BF16 708 TFLOP/s at a 1207 MHz median clock of the slowest XCD, FP16 654 at 1115 MHz, i.e.
-    # 0.94 of the peak at that clock and 0.54 / 0.50 of the datasheet's; "the power management
-    # system reduces the clock speed when running dense tensor-core logic", and lightly loaded
-    # work boosts (+25% for batch-1 LLM inference). A newer hipBLASLt than the MAMF row's ROCm 6.3.
+    # 0.94 of the peak at that clock and 0.54 / 0.50 of the datasheet's; the blog says power
+    # management lowers the clock under dense matrix work and lets lightly loaded work boost (over
+    # 25% for batch-1 LLM inference). A newer hipBLASLt than the MAMF row's ROCm 6.3.
     "cdna3": Achieved(
         0.754,
         0.85,
