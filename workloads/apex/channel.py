@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -107,17 +108,32 @@ class Channel:
             self.sock.close()
 
 
-def connect(host: str, port: int, log: MessageLog, peer: str, timeout_s: float) -> Channel:
-    """Connect (retrying while the server starts), introduce ourselves with HELLO."""
+class Stopped(Exception):
+    """The run was stopped while this process was still connecting: nothing failed here."""
+
+
+CONNECT_ATTEMPT_S = 1.0  # one attempt's limit, so that a stop is seen within a second
+
+
+def connect(
+    host: str, port: int, log: MessageLog, peer: str, timeout_s: float, stop: Any = None
+) -> Channel:
+    """Connect (retrying while the server starts), introduce ourselves with HELLO. Gives up with
+    Stopped once ``stop`` is set: a stopped run's servers close their listeners, and retrying
+    until ``timeout_s`` would keep the whole run waiting for this process."""
     deadline = time.monotonic() + timeout_s
     while True:
+        if stop is not None and stop.is_set():
+            raise Stopped(f"stopped while connecting to {peer}")
         try:
-            sock = socket.create_connection((host, port), timeout=timeout_s)
+            attempt_s = max(0.05, min(CONNECT_ATTEMPT_S, deadline - time.monotonic()))
+            sock = socket.create_connection((host, port), timeout=attempt_s)
             break
         except OSError as exc:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"cannot connect to {peer} at {host}:{port} ({exc})") from None
             time.sleep(0.05)
+    sock.settimeout(timeout_s)  # create_connection left the attempt's limit on it
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     channel = Channel(sock, log, peer)
     role, _, index = log.label.partition("-")

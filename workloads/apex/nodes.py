@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.apex import wire
-from workloads.apex.channel import MessageLog, connect
+from workloads.apex.channel import MessageLog, Stopped, connect
 from workloads.apex.settings import ApexSettings
 
 FRAME_STACK_SHAPE = (4, 84, 84)  # Nature DQN's input: 4 stacked 84x84 uint8 frames (28,224 B)
@@ -60,6 +60,8 @@ def node_main(
         torch.set_num_threads(settings.torch_threads)
         body = {"replay": _replay, "learner": _learner, "actor": _actor}[role]
         body(index, settings, raw_dir, status, stop, bind_host, peers, log, go)
+    except Stopped:
+        return  # stopped before it was connected: a clean exit, nothing to report
     except BaseException as exc:
         status.put(("error", label, f"{type(exc).__name__}: {exc}"))
         raise SystemExit(1) from None
@@ -145,7 +147,7 @@ def _learner(index, settings, raw_dir, status, stop, bind_host, peers, log, go) 
         replay = TransitionReplay(settings.replay_capacity, FRAME_STACK_SHAPE, seed=settings.seed)
     else:
         host, port = peers["replay"]
-        channel = connect(host, port, log, "replay-0", settings.start_timeout_s)
+        channel = connect(host, port, log, "replay-0", settings.start_timeout_s, stop)
         channel.sock.settimeout(settings.reply_timeout_s)
     hub = Hub(listener, log, replay, lock, learner.param_arrays)
     sampler = _Sampler(settings, replay, lock, channel)
@@ -192,7 +194,7 @@ def _actor(index, settings, raw_dir, status, stop, bind_host, peers, log, go) ->
             prof.sidecar["stats"] = stats
             for peer in wanted:
                 host, port = peers[peer]
-                channel = connect(host, port, log, f"{peer}-0", settings.start_timeout_s)
+                channel = connect(host, port, log, f"{peer}-0", settings.start_timeout_s, stop)
                 channel.sock.settimeout(settings.reply_timeout_s)
                 channels.append(channel)
 
