@@ -8,10 +8,12 @@ module combines them:
 
     T = T_launch_gpu + max(T_comp, T_bw, T_lat, T_mem, T_min) / calibration[class]
 
-T_min is the GPU's shortest kernel (gpu.kernel_min_us, measured in the fixtures); ``calibration`` is
-an optional per-class correction fitted by archsim.perf.calibrate (at most 1). A kernel that starts on
-a GPU idle for 10 ms or more runs T_min and its cycle-bound terms at the GPU's published idle clock
-(:mod:`archsim.perf.idle_clock`; the gap is read off the trace's own timeline).
+T_min is the GPU's shortest kernel (gpu.kernel_min_us, measured in the fixtures); on CDNA3, whose
+kernel boundaries write back and invalidate eight L2s, its fixed part runs in series with the work:
+max(T_min, T_fixed + max(T_comp, T_bw, T_lat, T_mem)) (:mod:`archsim.perf.dispatch_overhead`).
+``calibration`` is an optional per-class correction fitted by archsim.perf.calibrate (at most 1). A
+kernel that starts on a GPU idle for 10 ms or more runs T_min and its cycle-bound terms at the GPU's
+published idle clock (:mod:`archsim.perf.idle_clock`; the gap is read off the trace's own timeline).
 
 Ops measured on a real GPU are the measured time scaled by model(target) / model(source) (Habitat's
 idea: the model only has to get ratios right). Ops captured on a CPU are predicted from F, D and a block
@@ -45,6 +47,13 @@ from archsim.perf.copies import (
     host_link_seconds,
     on_device_copy,
 )
+from archsim.perf.dispatch_overhead import (
+    fixed_cost_seconds,
+    serial_fixed_cost,
+    terms_floor_us,
+    with_fixed_cost,
+)
+from archsim.perf.efficiency import generation
 from archsim.perf.idle_clock import at_idle_clock, idle_clock_factor
 from archsim.perf.math_units import HALF_DTYPES, TENSOR_CORE_NAME_PATTERN, math_rate_per_sm
 from archsim.perf.source import source_hw_for_gpu_name, source_hw_for_trace
@@ -81,7 +90,12 @@ def body_seconds(
         )
     gpu = _require_gpu(hw)
     ops = ops.reset_index(drop=True)
-    terms = kernel_terms(ops, gpu, frozenset(idealize), hw.name)
+    # CDNA3 kernels carry their fixed cost in series with their work (archsim.perf.dispatch_overhead):
+    # the terms see the minimal kernel's body as the floor, so a few-block chain counts it once.
+    serial = serial_fixed_cost(generation(gpu, hw.name)) and "sm_utilization" not in idealize
+    floor_us = terms_floor_us(gpu.kernel_min_us, gpu.dram_latency_ns)
+    terms_gpu = gpu.model_copy(update={"kernel_min_us": floor_us}) if serial else gpu
+    terms = kernel_terms(ops, terms_gpu, frozenset(idealize), hw.name)
     # A kernel that starts on a GPU idle long enough runs at its idle clock (archsim.perf.idle_clock).
     idle = idle_clock_factor(ops, gpu, hw.name)
     kernel_s = _body(at_idle_clock(terms, idle))
@@ -93,6 +107,9 @@ def body_seconds(
         # The per-kernel floor does not shrink when work spreads over more SMs: under perfect SM
         # utilization it is gone (one SM's floor divided by N SMs is not the floor of any kernel).
         floor_s = gpu.kernel_min_us * _US * idle
+        if serial:
+            fixed_s = fixed_cost_seconds(gpu.kernel_min_us * _US, gpu.dram_latency_ns * 1e-9) * idle
+            seconds = np.where(is_copy, seconds, with_fixed_cost(seconds, floor_s, fixed_s))
         seconds = np.where(on_device, np.maximum(seconds, floor_s), seconds)
     return _apply_efficiency(ops, seconds, efficiency)
 
