@@ -26,7 +26,8 @@ from archsim.sim.fast_gil import FastGil
 from archsim.sim.gil import run_burst
 from archsim.sim.gpu import INFERENCE
 from archsim.sim.inline_events import ProcessPool, succeed_at_tail
-from archsim.sim.system import System, locked
+from archsim.sim.params_lock import locked
+from archsim.sim.system import System
 
 # simpy runs events at equal times by priority (URGENT 0, NORMAL 1); a batch's closing timer runs
 # after every ordinary event of its instant, so requests arriving at that instant are included.
@@ -175,7 +176,8 @@ def serve_batch(
         free_s = float(times.inference_gpu_s[n_obs]) - locked_s
         python = times.python.inference
         yield from run_burst(system, server, free_s, python, label)
-        yield from locked(system.params_lock, run_burst(system, server, locked_s, python, label))
+        lock_work = run_burst(system, server, locked_s, python, label)
+        yield from locked(system.params_lock, lock_work, 1 + index % len(system.server_threads))
     else:
         cpu_s = float(times.inference_gpu_s[n_obs])
         yield from run_burst(system, server, cpu_s, times.python.inference, label)

@@ -11,7 +11,8 @@ from archsim.sim.cpu import LindleyThreads
 from archsim.sim.fast_gil import FastGil
 from archsim.sim.gil import run_burst
 from archsim.sim.gpu import DONE_EPS_S, LEARNER
-from archsim.sim.system import System, locked
+from archsim.sim.params_lock import locked
+from archsim.sim.system import System
 
 LAUNCHES = "kernel_launches"
 # Numerical margin, not a model figure: a GPU job is done with up to DONE_EPS_S of work left, and

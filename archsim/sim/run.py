@@ -38,6 +38,7 @@ from archsim.sim.learner import learner_process
 from archsim.sim.limits import check_simulated_work
 from archsim.sim.metrics import Recorder, power_series, summarize
 from archsim.sim.nodes import node_layout
+from archsim.sim.params_lock import ParamsLock
 from archsim.sim.replay import RateLimitedReplay
 from archsim.sim.replay_server import (
     attach_network,
@@ -320,7 +321,7 @@ def build_run(
                 "--param-lock on: the trace does not say which part of an inference batch holds "
                 "the lock (it needs recorded inference batches, as SEED-style R2D2 traces have)"
             )
-        system.params_lock = simpy.Resource(env, capacity=1)
+        system.params_lock = ParamsLock(env, len(system.server_threads), config.actors)
     if net_setup is not None:
         attach_network(system, machine.thread_speed_rel, net_setup)
     if times.python.any() and len({system.learner_thread, *system.server_threads}) > 1:

@@ -370,20 +370,10 @@ class System:
     learner_thread: int
     server_threads: list[int]  # inference server threads; batch k is served by thread k % n
     actor_threads: np.ndarray
-    params_lock: simpy.Resource | None = None  # --param-lock on, without a GPU
+    params_lock: simpy.Resource | None = None  # --param-lock on, without a GPU (ParamsLock)
     gil: object = (
         None  # archsim.sim.gil.Gil of the learner process, when two of its threads take turns
     )
-
-
-def locked(lock, work):
-    """Run the generator ``work`` holding ``lock`` (a capacity-1 simpy Resource), if there is one."""
-    if lock is None:
-        yield from work
-        return
-    with lock.request() as turn:
-        yield turn
-        yield from work
 
 
 def _numeric(value: object) -> bool:
