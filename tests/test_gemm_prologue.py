@@ -1,5 +1,6 @@
-"""Serial prologue of traced tiled kernels (archsim.perf.gemm_latency.prologue_seconds): golden
-values worked by hand, invariants, and the real MI300X fixture."""
+"""Serial prologue and epilogue of traced tiled kernels (archsim.perf.gemm_latency:
+prologue_seconds, epilogue_store_seconds): golden values worked by hand, invariants, and the real
+MI300X fixture."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archsim.hw import load_hw
-from archsim.perf.gemm_latency import prologue_seconds
+from archsim.perf.gemm_latency import epilogue_store_seconds, prologue_seconds
 from archsim.perf.kernel import body_seconds
 from archsim.perf.terms import kernel_terms
 
@@ -71,13 +72,33 @@ def test_idealizations():
 
 def test_serial_term_adds_to_the_math():
     """The one-wave MT64x96x128 GEMM of fixture mi300x_sd35_inference ([666, 2432] x [2432, 2432],
-    266 workgroups): the serial term is 2.0 us and the body is the math plus it."""
+    266 workgroups = 7 x 38 tiles, one round): prologue 2.0 us, and the whole C (666 x 2432 bf16 =
+    3,239,424 B) stored after the math at 0.754 x 5300 GB/s: 0.8106 us; serial 2.8106 us."""
     hw = load_hw("mi300x")
     ops = _gemm_op(2432, 266)
     terms = kernel_terms(ops, hw.gpu, frozenset(), hw.name)
-    assert terms["serial"][0] == pytest.approx(2.0e-6, rel=1e-9)
+    assert terms["serial"][0] == pytest.approx(2.0e-6 + 3_239_424 / (0.754 * 5300e9), rel=1e-9)
+    assert terms["serial"][0] == pytest.approx(2.8106e-6, rel=1e-4)
     assert terms["comp"][0] > max(terms["bw"][0], terms["lat"][0], terms["mem"][0])
-    assert body_seconds(ops, hw)[0] == pytest.approx(terms["comp"][0] + 2.0e-6, rel=1e-9)
+
+
+def test_golden_epilogue_rounds():
+    """S = 0.8106 us of stores, T_comp = 10 us. One round: all of S. Two rounds on 200 CUs (266
+    workgroups, 66 in the last round): max(S x 66 / 266, S - 10 x (1 - 1/2)) = 0.20113 us. A grid
+    that is not the tile count (a persistent kernel, 120 workgroups): 0."""
+    gpu = load_hw("mi300x").gpu
+    fewer = gpu.model_copy(update={"sms": 200})
+    store_s = 3_239_424 / (0.754 * 5300e9)
+    one = (_gemm_op(2432, 266), np.array([266.0]), np.array([1.0]), np.array([True]))
+    comp = np.array([10e-6])
+    assert epilogue_store_seconds(*one, comp, gpu, 0.754)[0] == pytest.approx(store_s, rel=1e-9)
+    assert epilogue_store_seconds(*one, comp, fewer, 0.754)[0] == pytest.approx(
+        store_s * 66 / 266, rel=1e-9
+    )
+    persistent = (_gemm_op(2432, 120), np.array([120.0]), np.array([1.0]), np.array([True]))
+    assert epilogue_store_seconds(*persistent, comp, gpu, 0.754)[0] == 0.0
+    for ideal in ("dram_bw", "sm_utilization"):
+        assert epilogue_store_seconds(*one, comp, gpu, 0.754, frozenset({ideal}))[0] == 0.0
 
 
 def test_grid_less_ops_get_no_serial_term():
@@ -134,3 +155,22 @@ def test_sd35_gemms_move_toward_measured():
     with_serial = np.maximum(terms["comp"][cijk] + terms["serial"][cijk], rest)
     without = np.maximum(terms["comp"][cijk], rest)
     assert np.median(np.abs(with_serial / measured - 1)) < np.median(np.abs(without / measured - 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 4096), n=st.integers(1, 4096), k=st.integers(1, 1 << 14),
+       slices=st.integers(1, 4), cus=st.integers(1, 303), extra=st.integers(1, 1 << 14))  # fmt: skip
+def test_one_tile_per_workgroup_invariants(m, n, k, slices, cus, extra):
+    """Grids that are the tile count (96 along M, 64 along N) times K-slices, so the epilogue applies:
+    more SMs never slower, more K never faster."""
+    import math
+
+    hw = load_hw("mi300x")
+    blocks = math.ceil(m / 96) * math.ceil(n / 64) * slices
+    ops = pd.concat([_gemm_op(k, blocks, m, n), _gemm_op(k + extra, blocks, m, n)],
+                    ignore_index=True)  # fmt: skip
+    fewer = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"sms": cus})})
+    more = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"sms": cus + 1})})
+    slow, fast = body_seconds(ops, fewer), body_seconds(ops, more)
+    assert (fast <= slow * (1 + 1e-12)).all()
+    assert slow[1] >= slow[0] and fast[1] >= fast[0]

@@ -57,12 +57,31 @@ for the chain) the compute term of a traced tiled kernel is
 
 for B workgroups on N SMs, ``resident`` at a time per SM. A kernel's time is the max of its
 terms, so these serial parts had been hidden under the math they precede (archsim.perf.terms
-keeps them apart as the ``serial`` term, added to ``comp``). Measured effect (not used to set
-anything): fixture ``mi300x_sd35_inference``'s GEMMs (3,112 kernels) sum -9.5% -> -8.8%, median
-|error| 29% -> 28%, its one-wave MT64x96x128 GEMMs -47% -> -40%; ``a100_train_shapes``'s GEMMs
--53.7% -> -52.4%. Kernels whose work is inferred from the grid (no shapes) and already priced too
-slow get slower still (``a100_event_sync_multistream`` +167% -> +170%): their error is the
-inferred depth, not this term.
+keeps them apart as the ``serial`` term, added to ``comp``).
+
+The epilogue too (:func:`epilogue_store_seconds`): a workgroup stores its C tile after its K loop
+(Tensile's "Global Write Elements" after the summation loop; CUTLASS's epilogue after its
+mainloop, NVIDIA/cutlass media/docs/efficient_gemm.md), so where each workgroup computes one tile
+(the traced grid is the tile count times the split-K slices, as archsim.perf.tile_padding
+confirms; not persistent kernels, whose grid is smaller and whose epilogues overlap the next
+tile's loop) the last round's stores follow all of the math, and no store starts before the first
+round's math is done. With S the op's written bytes at the achievable DRAM bandwidth (the model's
+convention for every write; archsim.perf.efficiency), R rounds and the last round's share of the
+workgroups, the compute side is at least
+
+    max(T_comp + S x last / B, T_comp / R + S),
+
+added to ``serial`` as max(S x last / B, S - T_comp (1 - 1/R)). Their max does not grow with the
+SM count (where more SMs raise the last round's share, the second bound is the larger), so more
+SMs are never slower. Gone under ``dram_bw`` (S = 0) and ``sm_utilization`` (no rounds).
+
+Measured effect of the two (same tree with and without; nothing was set from it): fixture
+``mi300x_sd35_inference`` -16.6% -> -14.2%, its GEMMs -9.5% -> -4.9% (median |error| 29% -> 28%;
+above 100 GFLOP -3.6% -> +0.5%, 10-100 -14.8% -> -9.1%, 1-10 -40.1% -> -34.6%, the one-wave
+MT64x96x128 -45% -> -37%); ``a100_train_shapes`` GEMMs -53.7% -> -50.9%; ``v100_resnet50_train_2021`` GEMMs -44.4% ->
+-35.8%; the H100 TimeSformer unchanged. GEMMs whose work is inferred from the grid and already
+priced too slow get slower still (``a100_event_sync_multistream`` +167% -> +170%): their error is
+the inferred depth, not these terms.
 
 Pure functions over an ops table and launch arrays.
 """
@@ -78,7 +97,7 @@ import pandas as pd
 from archsim.hw.schema import GpuConfig
 from archsim.perf.columns import column, parsed_input_dims, strings
 from archsim.perf.memory_parallelism import serial_overhead_seconds
-from archsim.perf.tile_padding import GEMM_OPERANDS, gemm_output_dims
+from archsim.perf.tile_padding import GEMM_OPERANDS, gemm_output_dims, tile_of
 
 # Tensile/hipBLASLt: MT<m>x<n>x<DepthU> ... _PGR<p>_ (Tensile solution-name abbreviations)
 TENSILE_TILE = r"MT(\d+)x(\d+)x(\d+)"
@@ -214,17 +233,70 @@ def prologue_seconds(
     if "sm_utilization" in idealize:
         rounds = np.ceil(blocks / resident) / gpu.sms
     else:
-        rounds = np.ceil(np.ceil(blocks / gpu.sms) / resident)
+        rounds = _rounds(blocks, resident, gpu.sms)
     serial = serial_overhead_seconds(gpu, idealize) + rounds * latency_s
     return np.where(np.asarray(wanted, dtype=bool), serial, 0.0)
 
 
+def _rounds(blocks: np.ndarray, resident: np.ndarray, sms: int) -> np.ndarray:
+    """Rounds of resident workgroups on the busiest SM: ceil(ceil(B / N) / resident)."""
+    return np.ceil(np.ceil(blocks / sms) / resident)
+
+
+def one_tile_per_workgroup(ops: pd.DataFrame, blocks: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Kernels whose traced grid is their tile count times whole K-slices (module docstring)."""
+    out = np.zeros(len(ops), dtype=bool)
+    names = strings(ops, "name").to_numpy(dtype=object)
+    launch = strings(ops, "launch_op").to_numpy(dtype=object)
+    dims = strings(ops, "input_dims").to_numpy(dtype=object)
+    cache: dict[tuple, bool] = {}
+    for i in np.flatnonzero(np.asarray(wanted, dtype=bool) & (blocks > 0)):
+        key = (names[i], launch[i], dims[i], blocks[i])
+        if key not in cache:
+            tile = tile_of(names[i])
+            output = gemm_output_dims(launch[i], dims[i]) if tile is not None else None
+            cache[key] = output is not None and split_k_slices(*output, tile, blocks[i]) is not None
+        out[i] = cache[key]
+    return out
+
+
+def epilogue_store_seconds(
+    ops: pd.DataFrame,
+    blocks: np.ndarray,
+    resident: np.ndarray,
+    wanted: np.ndarray,
+    comp: np.ndarray,
+    gpu: GpuConfig,
+    dram_fraction: float,
+    idealize: frozenset[str] = frozenset(),
+) -> np.ndarray:
+    """The stores of the last round in series with the math (module docstring), for the ``wanted``
+    traced tiled kernels that compute one tile per workgroup; 0 elsewhere."""
+    out = np.zeros(len(ops))
+    if "dram_bw" in idealize or "sm_utilization" in idealize:
+        return out
+    blocks = np.maximum(np.nan_to_num(np.asarray(blocks, dtype=float), nan=1.0), 1.0)
+    resident = np.maximum(np.nan_to_num(np.asarray(resident, dtype=float), nan=1.0), 1.0)
+    applies = one_tile_per_workgroup(ops, blocks, wanted)
+    if not applies.any():
+        return out
+    store_s = np.nan_to_num(column(ops, "bytes_written"), nan=0.0) / (
+        gpu.dram_bw_gbs * 1e9 * dram_fraction
+    )
+    rounds = _rounds(blocks, resident, gpu.sms)
+    last_share = (blocks - (rounds - 1.0) * gpu.sms * resident) / blocks
+    exposed = np.maximum(store_s * last_share, store_s - comp * (1.0 - 1.0 / rounds))
+    return np.where(applies, np.maximum(exposed, 0.0), 0.0)
+
+
 __all__ = [
     "chain_seconds",
+    "epilogue_store_seconds",
     "gemm_reduction_dim",
     "k_iterations",
     "k_loop_floor",
     "k_step_of",
+    "one_tile_per_workgroup",
     "prologue_seconds",
     "split_k_slices",
 ]

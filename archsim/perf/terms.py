@@ -23,7 +23,8 @@ blocks per SM, per-SM peak P, DRAM bandwidth W and latency L, and the achieved f
     T      = max(T_comp, T_bw, T_lat, T_mem)    (archsim.perf.kernel adds floor, launch, calibration)
 
 Traced tiled kernels add to T_comp what runs in series with their math (term ``serial``): the fixed
-cost and one prologue round trip per round of workgroups (archsim.perf.gemm_latency).
+cost, one prologue round trip per round of workgroups and the last round's stores
+(archsim.perf.gemm_latency).
 
 Block-per-row kernels that re-read their row (softmax, layer norm) add the re-reads that miss L1 to
 D or the L2 bytes, and T_lat becomes at least their dependent passes' round trips plus the transfer
@@ -59,7 +60,7 @@ from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
 from archsim.perf.conv_channels import channel_padding
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
-from archsim.perf.gemm_latency import k_loop_floor, prologue_seconds
+from archsim.perf.gemm_latency import epilogue_store_seconds, k_loop_floor, prologue_seconds
 from archsim.perf.in_flight import bytes_in_flight_per_thread, loaded_bytes
 from archsim.perf.loaded_latency import DramLoad, dram_load, loaded_bandwidth
 from archsim.perf.math_units import math_units
@@ -243,6 +244,10 @@ def kernel_terms(
     # Traced tiled kernels: the math is in series with the kernel's fixed cost and each round's
     # prologue round trip (archsim.perf.gemm_latency.prologue_seconds), the ``serial`` term.
     terms["serial"] = prologue_seconds(blocks, resident, tiled & grid_known, gpu, idealize)
+    # ... and the last round's stores, where each workgroup computes one tile (same module).
+    terms["serial"] = terms["serial"] + epilogue_store_seconds(
+        ops, blocks, resident, tiled & grid_known, terms["comp"], gpu, dram_fraction, idealize
+    )
     return terms
 
 
