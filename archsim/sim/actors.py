@@ -17,13 +17,9 @@ from bisect import insort
 
 import numpy as np
 
+from archsim.sim.batchers import FleetBatcher, PlainBatcher
 from archsim.sim.cpu import record
-from archsim.sim.inference import (
-    ARRIVAL_GRID_S,
-    FleetBatcher,
-    PlainBatcher,
-    in_actor_order,
-)
+from archsim.sim.inference import ARRIVAL_GRID_S, in_actor_order
 from archsim.sim.system import SAMPLE_CHUNK, System
 
 

@@ -214,7 +214,7 @@ def fits_run_bound(times, machine, config: SimConfig, learner_batch: int) -> boo
 
 
 def snapshot(built, at_s: float, polling: tuple = ()) -> Recorder:
-    """The integrals of ``built`` (archsim.sim.run.BuiltRun, its clock at ``at_s``) as a run ending
+    """The integrals of ``built`` (archsim.sim.assemble.BuiltRun, its clock at ``at_s``) as a run ending
     at ``at_s`` would report them: the recorder's snapshot plus what its executors keep until their
     flush, less what was booked ahead of the clock where that is exact and simple (module docstring,
     "Error" says what is left)."""

@@ -7,7 +7,7 @@ known when it starts (it depends on the bursts that arrive later), so the pinned
 computing it at once does not apply; but nothing else about an actor needs a process: when a batch's
 actions arrive, the fleet hands each member's next env step to the processor-sharing CPU with a
 callback (``SharedThreads.start``); when the CPU's one timer finishes it, the callback registers the
-request's arrival with the fleet batcher (archsim.sim.inference.FleetBatcher), which wakes only when
+request's arrival with the fleet batcher (archsim.sim.batchers.FleetBatcher), which wakes only when
 a batch can close. The CPU's virtual-time clock orders all finishes, so the work per env step is one
 heap push and pop and one callback, and simpy sees one timer per distinct finishing instant.
 
@@ -22,7 +22,8 @@ from __future__ import annotations
 from bisect import insort
 from functools import partial
 
-from archsim.sim.inference import ARRIVAL_GRID_S, FleetBatcher
+from archsim.sim.batchers import FleetBatcher
+from archsim.sim.inference import ARRIVAL_GRID_S
 from archsim.sim.shared_cpu import SharedThreads
 from archsim.sim.system import System
 
