@@ -174,3 +174,32 @@ def test_one_tile_per_workgroup_invariants(m, n, k, slices, cus, extra):
     slow, fast = body_seconds(ops, fewer), body_seconds(ops, more)
     assert (fast <= slow * (1 + 1e-12)).all()
     assert slow[1] >= slow[0] and fast[1] >= fast[0]
+
+
+def test_accumulator_registers_floor_residency():
+    """ROCm traces record no registers: a tile's fp32 accumulators set a floor. 256 threads:
+    MT256x224x64 holds 256 x 224 / 256 = 224 registers per thread, so 2 workgroups fit the mi300x
+    preset's 131,072 per CU (512 per lane); MT320x224x64 280, so 1; MT64x96x128 24, so the
+    2048-thread limit (8) binds. Recorded registers and names without a tile stay as they are."""
+    from archsim.perf.occupancy import blocks_per_sm
+    from archsim.perf.tile_padding import accumulator_registers
+
+    gpu = load_hw("mi300x").gpu
+    names = [
+        MT64.replace("MT64x96x128", "MT256x224x64"),
+        MT64.replace("MT64x96x128", "MT320x224x64"),
+        MT64,
+        MT64,
+        "void at::native::vectorized_elementwise_kernel<4>",
+    ]
+    ops = pd.DataFrame({"name": names})
+    threads = np.full(5, 256.0)
+    recorded = np.array([np.nan, np.nan, np.nan, 128.0, np.nan])
+    wanted = np.array([True, True, True, True, True])
+    regs = accumulator_registers(ops, threads, recorded, wanted)
+    assert regs[:4].tolist() == [224.0, 280.0, 24.0, 128.0]
+    assert np.isnan(regs[4])
+    resident = blocks_per_sm(threads, regs, np.full(5, np.nan), gpu)
+    assert resident[:3].tolist() == [2.0, 1.0, 8.0]
+    # not wanted (e.g. no traced grid): unchanged
+    assert np.isnan(accumulator_registers(ops, threads, recorded, ~wanted)[0])

@@ -64,24 +64,25 @@ The epilogue too (:func:`epilogue_store_seconds`): a workgroup stores its C tile
 mainloop, NVIDIA/cutlass media/docs/efficient_gemm.md), so where each workgroup computes one tile
 (the traced grid is the tile count times the split-K slices, as archsim.perf.tile_padding
 confirms; not persistent kernels, whose grid is smaller and whose epilogues overlap the next
-tile's loop) the last round's stores follow all of the math, and no store starts before the first
-round's math is done. With S the op's written bytes at the achievable DRAM bandwidth (the model's
-convention for every write; archsim.perf.efficiency), R rounds and the last round's share of the
-workgroups, the compute side is at least
+tile's loop) each round's stores start when its math ends and queue for the DRAM bandwidth, while
+the next rounds compute. The last store then completes at
 
-    max(T_comp + S x last / B, T_comp / R + S),
+    max over rounds r of (M_r + S_r),
 
-added to ``serial`` as max(S x last / B, S - T_comp (1 - 1/R)). Their max does not grow with the
-SM count (where more SMs raise the last round's share, the second bound is the larger), so more
-SMs are never slower. Gone under ``dram_bw`` (S = 0) and ``sm_utilization`` (no rounds).
+M_r the math through round r (r full rounds of t = T_comp x resident / ceil(B / N) each; all of
+T_comp for the last), S_r the stores of rounds r to R at the achievable DRAM bandwidth (the
+model's convention for every write; archsim.perf.efficiency) in proportion to their workgroups
+(N x resident per full round). Linear in r up to R - 1, so r = 1, R - 1 and R suffice; ``serial``
+adds that max less T_comp. More SMs are never slower (property test). Gone under ``dram_bw``
+(S = 0) and ``sm_utilization`` (no rounds).
 
-Measured effect of the two (same tree with and without; nothing was set from it): fixture
-``mi300x_sd35_inference`` -16.6% -> -14.2%, its GEMMs -9.5% -> -4.9% (median |error| 29% -> 28%;
-above 100 GFLOP -3.6% -> +0.5%, 10-100 -14.8% -> -9.1%, 1-10 -40.1% -> -34.6%, the one-wave
-MT64x96x128 -45% -> -37%); ``a100_train_shapes`` GEMMs -53.7% -> -50.9%; ``v100_resnet50_train_2021`` GEMMs -44.4% ->
--35.8%; the H100 TimeSformer unchanged. GEMMs whose work is inferred from the grid and already
-priced too slow get slower still (``a100_event_sync_multistream`` +167% -> +170%): their error is
-the inferred depth, not these terms.
+Measured effect of the two, with the register floor of archsim.perf.tile_padding (same tree with
+and without; nothing was set from it): fixture ``mi300x_sd35_inference`` -16.6% -> -14.9%, its
+GEMMs -9.5% -> -6.3% (median |error| 29% -> 28%; above 100 GFLOP -3.6% -> -2.1%, 10-100 -14.8%
+-> -9.1%, 1-10 -40.1% -> -34.6%, the one-wave MT64x96x128 -45% -> -37%); ``a100_train_shapes``
+GEMMs -53.7% -> -50.9%; ``v100_resnet50_train_2021`` GEMMs -44.4% -> -34.6%; the H100 TimeSformer
+unchanged. GEMMs whose work is inferred from the grid and already priced too slow get slower
+still (``a100_event_sync_multistream`` +167% -> +170%): their error is the inferred depth.
 
 Pure functions over an ops table and launch arrays.
 """
@@ -283,9 +284,19 @@ def epilogue_store_seconds(
     store_s = np.nan_to_num(column(ops, "bytes_written"), nan=0.0) / (
         gpu.dram_bw_gbs * 1e9 * dram_fraction
     )
+    busiest = np.ceil(blocks / gpu.sms)  # workgroups on the busiest SM
     rounds = _rounds(blocks, resident, gpu.sms)
-    last_share = (blocks - (rounds - 1.0) * gpu.sms * resident) / blocks
-    exposed = np.maximum(store_s * last_share, store_s - comp * (1.0 - 1.0 / rounds))
+    per_round = comp * np.minimum(resident, busiest) / busiest  # math of one full round
+    full = gpu.sms * resident  # workgroups in a full round
+
+    def stores_from(r: np.ndarray) -> np.ndarray:  # stores of rounds r..R
+        return store_s * np.clip(blocks - (r - 1.0) * full, 0.0, None) / blocks
+
+    several = rounds >= 2
+    first = np.where(several, per_round + store_s, 0.0)
+    before_last = np.where(several, (rounds - 1.0) * per_round + stores_from(rounds - 1.0), 0.0)
+    last = comp + stores_from(rounds)
+    exposed = np.maximum.reduce([first, before_last, last]) - comp
     return np.where(applies, np.maximum(exposed, 0.0), 0.0)
 
 

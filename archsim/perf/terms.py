@@ -69,7 +69,7 @@ from archsim.perf.occupancy import blocks_per_sm
 from archsim.perf.passes import add_pass_terms, row_pass_work
 from archsim.perf.pipeline_fill import latency_with_fill
 from archsim.perf.sectors import strided_traffic
-from archsim.perf.tile_padding import tile_padding
+from archsim.perf.tile_padding import accumulator_registers, tile_padding
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
 
@@ -177,6 +177,9 @@ def kernel_terms(
     size = element_bytes(_strings(ops, "dtype"))
     grid_known = np.nan_to_num(_column(ops, "grid_x"), nan=0.0) > 0
     tiled = tiled_engine(_name_view(ops), grid_known, _column(ops, "flops"))
+    # Traced tiled kernels hold their output tile in registers (archsim.perf.tile_padding): a floor
+    # on registers per thread, and so on residency, where the trace recorded none (ROCm).
+    registers = accumulator_registers(ops, threads, registers, tiled & grid_known)
     tile_edge = _tile_edge(ops, threads)
     # Achieved, not peak: the library's GEMM fraction on tiled engines (1 under perfect SM
     # utilization, which idealizes away what keeps SMs below peak) and the stream fraction of DRAM.

@@ -117,4 +117,35 @@ def tile_padding(ops: pd.DataFrame, blocks: np.ndarray, tiled: np.ndarray) -> np
     return out
 
 
-__all__ = ["gemm_output_dims", "padding_factor", "tile_of", "tile_padding"]
+def accumulator_registers(
+    ops: pd.DataFrame, threads: np.ndarray, registers: np.ndarray, wanted: np.ndarray
+) -> np.ndarray:
+    """Registers per thread, with a floor where the trace recorded none (ROCm traces carry no
+    register counts): a tiled kernel keeps its whole m x n output tile in fp32 accumulators for
+    its K loop, m x n / threads registers per thread at least (MFMA's C/D operands are VGPRs or
+    AccVGPRs, AMD "CDNA3 Instruction Set Architecture", matrix fused-multiply-add section; HMMA's
+    are registers too), so a 256 x 224 tile of 256 threads holds 224 and two fit a CDNA3 CU's
+    512 per lane. Elsewhere, and for names without a tile, ``registers`` unchanged."""
+    registers = np.asarray(registers, dtype=float)
+    unknown = np.asarray(wanted, dtype=bool) & ~(np.nan_to_num(registers, nan=0.0) > 0)
+    if not unknown.any():
+        return registers
+    names = strings(ops, "name").to_numpy(dtype=object)
+    tiles: dict[str, float] = {}
+    out = registers.copy()
+    for i in np.flatnonzero(unknown):
+        if names[i] not in tiles:
+            tile = tile_of(names[i])
+            tiles[names[i]] = math.nan if tile is None else float(tile[0] * tile[1])
+        if np.isfinite(tiles[names[i]]):
+            out[i] = math.ceil(tiles[names[i]] / max(float(threads[i]), 1.0))
+    return out
+
+
+__all__ = [
+    "accumulator_registers",
+    "gemm_output_dims",
+    "padding_factor",
+    "tile_of",
+    "tile_padding",
+]
