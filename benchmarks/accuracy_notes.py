@@ -220,7 +220,7 @@ LIMITS = [
     "  on top, and traced GEMMs the padding of whole tiles at ragged edges, read from the tile in",
     "  the kernel's name and the op's dims and confirmed by the grid (`archsim.perf.tile_padding`:",
     "  MI300X SD3.5 -21.8% -> -19.9%). Its mid-size hipBLASLt GEMMs (MT64x96x128 and smaller) still",
-    "  run at 0.2-0.3 of peak against the model's 0.51 (-47% to -72%). They launch one workgroup",
+    "  run at 0.2-0.3 of peak against the model's 0.51 (-37% to -66%). They launch one workgroup",
     "  per CU (266 tiles for 304 CUs), and a K iteration takes 1,770-2,850 cycles at 2.1 GHz for",
     "  tiles from 16x32x512 to 128x64x128 alike (read off the fixture, not used), where the",
     "  tile's MFMA work is 256-1,024 cycles at peak. Ruled out as the cause: LDS traffic",
