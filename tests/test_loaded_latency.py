@@ -43,7 +43,8 @@ def _legacy_copy(read: float, blocks: int = 2112) -> pd.DataFrame:
 
 def _quadratic_bandwidth(curve: LatencyCurve, in_flight: float, l0_s: float, w_bps: float) -> float:
     """bw x m(bw / W) = C / L0 solved in closed form on the segment of the piecewise-linear m where
-    it lies (independent of the bisection); flat beyond the last knot."""
+    it lies, one op at a time (independent of the module's vectorized solve); flat beyond the last
+    knot."""
     u, m = np.asarray(curve.utilization), np.asarray(curve.multiplier)
     target = in_flight / l0_s
     knots = w_bps * u * m  # bw x m(bw / W) at each knot, increasing

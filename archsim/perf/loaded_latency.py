@@ -10,7 +10,7 @@ latency) therefore takes its operating point where the kernel's own load sets it
 with C the kernel's bytes in flight, L0 the preset's pointer chase, W the preset's datasheet DRAM
 bandwidth and m(u) >= 1 the architecture's measured latency multiplier at utilization u (a fraction of
 the datasheet bandwidth, on the measured GPU as on the preset). bw x m(bw / W) grows strictly with bw,
-so the fixed point is unique; it is found by bisection. A kernel with little in flight stays near
+so the fixed point is unique; it is solved in closed form on m's segment where it lies. A kernel with little in flight stays near
 u = 0, m = 1 (the unloaded latency); one that draws most of the bandwidth sees the loaded one. The
 bandwidth term D / (W e_dram) of archsim.perf.terms still bounds every kernel at the achievable rate.
 
@@ -59,7 +59,6 @@ import numpy as np
 STREAM_BYTES_PER_THREAD = 8.0
 # rows under this fraction of the datasheet bandwidth set the block turnover (module docstring)
 LIGHT_LOAD = 0.10
-BISECTION_STEPS = 64
 
 
 @dataclass(frozen=True)
@@ -218,30 +217,32 @@ def loaded_bandwidth(
     """The fixed point bw = min(cap, C / (L0 m(bw / W_sat))) in bytes per second, per op.
 
     ``in_flight_bytes`` C >= 0; ``unloaded_s`` L0 > 0; ``saturating_bps`` W_sat (inf: m = 1);
-    ``cap_bps`` the cap (inf allowed). bw x m(bw / W_sat) is strictly increasing, so the largest bw
-    in [0, min(cap, C / L0)] with bw x m(bw / W_sat) <= C / L0 is found by bisection."""
+    ``cap_bps`` the cap (inf allowed). bw x m(bw / W_sat) is strictly increasing and piecewise quadratic
+    (m is piecewise linear), so the fixed point is solved in closed form on its segment."""
     demand = np.maximum(np.asarray(in_flight_bytes, dtype=float), 0.0) / unloaded_s  # C / L0
     upper = np.minimum(cap_bps, demand)
     if curve is None or not np.isfinite(saturating_bps):
         return upper
-
-    def fits(bw: np.ndarray) -> np.ndarray:
-        return bw * latency_multiplier(curve, bw / saturating_bps) <= demand
-
-    finite = np.isfinite(upper)
-    hi = np.where(finite, upper, 0.0)
-    done = fits(hi)
-    lo = np.zeros_like(hi)
-    for _ in range(BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        ok = fits(mid)
-        lo = np.where(ok, mid, lo)
-        hi = np.where(ok, hi, mid)
-    return np.where(~finite, upper, np.where(done, upper, lo))
+    # x m(x) = t with x = bw / W_sat, t = C / (L0 W_sat): on the knots' segment k where t lies, m is
+    # m_k + s (x - u_k), so s x^2 + c x - t = 0 with c = m_k - s u_k; past the last knot m is flat.
+    u = np.asarray(curve.utilization, dtype=float)
+    m = np.asarray(curve.multiplier, dtype=float)
+    slopes = np.append(np.diff(m) / np.diff(u), 0.0)
+    offsets = m - slopes * u
+    with np.errstate(invalid="ignore"):
+        target = demand / saturating_bps
+    k = np.clip(np.searchsorted(u * m, target, side="right") - 1, 0, len(u) - 1)
+    s, c = slopes[k], offsets[k]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        root = np.sqrt(c * c + 4.0 * s * target)
+        # the cancellation-free form of the positive root for either sign of c (s = 0: x = t / c)
+        x = np.where(c >= 0.0, 2.0 * target / (c + root), (root - c) / (2.0 * s))
+    x = np.where(target > 0.0, x, 0.0)
+    x = np.where(np.isinf(target), np.inf, x)  # unbounded demand: the cap decides
+    return np.where(np.isfinite(upper), np.minimum(upper, x * saturating_bps), upper)
 
 
 __all__ = [
-    "BISECTION_STEPS",
     "CURVES",
     "DramLoad",
     "LIGHT_LOAD",
