@@ -40,23 +40,27 @@ def traced_sgemm(sms: int) -> dict:
             "block_z": 1, "registers_per_thread": 64.0, "shared_memory_bytes": 16384.0}  # fmt: skip
 
 
-# preset: (SMs, FP32 FLOP/clk/SM, clock MHz, DRAM GB/s, achieved DRAM, achieved SGEMM, launch us)
+# preset: (SMs, FP32 FLOP/clk/SM, clock MHz, DRAM GB/s, achieved DRAM, achieved SGEMM, launch us,
+#          kernel floor T_min us, DRAM latency L ns)
 GOLDEN = {
     # Volta: Jia et al. 2018 (750 of 900 GB/s; SGEMM 0.85)
-    "dgx1-v100": (80, 128, 1530, 900, 0.83, 0.85, 0.75),
+    "dgx1-v100": (80, 128, 1530, 900, 0.83, 0.85, 0.75, 1.25, 317),
     # Ampere: BabelStream A100 (~1.37 of 1.555 TB/s); fp32 matmuls stay FP32 (allow_tf32 False)
-    "dgx-a100": (108, 128, 1410, 1555, 0.88, 0.85, 1.0),
+    "dgx-a100": (108, 128, 1410, 1555, 0.88, 0.85, 1.0, 3.0, 408),
     # CDNA3: gpu-benches gpu-stream on an MI300X (scale, 3997 of 5300 GB/s); packed FP32 256 FLOP/clk/CU
-    "mi300x": (304, 256, 2100, 5300, 0.754, 0.85, 1.0),
+    "mi300x": (304, 256, 2100, 5300, 0.754, 0.85, 1.0, 2.0, 434),
     # Maxwell GM20B: P100's DRAM fraction (0.70), the Volta SGEMM fraction (assumed)
-    "jetson-tx1": (2, 256, 998, 25.6, 0.70, 0.85, 1.0),
+    "jetson-tx1": (2, 256, 998, 25.6, 0.70, 0.85, 1.0, 1.25, 317),
 }
 
 
 @pytest.mark.parametrize("preset", sorted(GOLDEN))
 def test_golden_sgemm_and_add(preset: str) -> None:
-    sms, fp32, clock, dram_gbs, dram_fraction, gemm_fraction, launch_us = GOLDEN[preset]
+    sms, fp32, clock, dram_gbs, dram_fraction, gemm_fraction, launch_us, t_min_us, latency_ns = (
+        GOLDEN[preset]
+    )
     hw = load_hw(preset)
+    assert (hw.gpu.kernel_min_us, hw.gpu.dram_latency_ns) == (t_min_us, latency_ns)
     # GEMM: T_math = 2 * 4096^3 / (SMs * FP32 FLOP/clk * clock); achieved = T_math / 0.85.
     # V100: 1.374e11 / (80 * 128 * 1.53e9) = 8.772 ms -> 10.320 ms; A100: 7.055 ms -> 8.300 ms;
     # MI300X: 0.8407 ms -> 0.9891 ms; TX1: 268.98 ms -> 316.45 ms.
@@ -65,16 +69,38 @@ def test_golden_sgemm_and_add(preset: str) -> None:
     terms = kernel_terms(gemm, hw.gpu)
     assert terms["math"][0] == pytest.approx(t_math, rel=1e-9)
     assert terms["comp"][0] == pytest.approx(t_math / gemm_fraction, rel=1e-9)
+    # In series with the math (archsim.perf.gemm_latency.prologue_seconds, a traced tiled kernel):
+    # the fixed cost T_min - L plus one DRAM round trip per round of resident blocks. 4 blocks on the
+    # busiest SM, and 4 fit (64 registers x 256 threads = 16,384 of 65,536; MI300X: 8 fit in 131,072
+    # and 2048 threads), so ceil(4 / 4) = 1 round: (T_min - L) + 1 x L = T_min. V100 and TX1: 1.25
+    # - 0.317 + 0.317 = 1.25 us; A100: 3.0 - 0.408 + 0.408 = 3.0 us; MI300X: 2.0 - 0.434 + 0.434 =
+    # 2.0 us. No epilogue term: the op records no dims, so the grid is not confirmed as the tile count.
+    latency_s = latency_ns * 1e-9
+    prologue_s = (t_min_us * 1e-6 - latency_s) + 1 * latency_s
+    assert terms["serial"][0] == pytest.approx(prologue_s, rel=1e-9)
+    # MI300X (CDNA3) carries its fixed cost outside the terms (archsim.perf.dispatch_overhead):
+    # T_fixed = 2.0 - 3 x 0.434 = 0.698 us in series with the body, whose terms see the minimal
+    # kernel's body 3 L = 1.302 us as their floor, so the prologue there is (1.302 - 0.434) + 0.434 =
+    # 1.302 us: 0.698 + 1.302 = 2.0 us in all, the same T_min as on the other GPUs.
     gemm_s = predict_op_seconds(gemm, hw)[0]
-    assert gemm_s == pytest.approx(t_math / gemm_fraction + launch_us * 1e-6, rel=1e-9)
+    expected_gemm = t_math / gemm_fraction + prologue_s + launch_us * 1e-6
+    if preset == "mi300x":
+        t_fixed = t_min_us * 1e-6 - 3 * latency_s
+        terms_floor = 3 * latency_s
+        expected_gemm = t_math / gemm_fraction + t_fixed + (terms_floor - latency_s) + latency_s
+        expected_gemm += launch_us * 1e-6
+    assert gemm_s == pytest.approx(expected_gemm, rel=1e-9)
     # add: 201,326,592 B / (DRAM x achieved fraction). V100: / 747 GB/s = 269.5 us; A100: / 1368.4
     # GB/s = 147.1 us; MI300X: / 3996.2 GB/s = 50.4 us; TX1: / 17.92 GB/s = 11.235 ms; plus the
     # pipeline fill, two DRAM round trips (archsim.perf.pipeline_fill): V100 and TX1 2 x 317 ns,
-    # A100 2 x 408 ns, MI300X 2 x 434 ns.
+    # A100 2 x 408 ns, MI300X 2 x 434 ns. MI300X (CDNA3) adds its fixed cost in series with the body
+    # (archsim.perf.dispatch_overhead): T_fixed = T_min - 3 L = 2.0 - 3 x 0.434 = 0.698 us.
     add = make_ops([ELEMENTWISE])
     add_s = predict_op_seconds(add, hw)[0]
-    fill_s = 2 * hw.gpu.dram_latency_ns * 1e-9
+    fill_s = 2 * latency_s
     expected = ADD_BYTES / (dram_gbs * 1e9 * dram_fraction) + fill_s + launch_us * 1e-6
+    if preset == "mi300x":
+        expected += t_min_us * 1e-6 - 3 * latency_s
     assert add_s == pytest.approx(expected, rel=1e-9)
     bw_s = kernel_terms(add, hw.gpu)["bw"][0]
     assert bw_s == pytest.approx(ADD_BYTES / (dram_gbs * 1e9 * dram_fraction), rel=1e-9)
