@@ -153,3 +153,57 @@ def test_params_lock_takes_same_instant_requests_by_requester():
     env.process(hold("learner", 0, 1.0))
     env.run()
     assert held == [("learner", 1.0), ("server 1", 2.0), ("server 2", 3.0), ("late", 4.0)]
+
+
+def test_a_queued_burst_asks_for_the_gil_as_on_the_reference():
+    # Found by hypothesis (issue 17, seed 48 of the lock-only strategy at 300 examples): the
+    # time-shared CPU, the GIL and the lock, 6 actors, 2 server threads. A server thread's free part
+    # ends as another batch's locked part waits behind it on that thread, at the instant the other
+    # server thread starts a burst. The reference passes the thread's turn by a release and a grant
+    # (two events) before the queued burst asks for the GIL, so the other thread asks first; the
+    # fast GIL had started the queued burst at once and taken the GIL first: frames/s 3,750 fast vs
+    # 4,150 reference (8 env steps in 0.02 s). archsim.sim.shared_gil now passes the turn as the
+    # reference does.
+    cfg = SimConfig(
+        actors=6,
+        inference_batch=5,
+        inference_timeout_us=122.0,
+        replay_ratio=None,
+        learner_cpu_threads=3,
+        sim_seconds=0.02,
+        seed=3498,
+        cpu_sched="shared",
+        param_lock="on",
+    )
+    up, down, server, infer, learner, learner_cpu, launch = _untied([0, 0, 0, 337, 481, 109, 0])
+    times = service_times(
+        actor_step_s=tuple(_untied([134.0, 474.0], first=7)),
+        up_s=up,
+        down_s=down,
+        server_s=server,
+        inference_s=infer,
+        inference_frac=1.0,
+        learner_gpu_s=learner,
+        learner_frac=1.0,
+        learner_cpu_s=learner_cpu,
+        launch_s=launch,
+        max_batch=5,
+        on_gpu=False,
+    )
+    times = dataclasses.replace(
+        times,
+        python=PythonShare(
+            replay_sample=BurstPython(0.0, 4),
+            train=BurstPython(1.0, 2),
+            update=BurstPython(1.0, 1),
+            inference=BurstPython(0.4, 1),
+        ),
+        learner_locked_cpu_s=learner * 0.3,
+        inference_locked_s=np.full(6, infer * 0.5),
+    )
+    mach = machine(3, cores=3)
+    fast = simulate_system(times, mach, cfg.replace(engine="fast"), 32)
+    plain = simulate_system(times, mach, cfg.replace(engine="simpy"), 32)
+    assert fast.engine == "shared_fast" and plain.engine == "shared"
+    _agree(cfg, times, mach, fast, plain)
+    assert fast.metrics["frames_per_s"] == pytest.approx(plain.metrics["frames_per_s"], rel=REL)
