@@ -18,7 +18,7 @@ from archsim.perf.block_sync import (
     WARP_TREE,
     WELFORD,
     chain_cycles,
-    mufu_pass_seconds,
+    pass_floor_seconds,
     reduction_cycles,
     wave_fixed_seconds,
 )
@@ -107,22 +107,26 @@ def test_wave_cost_and_idealization() -> None:
     assert not wave_fixed_seconds(NAMES, threads, H100.gpu, "pascal", frozenset()).any()
 
 
-def test_mufu_floor_of_the_passes() -> None:
+def test_issue_floor_of_the_passes() -> None:
     names = pd.Series([FORWARD, NAMES[2], FORWARD])
     rows = np.array([3137.0, 3137.0, 3137.0])
-    # 2 blocks x ceil(3137 / 32) = 99 warps x 32 lanes x (1 exp | exp + reciprocal) / 16 a clock:
-    # 396 and 792 cycles; the write pass less the output's transfer per wave (0.3 us: 198 ns left;
-    # the third op's 1 us hides it all); the backward has no MUFU work
+    threads, size, resident = np.full(3, 1024.0), np.full(3, 2.0), np.full(3, 2.0)
+    # rows of 3,137 bf16 elements never vectorize (ILP x T = 8,192): 99 scalar warp-iterations a
+    # pass whatever the row's shift (32 of the prologue + 67 of the tail, or 99 of the tail);
+    # 2 blocks x 99 x (17 | 31 instructions) / 4 sub-partitions: 841.5 and 1,534.5 cycles; the
+    # write pass less the output's transfer per wave (0.3 us; the third op's 1 us hides it all);
+    # the backward has no floor
     write = np.array([0.3e-6, 0.3e-6, 1e-6])
-    floors = mufu_pass_seconds(names, rows, np.full(3, 2.0), write, H100.gpu, "hopper", frozenset())
+    floors = pass_floor_seconds(names, rows, threads, size, resident, write, H100.gpu, "hopper",
+                                frozenset())  # fmt: skip
     cycle = 1 / 1980e6
-    assert floors[0] == pytest.approx([396 * cycle, 792 * cycle - 0.3e-6])
+    assert floors[0] == pytest.approx([841.5 * cycle, 1534.5 * cycle - 0.3e-6])
     assert list(floors[1]) == [0.0, 0.0]
-    assert floors[2] == pytest.approx([396 * cycle, 0.0])
-    assert not mufu_pass_seconds(names, rows, np.full(3, 2.0), write, H100.gpu, "cdna3",
-                                 frozenset()).any()  # fmt: skip
-    assert not mufu_pass_seconds(names, rows, np.full(3, 2.0), write, H100.gpu, "hopper",
-                                 frozenset({"sm_utilization"})).any()  # fmt: skip
+    assert floors[2] == pytest.approx([841.5 * cycle, 0.0])
+    assert not pass_floor_seconds(names, rows, threads, size, resident, write, H100.gpu, "cdna3",
+                                  frozenset()).any()  # fmt: skip
+    assert not pass_floor_seconds(names, rows, threads, size, resident, write, H100.gpu, "hopper",
+                                  frozenset({"sm_utilization"})).any()  # fmt: skip
 
 
 def _softmax(rows: int, columns: int) -> pd.DataFrame:

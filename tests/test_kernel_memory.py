@@ -97,9 +97,10 @@ def test_passes_add_latency_to_transfer() -> None:
     # 2 x 4.33 MB / (3350 GB/s x 0.82) = 3.149 us: 4.634 us, and each wave's block turnover and two
     # block reductions, 237.8 + 127.3 ns (archsim.perf.block_sync; worked in
     # test_softmax_row_walk's H100 golden): 5.364 us; its sum pass, re-read from L1, is bound by its
-    # MUFU work, 2 blocks x 64 warps x 32 exps / 16 a clock = 256 cycles against 2 x 28 of round
-    # trips (the write pass's 512 hide under its 0.79-us output transfer): 2 x 200 cycles more,
-    # 5.566 us in all.
+    # instruction issue (archsim.perf.issue_rate: fp32 scalar loop, 16 instructions a
+    # warp-iteration), 2 blocks x 64 warp-iterations x 16 / 4 sub-partitions = 512 cycles against
+    # 2 x 28 of round trips (the write pass's 2 x 64 x 30 / 4 = 960 hide under its 0.79-us output
+    # transfer): 2 x 456 cycles more, 5.825 us in all.
     read = 528 * 8192.0
     ops = _kernel(SOFTMAX, read, 528)
     expected = 2 * 2 * (343e-9 + 2 * 28 / 1980e6) + 2 * read / (3350e9 * 0.82)
@@ -107,8 +108,8 @@ def test_passes_add_latency_to_transfer() -> None:
     turnover = ((64 * 114 * 8 / 96 + 128 * 114 * 8 / 189) / 2 - 375) * 1e-9
     expected += 2 * (turnover + 2 * 126 / 1980e6)
     assert expected == pytest.approx(5.364e-6, rel=1e-3)
-    expected += 2 * (2 * 64 * 32 / 16 - 2 * 28) / 1980e6
-    assert expected == pytest.approx(5.566e-6, rel=1e-3)
+    expected += 2 * (2 * 64 * 16 / 4 - 2 * 28) / 1980e6
+    assert expected == pytest.approx(5.825e-6, rel=1e-3)
     assert kernel_terms(ops, H100.gpu, frozenset(), H100.name)["lat"][0] == pytest.approx(expected)
     assert body_seconds(ops, H100)[0] == pytest.approx(expected)
     # the one-pass warp softmax on the same bytes is bandwidth-bound: the transfer, not the sum of

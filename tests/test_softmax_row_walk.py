@@ -82,10 +82,12 @@ def test_timesformer_softmax_golden_through_the_kernel_model() -> None:
     # turnover from the H100 PCIe stream table's two light rows, 64 and 128 threads x 114 SMs x 8 B
     # over 96 and 189 GB/s = 608.0 and 617.7 ns, median 612.8 less the 375-ns chase = 237.8 ns;
     # each reduction 10 x (4 + 4) + 2 x 23 = 126 cycles, two at 1980 MHz = 127.3 ns: 1141 x 365.1 ns
-    # = 0.4166 ms more, 3.487 ms. Its sum pass, re-read from L1, is bound by its MUFU work: 2 blocks
-    # x ceil(3137 / 32) = 99 warps x 32 exps / 16 a clock = 396 cycles against 4 x 28 of round trips,
-    # 143.4 ns more per wave (the write pass's 792 cycles hide under its 0.60-us output transfer):
-    # 3.650 ms.
+    # = 0.4166 ms more, 3.487 ms. Its passes re-read from L1 are bound by their instruction issue
+    # (archsim.perf.issue_rate: SASS of SoftMax.cu's scalar loops, 17 and 31 instructions a
+    # warp-iteration): 2 blocks x 99 warp-iterations x 17 / 4 sub-partitions = 841.5 cycles for the
+    # sum pass against 4 x 28 of round trips, 368.4 ns more per wave; the write pass's 1,534.5
+    # cycles (775.0 ns) less its output's transfer per wave (1,889,427,648 B / 1141 / (3350 GB/s x
+    # 0.82) = 602.8 ns), less its 4 x 28 cycles of round trips, 115.6 ns more: 4.039 ms.
     read = 8 * 12 * 3137 * 3137 * 2.0
     row = {
         "kind": "kernel", "name": FORWARD, "op_class": "softmax", "dtype": "bfloat16",
@@ -101,22 +103,22 @@ def test_timesformer_softmax_golden_through_the_kernel_model() -> None:
     turnover = (64 * 114 * 8 / 96 + 128 * 114 * 8 / 189) / 2 * 1e-9 - 375e-9
     expected += waves * (turnover + 2 * (10 * (4 + 4) + 2 * 23) / 1980e6)
     assert expected == pytest.approx(3.487e-3, rel=1e-3)
-    mufu = (2 * 99 * 32 / 16 - 4 * 28) / 1980e6
-    expected += waves * mufu
-    assert expected == pytest.approx(3.650e-3, rel=1e-3)
+    write_transfer = read / waves / (3350e9 * 0.82)
+    issue = (841.5 - 4 * 28) / 1980e6 + (1534.5 - 4 * 28) / 1980e6 - write_transfer
+    expected += waves * issue
+    assert expected == pytest.approx(4.039e-3, rel=1e-3)
     assert kernel_terms(ops, H100.gpu, frozenset(), H100.name)["lat"][0] == pytest.approx(expected)
     assert body_seconds(ops, H100)[0] == pytest.approx(expected)
     # idealizing DRAM latency removes the DRAM round trips but not the L1 ones, the turnover or
     # the reductions; perfect SM utilization removes those two
     fixed = turnover + 2 * (10 * (4 + 4) + 2 * 23) / 1980e6
-    # (and the MUFU floor stays: compute, not DRAM)
+    # (and the issue floors stay: compute, not DRAM)
     ideal = kernel_terms(ops, H100.gpu, frozenset({"dram_latency"}), H100.name)["lat"][0]
-    mufu_pass = 2 * 99 * 32 / 16 / 1980e6
-    assert ideal == pytest.approx(
-        waves * (4 * 28 / 1980e6 + mufu_pass + fixed) + 2 * read / (3350e9 * 0.82)
-    )
+    # (the L1 round trips of both passes lie under their issue floors)
+    issued = (841.5 + 1534.5) / 1980e6 - write_transfer
+    assert ideal == pytest.approx(waves * (issued + fixed) + 2 * read / (3350e9 * 0.82))
     busy = kernel_terms(ops, H100.gpu, frozenset({"sm_utilization"}), H100.name)["lat"][0]
-    assert busy == pytest.approx(expected - waves * (fixed + mufu))
+    assert busy == pytest.approx(expected - waves * (fixed + issue))
 
 
 LAYER_NORM = (

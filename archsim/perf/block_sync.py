@@ -64,20 +64,22 @@ no published figure, priced at zero beyond the wait, as on NVIDIA. So the AMD ch
 bounds too: a softmax reduction 2 x 6 x (52 + 4) + 2 x 52 = 776 cycles on the MI300X. The MUFU
 floors below stay NVIDIA's (no published CDNA transcendental rate was found).
 
-Passes re-read on chip are bound by their MUFU work. ``cunn_SoftMaxForward`` evaluates one
-``std::exp`` per element in its sum pass (``SumExpFloat``: one MUFU ex2) and an exp and an IEEE
-division in its write pass (``SoftMaxForwardEpilogue``: an ex2 and a reciprocal); the MUFU runs 16
-results per clock per SM (the CUDA guide's table, compute capability 5.x-9.0), and a warp whose
-lanes are partly idle still takes all 32 slots. So a pass takes at least resident blocks x
-ceil(row / 32) warps x 32 x MUFU ops / 16 cycles (``mufu_pass_seconds``), which a pass re-read
-from L1 at 28 cycles a round trip does not hide: on the H100 TimeSformer softmax (2 blocks of
-3,137-element rows per SM) the sum pass takes 2 x 99 x 32 / 16 = 396 cycles against 4 x 28 of
-round trips. The write pass's 792 cycles overlap its own output stores, whose transfer the
-kernel's bandwidth term already charges (1.66 MB per wave at 3.35 TB/s x 0.82: 0.60 us = 1,196
-cycles), so only what exceeds them counts; the first pass reads DRAM and its MUFU work (none in
-the softmax's max pass; one reciprocal per element in layer norm's Welford) overlaps its arrivals.
-The other per-element instructions (range reduction, Newton steps, conversions, loop) need SASS
-instruction counts that no published source gives: not priced.
+Passes re-read on chip are bound by the issue of their instructions. ``cunn_SoftMaxForward``'s sum
+pass evaluates an ``expf`` per element (``SumExpFloat``: one MUFU ex2 among 6 FP32 operations) and
+its write pass an ``expf`` and an IEEE division (``SoftMaxForwardEpilogue``: an ex2, a reciprocal
+and its Newton step); around them each loop iteration converts, addresses, tests and branches.
+:mod:`archsim.perf.issue_rate` counts every instruction of each loop body from its SASS (nvcc
+13.0, sm_90) and prices a warp-iteration at the dispatch rate (one warp instruction per clock per
+SM sub-partition) or its integer pipe's or MUFU's share (64 and 16 results per clock per SM), the
+longest. So a pass takes at least resident blocks x the row's warp-iterations x those cycles / 4
+(``pass_floor_seconds``), which a pass re-read from L1 at 28 cycles a round trip does not hide: on
+the H100 TimeSformer softmax (2 blocks of 3,137-element bf16 rows per SM, 99 scalar
+warp-iterations a row) the sum pass issues 17 instructions a warp-iteration, 2 x 99 x 17 / 4 =
+841.5 cycles against 4 x 28 of round trips (its MUFU alone, 396). The write pass's 31 a
+warp-iteration (1,534.5 cycles) overlap its own output stores, whose transfer the kernel's
+bandwidth term already charges (1.66 MB per wave at 3.35 TB/s x 0.82: 0.60 us = 1,194 cycles),
+so only what exceeds them counts; the first pass reads DRAM and its 7 a warp-iteration (int-pipe
+bound: 10 cycles, 495 a wave) hide under its 4 DRAM round trips.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ from archsim.hw.schema import GpuConfig
 from archsim.perf.blocks import DTYPE_BYTES, element_bytes
 from archsim.perf.columns import by_unique
 from archsim.perf.efficiency import ACHIEVED
+from archsim.perf.issue_rate import ISSUE_GENERATIONS, SMSPS_PER_SM, softmax_pass_cycles
 from archsim.perf.loaded_latency import LIGHT_LOAD, STREAM_BYTES_PER_THREAD, TABLES, StreamTable
 
 WARP_SIZE = 32  # CUDA C++ Programming Guide: 32 on every NVIDIA architecture
@@ -143,76 +146,61 @@ REDUCTION_KERNELS: tuple[tuple[str, str, int], ...] = (
 )
 
 
-# MUFU operations per element in the passes after the first, from the code (module docstring);
-# first match wins. MUFU_RESULTS_PER_CLOCK: CUDA C++ Programming Guide, arithmetic instruction
-# throughput table, 32-bit reciprocal / exp2 on compute capability 5.x-9.0.
-MUFU_PASSES: tuple[tuple[str, tuple[int, ...]], ...] = (
-    (r"cunn_SoftMaxForwardSmem", ()),
-    (r"cunn_SoftMaxForward", (1, 2)),
-)
-MUFU_RESULTS_PER_CLOCK = 16.0
-MUFU_GENERATIONS = frozenset(g for g, f in SYNC_FIGURES.items() if f is _VOLTA_ON)  # NVIDIA
+# Kernels whose passes after the first have an issue floor (archsim.perf.issue_rate): the forward
+# softmax of SoftMax.cu (ILP from its first template argument); its Smem variant is one pass.
+ISSUE_PASS_PATTERN = r"cunn_SoftMaxForward<(\d+),"
 
 
-def mufu_pass_seconds(
+def pass_floor_seconds(
     names: pd.Series,
     row_elements: np.ndarray,
+    threads: np.ndarray,
+    element_size: np.ndarray,
     blocks_per_sm: np.ndarray,
     write_s_per_wave: np.ndarray,
     gpu: GpuConfig,
     generation: str,
     idealize: frozenset[str],
 ) -> np.ndarray:
-    """(ops, 2): seconds per wave the second and third passes take at least from their MUFU work
-    (module docstring); the last pass's less the output's transfer per wave, which the bandwidth
-    term charges. Zeros without MUFU work, off the NVIDIA generations of SYNC_FIGURES, and under
-    the ``sm_utilization`` idealization."""
+    """(ops, 2): seconds per wave the second and third passes take at least to issue their
+    instructions (module docstring; archsim.perf.issue_rate.softmax_pass_cycles), the last
+    pass's less the output's transfer per wave, which the bandwidth term charges. Zeros for other
+    kernels, off ISSUE_GENERATIONS, and under the ``sm_utilization`` idealization."""
     n = len(row_elements)
     out = np.zeros((n, 2))
-    if generation not in MUFU_GENERATIONS or "sm_utilization" in idealize:
+    if generation not in ISSUE_GENERATIONS or "sm_utilization" in idealize:
         return out
-
-    def match(unique: pd.Series) -> np.ndarray:
-        found = np.full(len(unique), -1)
-        for index in reversed(range(len(MUFU_PASSES))):
-            hit = unique.str.contains(MUFU_PASSES[index][0], regex=True).to_numpy(dtype=bool)
-            found = np.where(hit, index, found)
-        return found
-
     names = pd.Series(names).reset_index(drop=True).astype("string").fillna("")
-    kinds = by_unique(names, match).astype(int)
-    warps = np.ceil(np.maximum(np.nan_to_num(np.asarray(row_elements, float)), 0.0) / WARP_SIZE)
-    per_op_ops = np.maximum(np.asarray(blocks_per_sm, dtype=float), 1.0) * warps * WARP_SIZE
+    ilp = by_unique(names, lambda u: u.str.extract(ISSUE_PASS_PATTERN)[0].astype(float).to_numpy())
+    hit = np.isfinite(ilp.astype(float))
+    if not hit.any():
+        return out
+    cycles = softmax_pass_cycles(row_elements, threads, np.where(hit, ilp, 1.0), element_size)
+    per_sm = np.maximum(np.asarray(blocks_per_sm, dtype=float), 1.0) / SMSPS_PER_SM
     cycle_s = 1e-6 / gpu.clock_mhz
-    for index, (_, per_pass) in enumerate(MUFU_PASSES):
-        hit = kinds == index
-        for j, count in enumerate(per_pass[:2]):
-            out[:, j] = np.where(
-                hit, per_op_ops * count / MUFU_RESULTS_PER_CLOCK * cycle_s, out[:, j]
-            )
-        if per_pass:
-            last = min(len(per_pass), 2) - 1
-            out[:, last] = np.where(
-                hit, np.maximum(out[:, last] - write_s_per_wave, 0.0), out[:, last]
-            )
+    sum_s = per_sm * cycles[:, 1] * cycle_s
+    write_s = np.maximum(per_sm * cycles[:, 2] * cycle_s - write_s_per_wave, 0.0)
+    out[:, 0] = np.where(hit, sum_s, 0.0)
+    out[:, 1] = np.where(hit, write_s, 0.0)
     return out
 
 
-def mufu_floors(
+def pass_floors(
     names: pd.Series,
     dtypes: pd.Series | None,
     read: np.ndarray,
     dram_bytes: np.ndarray,
-    wave: tuple[np.ndarray, np.ndarray, np.ndarray],
+    launch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     gpu: GpuConfig,
     generation: str,
     idealize: frozenset[str],
 ) -> np.ndarray:
-    """:func:`mufu_pass_seconds` for the row-pass kernels of archsim.perf.passes: ``read`` the bytes
-    a pass reads, ``wave`` (blocks, resident blocks per SM, waves); a row is the read over the
-    blocks in elements of the op's dtype (4 B where unknown); the output (``dram_bytes`` less the
-    read) is transferred at the generation's achieved DRAM fraction (archsim.perf.efficiency)."""
-    blocks, resident, waves = wave
+    """:func:`pass_floor_seconds` for the row-pass kernels of archsim.perf.passes: ``read`` the
+    bytes a pass reads, ``launch`` (blocks, threads, resident blocks per SM, waves); a row is the
+    read over the blocks in elements of the op's dtype (4 B where unknown); the output
+    (``dram_bytes`` less the read) is transferred at the generation's achieved DRAM fraction
+    (archsim.perf.efficiency)."""
+    blocks, threads, resident, waves = launch
     size = np.full(len(read), 4.0)
     if dtypes is not None:
         dtypes = pd.Series(dtypes).reset_index(drop=True).astype("string").fillna("")
@@ -223,7 +211,8 @@ def mufu_floors(
     written = np.maximum(np.nan_to_num(dram_bytes, nan=0.0) - read, 0.0)
     bandwidth = gpu.dram_bw_gbs * 1e9 * ACHIEVED.get(generation, ACHIEVED["default"]).dram
     write_s = 0.0 if "dram_bw" in idealize else written / waves / bandwidth
-    return mufu_pass_seconds(names, row_elements, on_sm, write_s, gpu, generation, idealize)
+    return pass_floor_seconds(names, row_elements, threads, size, on_sm, write_s, gpu,
+                              generation, idealize)  # fmt: skip
 
 
 def turnover_ns(table: StreamTable) -> float:
@@ -302,8 +291,7 @@ def wave_fixed_seconds(
 
 
 __all__ = [
-    "MUFU_PASSES",
-    "MUFU_RESULTS_PER_CLOCK",
+    "ISSUE_PASS_PATTERN",
     "REDUCTION_KERNELS",
     "SMEM_SERIAL",
     "SYNC_FIGURES",
@@ -312,8 +300,8 @@ __all__ = [
     "WARP_TREE",
     "WELFORD",
     "chain_cycles",
-    "mufu_floors",
-    "mufu_pass_seconds",
+    "pass_floor_seconds",
+    "pass_floors",
     "reduction_cycles",
     "turnover_ns",
     "wave_fixed_seconds",

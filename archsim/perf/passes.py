@@ -81,7 +81,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.hw.schema import GpuConfig
-from archsim.perf.block_sync import mufu_floors, wave_fixed_seconds
+from archsim.perf.block_sync import pass_floors, wave_fixed_seconds
 from archsim.perf.blocks import DTYPE_BYTES, element_bytes
 from archsim.perf.columns import by_unique, parsed_input_dims
 from archsim.perf.inductor_loops import looped_norm_rows, looped_norm_trips
@@ -261,7 +261,7 @@ def reread_terms(
     ``bytes_read`` is the kernel's input read once; ``resident_per_sm`` the blocks an SM holds at
     once (archsim.perf.occupancy); ``trips`` the dependent round trips each pass makes (1: one per
     pass; :func:`ilp_row_trips`); ``pass_floor_s`` (ops, k): seconds per wave the passes 2..k+1
-    take at least whatever their round trips (archsim.perf.block_sync.mufu_pass_seconds). Kernels
+    take at least whatever their round trips (archsim.perf.block_sync.pass_floor_seconds). Kernels
     with ``passes`` 0 or 1 get zeros."""
     multi = passes > 1
     blocks = np.maximum(blocks, 1.0)
@@ -334,11 +334,11 @@ def row_pass_work(
     read = np.where(np.isfinite(first_loop), first_loop, read)
     trips, per_thread = ilp_row_walk(names, dtypes, read, blocks, threads, input_dims)
     trips = looped_norm_trips(looped, loop_steps, trips)
-    # each wave's MUFU work in its re-read passes, its block turnover and block reductions
+    # each wave's instruction issue in its re-read passes, its block turnover and block reductions
     # (archsim.perf.block_sync)
     blocks = np.maximum(blocks, 1.0)
     waves = np.ceil(blocks / np.minimum(blocks, gpu.sms * np.maximum(resident, 1.0)))
-    floors = mufu_floors(names, dtypes, read, dram_bytes, (blocks, resident, waves), gpu,
+    floors = pass_floors(names, dtypes, read, dram_bytes, (blocks, threads, resident, waves), gpu,
                          generation, idealize)  # fmt: skip
     extra_dram, extra_l2, latency = reread_terms(passes, read, blocks, resident, gpu, generation,
                                                  idealize, trips, floors)  # fmt: skip
