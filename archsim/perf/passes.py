@@ -54,10 +54,10 @@ for every shift (shift 0: ceil(3137 / 1024); shift s > 0: 1 + ceil((2113 + s) / 
 5.72 ms measured (-46%; one round trip per pass gave 2.0 ms, -65%). Each wave also turns its
 blocks over (238 ns, gpu-benches' H100 PCIe stream table) and runs two ``blockReduceWarp`` chains
 (2 x 126 cycles, lower bounds from published cycle figures: archsim.perf.block_sync), 365 ns more
-per wave: 3.49 ms (-39%). The sum pass, re-read from L1, is bound by its MUFU work (one ``expf`` per
-element at 16 a clock per SM: 396 cycles against 4 x 28 of round trips; the write pass's exp and
-IEEE division hide under its output's transfer; the same module): 143 ns more per wave, 3.65 ms
-(-36%). Shuffle and ``__syncthreads`` latencies have no published Hopper figure and are priced at
+per wave: 3.49 ms (-39%). The passes re-read from L1 are bound by their instruction issue (SASS
+counts of the loops at the published dispatch and pipe rates, archsim.perf.issue_rate, applied by the
+same module: the sum pass 841.5 cycles against 4 x 28 of round trips, the write pass 1,534.5 less
+its output's 0.60-us transfer): 484 ns more per wave, 4.04 ms (-29%). Shuffle and ``__syncthreads`` latencies have no published Hopper figure and are priced at
 their issue cost and zero.
 DRAM latency under load does not close the gap: the round trips here keep the pointer chase, since
 this latency-plus-transfer form already prices the queue behind each burst (archsim.perf.loaded_latency
