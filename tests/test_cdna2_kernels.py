@@ -137,10 +137,15 @@ def test_one_workgroup_add_latency_and_floor(preset: str) -> None:
     """256 elements in one workgroup of 128 threads: 3072 B. A vectorized element-wise thread loads
     all its elements before it computes (archsim.perf.in_flight): 2 elements x 12 B = 24 B per
     thread, all 3072 B in flight at once, so Little's law gives 3072 / (3072 B / 390 ns) = 390 ns
-    (one HBM round trip at the gpu-benches pointer-chase latency), plus the pipeline fill of two
-    round trips (archsim.perf.pipeline_fill): 1170 ns; the 3.7-us floor binds."""
+    (one HBM round trip at the gpu-benches pointer-chase latency). With the pipeline fill
+    (archsim.perf.pipeline_fill, L + max(L + T_bw, T_lat)) that one round trip is the first load's,
+    not one more: the loads are back at 390 ns, or 2.287 ns later at the bandwidth bound (T_bw =
+    3072 B / (1638.4 GB/s x 0.82)), and the stores are acknowledged one round trip after: 390 +
+    max(392.287, 390) = 782.287 ns (1170 when the fill counted the first trip twice); the 3.7-us
+    floor binds."""
     hw = load_hw(preset)
     assert hw.gpu.dram_latency_ns == 390
     ops = _add(256, 1, 128)
-    assert kernel_terms(ops, hw.gpu)["lat"][0] * 1e9 == pytest.approx(1170.0, rel=1e-6)
+    t_bw_ns = 3072 / (1638.4 * 0.82)
+    assert kernel_terms(ops, hw.gpu)["lat"][0] * 1e9 == pytest.approx(780.0 + t_bw_ns, rel=1e-6)
     assert body_seconds(ops, hw)[0] * 1e6 == pytest.approx(hw.gpu.kernel_min_us)

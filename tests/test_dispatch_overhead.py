@@ -1,6 +1,7 @@
 """CDNA3 kernels carry their fixed cost in series with their work (archsim.perf.dispatch_overhead).
 
-Golden values worked by hand on the MI300X preset (floor 2.0 us, pointer chase 434 ns); invariants:
+Golden values worked by hand on the MI300X preset (floor 2.0 us, pointer chase 434 ns: T_fixed =
+2.0 - 2 x 0.434 = 1.132 us, the floor less the model's own one-workgroup body); invariants:
 never below the floor, never faster than the overlapped form, more bytes never faster, more DRAM
 bandwidth never slower; one-L2 GPUs (CDNA2, NVIDIA) keep max(floor, body); the ``sm_utilization``
 idealization removes the fixed cost with the floor.
@@ -17,14 +18,14 @@ from hypothesis import strategies as st
 import archsim.perf.kernel as kernel_module
 from archsim.hw import load_hw
 from archsim.perf.dispatch_overhead import (
-    MINIMAL_KERNEL_ROUND_TRIPS,
     fixed_cost_seconds,
     serial_fixed_cost,
     terms_floor_us,
     with_fixed_cost,
 )
 from archsim.perf.efficiency import generation
-from archsim.perf.kernel import body_seconds
+from archsim.perf.kernel import body_seconds, kernel_terms
+from archsim.perf.pipeline_fill import minimal_kernel_seconds
 from archsim.trace.schema import OPS_COLUMNS, conform
 
 MI300X = load_hw("mi300x")
@@ -53,13 +54,16 @@ def _overlapped(ops: pd.DataFrame, hw) -> np.ndarray:
 
 
 def test_functions_by_hand() -> None:
-    assert MINIMAL_KERNEL_ROUND_TRIPS == 3
-    # MI300X: floor 2.0 us less 3 x 434 ns = 0.698 us; the terms see a floor of 1.302 us
-    assert fixed_cost_seconds(2.0e-6, 434e-9) == pytest.approx(0.698e-6)
-    assert terms_floor_us(2.0, 434.0) == pytest.approx(1.302)
-    # a floor under three round trips leaves no fixed cost, and the terms keep that floor
-    assert fixed_cost_seconds(1.0e-6, 434e-9) == 0.0
-    assert terms_floor_us(1.0, 434.0) == 1.0
+    # the model's one-workgroup body (archsim.perf.pipeline_fill): its loads return one round trip
+    # after dispatch, its stores are acknowledged one later: 2 x 434 ns, not the 3 L of a fill that
+    # counted the first round trip twice
+    assert minimal_kernel_seconds(434e-9) == pytest.approx(868e-9)
+    # MI300X: floor 2.0 us less 2 x 434 ns = 1.132 us; the terms see a floor of 0.868 us
+    assert fixed_cost_seconds(2.0e-6, 434e-9) == pytest.approx(1.132e-6)
+    assert terms_floor_us(2.0, 434.0) == pytest.approx(0.868)
+    # a floor under two round trips leaves no fixed cost, and the terms keep that floor
+    assert fixed_cost_seconds(0.8e-6, 434e-9) == 0.0
+    assert terms_floor_us(0.8, 434.0) == 0.8
     assert with_fixed_cost(np.array([0.5, 3.0]), np.array([2.0, 2.0]), np.array([0.7, 0.7])) == (
         pytest.approx([2.0, 3.7])
     )
@@ -76,18 +80,29 @@ def test_only_multi_l2_generations() -> None:
 
 def test_golden_mid_size_bf16_add_on_mi300x() -> None:
     # 2^21 bf16 elements a + b (SD3.5's 640-workgroup adds move 10.5 MB): D = 6 x 2^21 = 12,582,912
-    # B. T_bw = D / (5300 GB/s x 0.754) = 3.1487 us; with the fill's 2 x 434 ns, 4.0167 us of body
-    # (the Little's-law term is below T_bw: 640 x 256 threads x 64 B = 10.5 MB in flight); in series
-    # with the fixed cost 2.0 - 3 x 0.434 = 0.698 us: 4.7147 us. Overlapped, the body alone: 4.0167.
+    # B. T_bw = D / (5300 GB/s x 0.754) = 3.1487 us; bandwidth-bound (the Little's-law term is D /
+    # 5300 GB/s = 2.374 us: 640 x 256 threads x 64 B = 10.5 MB in flight), so the fill adds both
+    # round trips, first load and last store: 0.434 + max(0.434 + 3.1487, 2.374) = 4.0167 us of body;
+    # in series with the fixed cost 2.0 - 2 x 0.434 = 1.132 us: 5.1487 us (with the double-counted
+    # fill's 3 L body_min it was 0.698 + 4.0167 = 4.7147). Overlapped, the body alone: 4.0167.
     ops = _add(2**21, 640)
-    assert body_seconds(ops, MI300X)[0] * 1e6 == pytest.approx(4.7147, rel=1e-4)
+    assert body_seconds(ops, MI300X)[0] * 1e6 == pytest.approx(5.1487, rel=1e-4)
     assert _overlapped(ops, MI300X)[0] * 1e6 == pytest.approx(4.0167, rel=1e-4)
 
 
 def test_one_workgroup_kernel_stays_at_the_floor() -> None:
-    # 256 bf16 elements in one workgroup: every byte in flight at once, body 3 x 434 ns = 1.302 us,
-    # plus 0.698 us: exactly the 2.0-us floor the preset measured on such kernels
-    assert body_seconds(_add(256, 1), MI300X)[0] == pytest.approx(2.0e-6)
+    # 256 bf16 elements in one workgroup: 1,024 B loaded, 512 B stored, every load in flight at
+    # once. Its loads return at L = 434 ns (the Little's-law term: one round, T_lat = L at nearly no
+    # load), its stores are acknowledged at 2 L = 868 ns; the bandwidth bound puts the last byte
+    # T_bw = 1,536 B / (5300 GB/s x 0.754) = 0.384 ns after the first: body L + max(L + T_bw,
+    # T_lat) = 868.4 ns, plus the fixed cost 1.132 us: the 2.0-us floor the preset measured on such
+    # kernels, and 0.384 ns (T_bw) over it
+    ops = _add(256, 1)
+    terms = kernel_terms(ops, MI300X.gpu, frozenset(), MI300X.name)
+    t_bw = 1536 / (5300e9 * 0.754)
+    assert terms["bw"][0] == pytest.approx(t_bw, rel=1e-9)
+    assert terms["lat"][0] == pytest.approx(2 * 434e-9 + t_bw, rel=1e-6)
+    assert body_seconds(ops, MI300X)[0] == pytest.approx(2.0e-6 + t_bw, rel=1e-6)
 
 
 def test_one_l2_gpus_unchanged() -> None:

@@ -169,10 +169,16 @@ def test_serial_overhead_is_the_floor_less_its_own_round_trip() -> None:
 def test_one_step_costs_the_floor_and_each_step_adds_a_round_trip(
     elements: int, blocks: int, threads: int
 ) -> None:
-    """Rows that one load per thread covers (one step, one wave) cost exactly the kernel floor; twice
-    the rows (two steps) one DRAM round trip more. At most 16,384 threads (64 KB a step): a larger
-    step's transfer outlasts its round trip, and on CDNA3 it adds to the kernel's fixed cost
-    (archsim.perf.dispatch_overhead) instead of hiding under the floor."""
+    """Rows that one load per thread covers (one step, one wave) cost the kernel floor and their
+    bytes' transfer; twice the rows (two steps) one DRAM round trip over the floor. At most 16,384
+    threads (64 KB a step): a larger step's transfer outlasts its round trip, and on CDNA3 it adds to
+    the kernel's fixed cost (archsim.perf.dispatch_overhead) instead of hiding under the floor.
+
+    One step: every load in flight at once, so its pipeline fill (archsim.perf.pipeline_fill) is
+    L + max(L + T_bw, T_lat = L) = 2 L + T_bw (the loads back at L, the last byte T_bw = D / (5300
+    GB/s x 0.754) after the first, the stores acknowledged one round trip later), above the chain's
+    floor - L + L = 2 L; with the fixed cost 2.0 us - 2 L in series: 2.0 us + T_bw (at most 16 ps).
+    Two steps: the chain, 2 L + L, over the fill, plus the fixed cost: 2.0 us + 434 ns."""
     assume(blocks * threads <= 16_384)
     elements = min(elements, threads)  # one step: rows <= threads x 1 element
 
@@ -180,5 +186,6 @@ def test_one_step_costs_the_floor_and_each_step_adds_a_round_trip(
         ops = _kernel(STATS, (blocks, 1), threads, rows * blocks * 4.0, 8.0 * blocks)
         return float(body_seconds(ops, MI300X)[0])
 
-    assert t(elements) == pytest.approx(2.0e-6)
+    t_bw = (elements * blocks * 4.0 + 8.0 * blocks) / (5300e9 * 0.754)
+    assert t(elements) == pytest.approx(2.0e-6 + t_bw, rel=1e-9)
     assert t(elements + threads) == pytest.approx(2.0e-6 + 434e-9)

@@ -21,20 +21,20 @@ b), i.e. a time of a startup overhead a plus V / b). So on CDNA3
 
     T = max(T_min, T_fixed + body),   T_fixed = max(T_min - body_min, 0)
 
-where body_min is what the terms give the one-workgroup kernels that set T_min: the fill's two round
-trips (:mod:`archsim.perf.pipeline_fill`: first load, last store's acknowledgement) and the one round
-trip its loads take at Little's law with all of them in flight, 3 L. Such a kernel stays at T_min; a
-streaming kernel pays T_fixed on top of its transfer. T_fixed is not a published figure: it is the
-preset's floor (in sample where the accuracy table says so) less three published pointer chases
-(MI300X: 2.0 - 3 x 0.434 = 0.70 us). Physically a one-load kernel waits two round trips, not three
-(the fill's first-load trip and the Little's-law trip are the same one); T_min - 2 L (1.13 us) would
-price the minimal kernel above the floor it was measured at, so the terms' own minimal body is what
-is taken off. A few-block reduction chain (:mod:`archsim.perf.memory_parallelism`) already puts the
-fixed cost in series with its round trips (T_min - L + steps); with the fixed cost carried here, the
-chain keeps only its round trips (the terms see a floor of 3 L, so the chain costs 2 L + steps) and
-the sum is what it was.
+where body_min is what the terms give the one-workgroup kernels that set T_min, computed from the
+model (:func:`archsim.perf.pipeline_fill.minimal_kernel_seconds`): their loads all fit in one round,
+so they return one round trip L after dispatch and the stores' acknowledgement follows one L later,
+2 L (the fill's first-load trip is the Little's-law term's one round, counted once). Such a kernel
+stays at T_min; a streaming kernel pays T_fixed on top of its transfer. T_fixed is not a published
+figure: it is the preset's floor (in sample where the accuracy table says so) less two published
+pointer chases (MI300X: 2.0 - 2 x 0.434 = 1.13 us). (The fill once counted a latency-bound kernel's
+first round trip twice, which made body_min 3 L and T_fixed 0.70 us.) A few-block reduction chain
+(:mod:`archsim.perf.memory_parallelism`) already puts the fixed cost in series with its round trips
+(T_min - L + steps); with the fixed cost carried here, the chain keeps only its round trips (the
+terms see a floor of body_min = 2 L, so the chain costs L + steps) and the sum is what it was; the
+same holds for a traced GEMM's serial prologue (archsim.perf.gemm_latency: T_min - L + rounds x L).
 
-Tried on every generation (the same form and definition everywhere): the H100 TimeSformer's
+Tried on every generation (the same form, with the earlier 3 L body_min): the H100 TimeSformer's
 per-kernel median 24% -> 21%, A100 ``train_shapes`` 40% -> 38%, MI250 MLP 51% -> 46%, but the
 fixtures whose work is inferred from the launch grid moved away (MI210 13% -> 36%, total +6% ->
 +22%; A100 AlexNet 25% -> 41%; RTX 2080 Ti 17% -> 26%) and V100 ResNet-50 lost 267 of its 5,557
@@ -49,13 +49,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from archsim.perf.pipeline_fill import FILL_ROUND_TRIPS
+from archsim.perf.pipeline_fill import minimal_kernel_seconds
 
 # Generations whose devices span several non-coherent L2s (module docstring): CDNA3's eight XCDs.
 SERIAL_FIXED_COST_GENERATIONS = frozenset({"cdna3"})
-# DRAM round trips in the terms' body of a one-workgroup kernel with all its loads in flight: the
-# fill's two (archsim.perf.pipeline_fill) and one of Little's-law transfer (module docstring).
-MINIMAL_KERNEL_ROUND_TRIPS = FILL_ROUND_TRIPS + 1
 
 
 def serial_fixed_cost(generation: str) -> bool:
@@ -64,17 +61,18 @@ def serial_fixed_cost(generation: str) -> bool:
 
 
 def fixed_cost_seconds(kernel_min_s: float, dram_latency_s: float) -> float:
-    """T_fixed: the floor less the terms' body of the one-workgroup kernel that sets it, >= 0."""
+    """T_fixed: the floor less the terms' body of the one-workgroup kernel that sets it
+    (archsim.perf.pipeline_fill.minimal_kernel_seconds: 2 L), >= 0."""
     if kernel_min_s < 0 or dram_latency_s < 0:
         raise ValueError("kernel_min_s and dram_latency_s must be >= 0")
-    return max(kernel_min_s - MINIMAL_KERNEL_ROUND_TRIPS * dram_latency_s, 0.0)
+    return max(kernel_min_s - minimal_kernel_seconds(dram_latency_s), 0.0)
 
 
 def terms_floor_us(kernel_min_us: float, dram_latency_ns: float) -> float:
     """The floor the kernel terms see when the kernel carries its fixed cost: the minimal kernel's
     body (never above the preset's floor), so a few-block chain (archsim.perf.memory_parallelism:
     floor - L + steps) keeps its round trips and the fixed cost is counted once."""
-    return min(kernel_min_us, MINIMAL_KERNEL_ROUND_TRIPS * dram_latency_ns * 1e-3)
+    return min(kernel_min_us, minimal_kernel_seconds(dram_latency_ns * 1e-9) * 1e6)
 
 
 def with_fixed_cost(body_s: np.ndarray, floor_s: np.ndarray, fixed_s: np.ndarray) -> np.ndarray:
@@ -84,7 +82,6 @@ def with_fixed_cost(body_s: np.ndarray, floor_s: np.ndarray, fixed_s: np.ndarray
 
 
 __all__ = [
-    "MINIMAL_KERNEL_ROUND_TRIPS",
     "SERIAL_FIXED_COST_GENERATIONS",
     "fixed_cost_seconds",
     "serial_fixed_cost",
