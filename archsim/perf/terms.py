@@ -17,8 +17,10 @@ blocks per SM, per-SM peak P, DRAM bandwidth W and latency L, and the achieved f
                                                 threads x bytes per thread by kernel family
                                                 (archsim.perf.in_flight), L(bw) the latency at the
                                                 kernel's own load (archsim.perf.loaded_latency:
-                                                L at bw = 0); then 2 L + the slower of
-                                                it and T_bw (pipeline fill: archsim.perf.pipeline_fill)
+                                                L at bw = 0); then L + max(L + T_bw,
+                                                T_lat): the first load's round trip and
+                                                the last store's (pipeline fill:
+                                                archsim.perf.pipeline_fill)
     T_mem  = L2 bytes / L2 bandwidth            on-chip memory system
     T      = max(T_comp, T_bw, T_lat, T_mem)    (archsim.perf.kernel adds floor, launch, calibration)
 
