@@ -20,6 +20,38 @@ from tests.test_engine_agreement import REL, _agree, _untied, fast_and_reference
 from tests.test_sim_support import machine, service_times
 
 
+def _cpu_inference_times(work_us: list[float], step_us: list[float], max_batch: int):
+    """Service times of a CPU-only central-inference system (the cases below), untied as the random
+    strategy's are: ``work_us`` = [up, down, server, inference, learner GPU, learner CPU, launch],
+    ``step_us`` the actors' step times. Returns (times, inference_s, learner_gpu_s)."""
+    up, down, server, infer, learner, learner_cpu, launch = _untied(work_us)
+    times = service_times(
+        actor_step_s=tuple(_untied(step_us, first=7)),
+        up_s=up,
+        down_s=down,
+        server_s=server,
+        inference_s=infer,
+        inference_frac=1.0,
+        learner_gpu_s=learner,
+        learner_frac=1.0,
+        learner_cpu_s=learner_cpu,
+        launch_s=launch,
+        max_batch=max_batch,
+        on_gpu=False,
+    )
+    return times, infer, learner
+
+
+def _both_engines_agree(cfg: SimConfig, times, mach, engines: tuple[str, str]) -> None:
+    """The fast engine and the simpy reference run (``engines``: the paths each must take) and agree
+    within one event, frames/s to float rounding."""
+    fast = simulate_system(times, mach, cfg.replace(engine="fast"), 32)
+    plain = simulate_system(times, mach, cfg.replace(engine="simpy"), 32)
+    assert (fast.engine, plain.engine) == engines
+    _agree(cfg, times, mach, fast, plain)
+    assert fast.metrics["frames_per_s"] == pytest.approx(plain.metrics["frames_per_s"], rel=REL)
+
+
 # The params lock on every layout (both schedulers, any learner threads, actors on the learner's
 # hardware threads or not): the same 60 systems every run, beside the random lock draws of
 # test_fast_paths_agree_with_the_reference (tests/test_engine_agreement.py).
@@ -49,21 +81,7 @@ def test_params_lock_handed_on_as_a_server_comes_free_agrees():
         sim_seconds=0.02,
         param_lock="on",
     )
-    up, down, server, infer, learner, learner_cpu, launch = _untied([0, 0, 0, 10, 100, 0, 0])
-    times = service_times(
-        actor_step_s=tuple(_untied([80.0], first=7)),
-        up_s=up,
-        down_s=down,
-        server_s=server,
-        inference_s=infer,
-        inference_frac=1.0,
-        learner_gpu_s=learner,
-        learner_frac=1.0,
-        learner_cpu_s=learner_cpu,
-        launch_s=launch,
-        max_batch=2,
-        on_gpu=False,
-    )
+    times, infer, learner = _cpu_inference_times([0, 0, 0, 10, 100, 0, 0], [80.0], 2)
     times = dataclasses.replace(
         times,
         batch_when_server_free=True,
@@ -78,11 +96,7 @@ def test_params_lock_handed_on_as_a_server_comes_free_agrees():
         inference_locked_s=np.full(3, infer * 0.5),
     )
     mach = machine(3, cores=3)
-    fast = simulate_system(times, mach, cfg.replace(engine="fast"), 32)
-    plain = simulate_system(times, mach, cfg.replace(engine="simpy"), 32)
-    assert fast.engine == "fast" and plain.engine == "simpy"
-    _agree(cfg, times, mach, fast, plain)
-    assert fast.metrics["frames_per_s"] == pytest.approx(plain.metrics["frames_per_s"], rel=REL)
+    _both_engines_agree(cfg, times, mach, ("fast", "simpy"))
 
 
 def test_params_lock_requests_at_one_instant_agree():
@@ -102,21 +116,7 @@ def test_params_lock_requests_at_one_instant_agree():
         sim_seconds=0.02,
         param_lock="on",
     )
-    up, down, server, infer, learner, learner_cpu, launch = _untied([0, 0, 6, 74, 100, 0, 0])
-    times = service_times(
-        actor_step_s=tuple(_untied([80.0], first=7)),
-        up_s=up,
-        down_s=down,
-        server_s=server,
-        inference_s=infer,
-        inference_frac=1.0,
-        learner_gpu_s=learner,
-        learner_frac=1.0,
-        learner_cpu_s=learner_cpu,
-        launch_s=launch,
-        max_batch=1,
-        on_gpu=False,
-    )
+    times, infer, learner = _cpu_inference_times([0, 0, 6, 74, 100, 0, 0], [80.0], 1)
     times = dataclasses.replace(
         times,
         learner_locked_cpu_s=learner * 0.3,
@@ -125,11 +125,7 @@ def test_params_lock_requests_at_one_instant_agree():
     free_s = float(times.inference_gpu_s[1] - times.inference_locked_s[1])
     assert free_s == times.inference_locked_s[1]  # the tie the case is made of
     mach = machine(6, cores=3, smt_yield=0.375)
-    fast = simulate_system(times, mach, cfg.replace(engine="fast"), 32)
-    plain = simulate_system(times, mach, cfg.replace(engine="simpy"), 32)
-    assert fast.engine == "fast" and plain.engine == "simpy"
-    _agree(cfg, times, mach, fast, plain)
-    assert fast.metrics["frames_per_s"] == pytest.approx(plain.metrics["frames_per_s"], rel=REL)
+    _both_engines_agree(cfg, times, mach, ("fast", "simpy"))
 
 
 def test_params_lock_takes_same_instant_requests_by_requester():
@@ -175,21 +171,7 @@ def test_a_queued_burst_asks_for_the_gil_as_on_the_reference():
         cpu_sched="shared",
         param_lock="on",
     )
-    up, down, server, infer, learner, learner_cpu, launch = _untied([0, 0, 0, 337, 481, 109, 0])
-    times = service_times(
-        actor_step_s=tuple(_untied([134.0, 474.0], first=7)),
-        up_s=up,
-        down_s=down,
-        server_s=server,
-        inference_s=infer,
-        inference_frac=1.0,
-        learner_gpu_s=learner,
-        learner_frac=1.0,
-        learner_cpu_s=learner_cpu,
-        launch_s=launch,
-        max_batch=5,
-        on_gpu=False,
-    )
+    times, infer, learner = _cpu_inference_times([0, 0, 0, 337, 481, 109, 0], [134.0, 474.0], 5)
     times = dataclasses.replace(
         times,
         python=PythonShare(
@@ -202,8 +184,4 @@ def test_a_queued_burst_asks_for_the_gil_as_on_the_reference():
         inference_locked_s=np.full(6, infer * 0.5),
     )
     mach = machine(3, cores=3)
-    fast = simulate_system(times, mach, cfg.replace(engine="fast"), 32)
-    plain = simulate_system(times, mach, cfg.replace(engine="simpy"), 32)
-    assert fast.engine == "shared_fast" and plain.engine == "shared"
-    _agree(cfg, times, mach, fast, plain)
-    assert fast.metrics["frames_per_s"] == pytest.approx(plain.metrics["frames_per_s"], rel=REL)
+    _both_engines_agree(cfg, times, mach, ("shared_fast", "shared"))

@@ -71,18 +71,20 @@ def test_golden_mi300x_mt64x96x128():
                          frozenset({"dram_latency"}))[0] == 0.0  # fmt: skip
 
 
-def _gemm_op(name: str, k: int, blocks: int) -> pd.DataFrame:
+def gemm_op(name: str, k: int, blocks: int, m: int = 666, n: int = 2432) -> pd.DataFrame:
+    """One traced bf16 ``aten::mm`` kernel of [m, k] x [k, n] on ``blocks`` workgroups (ROCm launch);
+    the default m, n are an SD3.5 mid-size GEMM's. Shared with tests/test_gemm_prologue.py."""
     return pd.DataFrame(
         {
             "name": [name],
             "kind": ["kernel"],
             "op_class": ["gemm"],
             "launch_op": ["aten::mm"],
-            "input_dims": [f"[[666, {k}], [{k}, 2432]]"],
+            "input_dims": [f"[[{m}, {k}], [{k}, {n}]]"],
             "dtype": ["bfloat16"],
-            "flops": [2.0 * 666 * k * 2432],
-            "bytes_read": [2.0 * (666 * k + k * 2432)],
-            "bytes_written": [2.0 * 666 * 2432],
+            "flops": [2.0 * m * k * n],
+            "bytes_read": [2.0 * (m * k + k * n)],
+            "bytes_written": [2.0 * m * n],
             "grid_x": [float(blocks)],
             "grid_y": [1.0],
             "grid_z": [1.0],
@@ -97,7 +99,7 @@ def _gemm_op(name: str, k: int, blocks: int) -> pd.DataFrame:
 def test_floor_reaches_the_latency_term():
     """A long-K GEMM on few tiles is bound by its chain: K = 2^20 is 8192 steps x 434 ns = 3.56 ms."""
     gpu = load_hw("mi300x").gpu
-    ops = _gemm_op(MT64, 1 << 20, 266)
+    ops = gemm_op(MT64, 1 << 20, 266)
     floor = k_loop_floor(ops, np.array([266.0]), np.array([1.0]), np.array([True]), gpu)
     assert floor[0] == pytest.approx(1.566e-6 + 8192 * 434e-9, rel=1e-9)
     assert kernel_terms(ops, gpu, config_name="mi300x")["lat"][0] >= floor[0]
@@ -106,7 +108,7 @@ def test_floor_reaches_the_latency_term():
 @given(k=st.integers(1, 1 << 16), extra=st.integers(1, 1 << 16))
 def test_more_k_never_faster(k, extra):
     hw = load_hw("mi300x")
-    ops = pd.concat([_gemm_op(MT64, k, 266), _gemm_op(MT64, k + extra, 266)], ignore_index=True)
+    ops = pd.concat([gemm_op(MT64, k, 266), gemm_op(MT64, k + extra, 266)], ignore_index=True)
     seconds = body_seconds(ops, hw)
     assert seconds[1] >= seconds[0]
 
@@ -116,7 +118,7 @@ def test_more_cus_never_slower(k, blocks, cus):
     hw = load_hw("mi300x")
     fewer = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"sms": cus})})
     more = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"sms": cus + 1})})
-    ops = _gemm_op(MT64, k, blocks)
+    ops = gemm_op(MT64, k, blocks)
     assert body_seconds(ops, more)[0] <= body_seconds(ops, fewer)[0] * (1 + 1e-12)
 
 

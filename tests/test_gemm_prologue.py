@@ -14,34 +14,11 @@ from archsim.hw import load_hw
 from archsim.perf.gemm_latency import epilogue_store_seconds, prologue_seconds
 from archsim.perf.kernel import body_seconds
 from archsim.perf.terms import kernel_terms
-
-MT64 = (
-    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT64x96x128_MI16x16x1_SN_LDSB1_NTD4_PGR2_PLR1"
-    "_PKA1_WG16_8_2"
-)
+from tests.test_gemm_latency import MT64, gemm_op
 
 
 def _gemm_op(k: int, blocks: int, m: int = 666, n: int = 2432) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "name": [MT64],
-            "kind": ["kernel"],
-            "op_class": ["gemm"],
-            "launch_op": ["aten::mm"],
-            "input_dims": [f"[[{m}, {k}], [{k}, {n}]]"],
-            "dtype": ["bfloat16"],
-            "flops": [2.0 * m * k * n],
-            "bytes_read": [2.0 * (m * k + k * n)],
-            "bytes_written": [2.0 * m * n],
-            "grid_x": [float(blocks)],
-            "grid_y": [1.0],
-            "grid_z": [1.0],
-            "block_x": [256.0],
-            "block_y": [1.0],
-            "block_z": [1.0],
-            "launch_api": ["hipExtModuleLaunchKernel"],
-        }
-    )
+    return gemm_op(MT64, k, blocks, m, n)
 
 
 def test_golden_mi300x_rounds():
