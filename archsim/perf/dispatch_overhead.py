@@ -40,6 +40,11 @@ fixtures whose work is inferred from the launch grid moved away (MI210 13% -> 36
 +22%; A100 AlexNet 25% -> 41%; RTX 2080 Ti 17% -> 26%) and V100 ResNet-50 lost 267 of its 5,557
 kernels within 30% (its 1-us element-wise kernels are under the preset's 1.25-us floor already).
 GPUs with one L2 have no documented boundary step that cannot overlap, so they keep max(T_min, body).
+That leaves the model not uniform there, and it says so: on every GPU a traced tiled GEMM's prologue
+(archsim.perf.gemm_latency) and a few-block reduction chain (archsim.perf.memory_parallelism) put
+T_min - L in series with their dependent round trips, while a streaming kernel on a one-L2 GPU keeps
+the fixed cost overlapped. No measurement here separates the two (the fixtures that moved away above
+are the ones whose work is guessed from the grid, so they cannot decide it either way).
 
 Pure functions; the breakdown's ``sm_utilization`` idealization removes the fixed cost with the
 floor (archsim.perf.kernel).
