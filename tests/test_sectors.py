@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from archsim.perf.sectors import (
     SAMPLED_WARPS,
-    reuse_bytes,
+    reuse_gap_bytes,
     sector_factor,
     strided_traffic,
     warp_sectors,
@@ -38,8 +38,9 @@ def test_transpose_of_n_by_64_bf16_by_hand():
     strided, contiguous = warp_sectors((64, n), (1, 64), 2)
     assert (strided, contiguous) == (SAMPLED_WARPS * 32, SAMPLED_WARPS * 2)  # of 2048 warps
     assert sector_factor((64, n), (1, 64), 2) == 16.0  # 32 B moved per 2 useful
-    # a sector holds 16 consecutive i; the next i is read n output elements later: 15 n sectors
-    assert reuse_bytes((64, n), (1, 64), 2) == 15 * n * 32
+    # a sector holds 16 consecutive i; the next i is read n output elements later, each moving at
+    # most one sector meanwhile: n sectors between consecutive uses
+    assert reuse_gap_bytes((64, n), (1, 64), 2) == n * 32
     # AMD: 64-lane wavefronts, 64-B lines: 32 elements per line, so 32x
     assert sector_factor((64, n), (1, 64), 2, 64, 64) == 32.0
 
@@ -90,8 +91,8 @@ def test_strided_traffic_prices_a_transposed_copy_and_leaves_the_rest():
     # destination contiguous, source the transpose of a contiguous [4096, 64]: 16x reads
     ops = _copy_ops([[4096, 1], [1, 64], []])
     dram, l2 = strided_traffic(ops, amd=False, l2_bytes=50 * 2**20)
-    assert (dram[0], l2[0]) == (0.0, 15 * read)  # reuse 15 x 4096 x 32 B = 1.9 MB fits the L2
-    dram, l2 = strided_traffic(ops, amd=False, l2_bytes=2**20)  # does not fit a 1-MB L2
+    assert (dram[0], l2[0]) == (0.0, 15 * read)  # reuse gap 4096 x 32 B = 128 KB fits the L2
+    dram, l2 = strided_traffic(ops, amd=False, l2_bytes=2**16)  # does not fit a 64-KB L2
     assert (dram[0], l2[0]) == (15 * read, 0.0)
     for ops in (_copy_ops([[4096, 1], [4096, 1], []]), _copy_ops(None), _copy_ops([])):
         dram, l2 = strided_traffic(ops, amd=False, l2_bytes=50 * 2**20)
