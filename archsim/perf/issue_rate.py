@@ -45,6 +45,21 @@ iteration. Counted here:
   that are contiguous in every operand). The 4-dim transposes of the H100 TimeSformer take
   18 + 4 x 12 = 66 instructions, 35 integer: 70 cycles a warp-element, the integer pipe binding.
 
+- ``CatArrayBatchedCopy`` / ``CatArrayBatchedCopy_contig<OpaqueType<N>, unsigned int, Dims,
+  batch_size, stride_size>`` (aten/src/ATen/native/cuda/Shape.cu, the grid-stride loop
+  ``while (tid < nElements)``): each element computes its output offset with
+  ``CatArrIndexToOffset<unsigned, Dims>::compute``, a real 32-bit unsigned division and a
+  multiply-subtract per dim from ``Dims - 1`` down to 1 (the divisor, a kernel argument, is loop-
+  invariant: nvcc hoists its reciprocal, I2F/MUFU.RCP/F2I, out of the loop, leaving IMAD.HI, the
+  two-step correction, ISETP/SEL per dim in it), then loads ``data[tid]`` and stores. The strided
+  kernel (``stride_size > 1``, every ``isContiguous`` false) computes the input's offset the same
+  way, a second ``compute`` per element (nvcc unswitches the loop on ``isContig``; the strided
+  loop counted). Replica instantiated for N in 1, 2, 4, 8 and Dims 1-4 (CAT_COPY_LOOPS): contiguous
+  ~12.4 per dim above 1 (N = 4: 8, 20, 33, 45), strided ~25 (N = 2: 10, 35, 60, 85). The H100
+  TimeSformer's cats (N = 2, Dims 3): 34 instructions, 31 integer (62 cycles a warp-element)
+  contiguous, 60 and 56 (112 cycles) strided: the integer pipe binds. sm_75 and sm_80 listings:
+  within 2 instructions (1 integer); sm_100: contiguous the same, strided more (87 at Dims 3).
+
 Generations without the counts' ISA (AMD CDNA, Pascal and older) get no issue floor.
 """
 
@@ -214,6 +229,91 @@ def copy_iteration_dims(launch_op: str, dims_json: str, strides_json: str) -> in
     return coalesced_dims(shape, operands) if ok and shape else 0
 
 
+# Shape.cu cat kernels (nvcc 13.0, sm_90): (strided, OpaqueType bytes, Dims) -> loop body per element
+CAT_COPY_LOOPS: dict[tuple[bool, int, int], LoopCount] = {
+    (strided, nbytes, dims): LoopCount(*counts)
+    for strided, table in (
+        (
+            False,
+            {
+                1: ((10, 7), (22, 19), (35, 32), (47, 44)),
+                2: ((9, 6), (21, 18), (34, 31), (46, 43)),
+                4: ((8, 5), (20, 17), (33, 30), (45, 42)),
+                8: ((8, 5), (20, 17), (33, 30), (45, 42)),
+            },
+        ),
+        (
+            True,
+            {
+                1: ((11, 8), (36, 33), (60, 57), (84, 81)),
+                2: ((10, 7), (35, 32), (60, 56), (85, 81)),
+                4: ((9, 6), (34, 31), (59, 55), (84, 80)),
+                8: ((9, 6), (34, 31), (59, 55), (84, 80)),
+            },
+        ),
+    )  # fmt: skip
+    for nbytes, rows in table.items()
+    for dims, counts in enumerate(rows, start=1)
+}
+# CatArrayBatchedCopy[_contig]<OpaqueType<N>, unsigned int, Dims, batch_size, stride_size>
+CAT_KERNEL_PATTERN = (
+    r"CatArrayBatchedCopy(_contig)?<[^,]*OpaqueType<(\d+)u?>, unsigned int, (\d+), \d+, \d+>"
+)
+
+
+def cat_copy_count(strided: bool, element_bytes: int, dims: int) -> LoopCount | None:
+    """CAT_COPY_LOOPS' loop body for an OpaqueType of ``element_bytes`` (over 8 bytes: the 8-byte
+    figures, the index arithmetic being the same) and ``dims`` in 1-4; None outside them."""
+    if not 1 <= dims <= 4 or element_bytes < 1:
+        return None
+    nbytes = min((b for b in (1, 2, 4, 8) if b >= element_bytes), default=8)
+    return CAT_COPY_LOOPS[(strided, nbytes, dims)]
+
+
+def cat_issue_seconds(
+    ops: pd.DataFrame,
+    blocks: np.ndarray,
+    gpu: GpuConfig,
+    generation: str,
+    idealize: frozenset[str],
+) -> np.ndarray:
+    """Seconds the busiest SM sub-partition takes to issue a Shape.cu cat kernel's loop: its
+    elements (bytes written / N) spread evenly over the B blocks, the busiest SM holding ceil(B /
+    N_sm) of them (B / N_sm under ``sm_utilization``), a warp-iteration per 32 elements, over 4
+    sub-partitions, at :func:`warp_cycles` of :func:`cat_copy_count` (kernel, N and Dims from the
+    name). Zero for other kernels, ops without written bytes, and generations outside
+    ISSUE_GENERATIONS."""
+    n = len(ops)
+    out = np.zeros(n)
+    if generation not in ISSUE_GENERATIONS or n == 0 or "bytes_written" not in ops.columns:
+        return out
+    cycles = by_unique(strings(ops, "name"), _cat_cycles).astype(float)
+    written = np.nan_to_num(pd.to_numeric(ops["bytes_written"], errors="coerce").to_numpy(float))
+    rows = np.flatnonzero(np.isfinite(cycles[:, 0]) & (written > 0))
+    if not rows.size:
+        return out
+    elements = written[rows] / cycles[rows, 1]
+    b = np.maximum(np.asarray(blocks, dtype=float)[rows], 1.0)
+    per_sm = b / gpu.sms
+    if "sm_utilization" not in idealize:
+        per_sm = np.ceil(per_sm)
+    per_smsp = per_sm / b * elements / WARP_SIZE / SMSPS_PER_SM
+    out[rows] = issue_seconds(per_smsp, cycles[rows, 0], gpu.clock_mhz)
+    return out
+
+
+def _cat_cycles(names: pd.Series) -> np.ndarray:
+    """(cycles per warp-element, OpaqueType bytes) per unique name; NaN where not a counted cat."""
+    found = names.str.extract(CAT_KERNEL_PATTERN)
+    out = np.full((len(names), 2), np.nan)
+    for i, (contig, nbytes, dims) in enumerate(found.itertuples(index=False)):
+        if isinstance(nbytes, str):
+            count = cat_copy_count(not isinstance(contig, str), int(nbytes), int(dims))
+            if count is not None:
+                out[i] = (warp_cycles(count), int(nbytes))
+    return out
+
+
 def legacy_copy_cycles(dims: np.ndarray) -> np.ndarray:
     """Cycles per warp-element of the legacy TensorIterator copy over ``dims`` coalesced dims."""
     dims = np.asarray(dims, dtype=float)
@@ -276,6 +376,10 @@ def legacy_copy_issue_seconds(
 
 
 __all__ = [
+    "CAT_COPY_LOOPS",
+    "CAT_KERNEL_PATTERN",
+    "cat_copy_count",
+    "cat_issue_seconds",
     "LEGACY_COPY_PATTERN",
     "legacy_copy_issue_seconds",
     "DISPATCH_PER_CLOCK",

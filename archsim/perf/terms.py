@@ -64,7 +64,7 @@ from archsim.perf.conv_channels import channel_padding
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
 from archsim.perf.gemm_latency import epilogue_store_seconds, k_loop_floor, prologue_seconds
 from archsim.perf.in_flight import bytes_in_flight_per_thread, loaded_bytes
-from archsim.perf.issue_rate import legacy_copy_issue_seconds
+from archsim.perf.issue_rate import cat_issue_seconds, legacy_copy_issue_seconds
 from archsim.perf.loaded_latency import DramLoad, dram_load, loaded_bandwidth
 from archsim.perf.math_units import math_units
 from archsim.perf.memory_parallelism import step_floor
@@ -247,9 +247,10 @@ def kernel_terms(
     k_chain = k_loop_floor(ops, blocks, resident, tiled, gpu, idealize)
     if k_chain is not None:
         terms["lat"] = np.maximum(terms["lat"], k_chain)
-    # Legacy strided copies: their per-element index arithmetic issues at the SM's published
-    # rates (archsim.perf.issue_rate), a throughput bound like the math's.
+    # Legacy strided copies and Shape.cu's cat kernels: their per-element index arithmetic issues
+    # at the SM's published rates (archsim.perf.issue_rate), a throughput bound like the math's.
     issue = legacy_copy_issue_seconds(ops, blocks, threads, gpu, gen, idealize)
+    issue = np.maximum(issue, cat_issue_seconds(ops, blocks, gpu, gen, idealize))
     terms["comp"] = np.maximum(terms["comp"], issue)
     # Traced tiled kernels: the math is in series with the kernel's fixed cost and each round's
     # prologue round trip (archsim.perf.gemm_latency.prologue_seconds), the ``serial`` term.
