@@ -1,8 +1,10 @@
 """Issue floor of Shape.cu's cat kernels (archsim.perf.issue_rate.cat_issue_seconds): the H100
 TimeSformer's contiguous cat worked by hand from the SASS counts and the published rates, through
-the kernel model, and invariants (hypothesis)."""
+the kernel model, the share of its threads with loads in flight, and invariants (hypothesis)."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -11,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archsim.hw import load_hw
+from archsim.perf.in_flight import cat_busy_share
 from archsim.perf.issue_rate import (
     CAT_COPY_LOOPS,
     cat_copy_count,
@@ -107,3 +110,33 @@ def test_cat_floor_invariants(
     assert _floor(STRIDED.replace(", 3, ", f", {dims}, "), 2.0 * elements, blocks) >= _floor(
         CONTIG.replace(", 3, ", f", {dims}, "), 2.0 * elements, blocks
     )  # a second offset per element: never faster
+
+
+def test_cat_busy_share_of_the_timesformer_cat() -> None:
+    # a 768-element class token beside 25,088 x 768: that slice's blocks leave at once, so over
+    # the large input's run (768 / 19,267,584 + 1) / 2 of the resident threads have loads in flight
+    names = pd.Series([CONTIG, CONTIG, CONTIG, "void other_kernel<float>()"])
+    dims = pd.Series(["[[[1,1,768],[1,25088,768]],[]]"] * 3 + ["[[[4],[4]],[]]"])
+    share = cat_busy_share(names, dims, np.array([2.0, 3.0, 2.0, 2.0]),
+                           np.array([True, True, False, True]))  # fmt: skip
+    assert share[0] == pytest.approx((768 / 19267584 + 1) / 2)
+    # grid y not one slice per recorded input, blocks waiting for a slot, another kernel: 1
+    assert share[1:].tolist() == [1.0, 1.0, 1.0]
+    # through the kernel model: half the threads in flight make the round trips slower than
+    # with two equal inputs (every slice busy to the end), the same bytes moved
+    written = 2.0 * 25089 * 768
+    lone = _cat_ops(CONTIG, written).assign(input_dims="[[[1,1,768],[1,25088,768]],[]]")
+    even = _cat_ops(CONTIG, written).assign(input_dims="[[[1,12544,768],[1,12545,768]],[]]")
+    lat = [kernel_terms(o, H100.gpu, frozenset(), H100.name)["lat"][0] for o in (lone, even)]
+    assert lat[0] > lat[1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 10**8), min_size=2, max_size=8))
+def test_cat_busy_share_is_a_share(sizes: list[int]) -> None:
+    dims = json.dumps([[[n] for n in sizes], []])
+    share = cat_busy_share(pd.Series([CONTIG]), pd.Series([dims]), np.array([float(len(sizes))]),
+                           np.array([True]))[0]  # fmt: skip
+    assert 0.0 < share <= 1.0
+    if max(sizes) > 0:  # the largest slice is busy throughout: at least 1 / slices
+        assert share >= 1.0 / len(sizes) - 1e-12

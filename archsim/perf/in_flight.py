@@ -33,7 +33,8 @@ kernel name wins:
   after it, not after its acknowledgement).
 - ``CatArrayBatchedCopy`` / ``CatArrayBatchedCopy_contig`` (aten/src/ATen/native/cuda/Shape.cu): a
   grid-stride ``while (tid < nElements) { output[...] = data[...]; }``: one element loaded per round
-  trip (its store posted), sizeof(OpaqueType<N>) = N bytes.
+  trip (its store posted), sizeof(OpaqueType<N>) = N bytes; only the threads of inputs still in
+  their loop have it in flight (:func:`cat_busy_share`, applied by archsim.perf.terms).
 - ``cunn_SoftMaxForward<ILP, ...>`` (aten/src/ATen/native/cuda/SoftMax.cu, ``ilpReduce`` /
   ``WriteFpropResults``: ``aligned_vector<scalar_t, ILP>`` loads): ILP elements per step. Where the
   op's bytes give its row, archsim.perf.passes.ilp_row_walk replaces this with the row's bytes per
@@ -74,6 +75,10 @@ from published stream tables; the flat pointer chase for generations without one
 """
 
 from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -189,6 +194,43 @@ def bytes_in_flight_per_thread(
     return np.where(out > 0, np.maximum(out, least), DEFAULT_BYTES_PER_THREAD * load_share)
 
 
+def cat_busy_share(
+    names: pd.Series, input_dims: pd.Series, grid_y: np.ndarray, all_resident: np.ndarray
+) -> np.ndarray:
+    """Share of a Shape.cu cat kernel's resident threads that carry its duration, per op (1 for
+    other kernels). ``getCatGrid`` (``getCatGridRocm`` alike) launches the same gridDim.x blocks for
+    each input (grid y = inputs), and a slice's threads leave the grid-stride loop after n_i /
+    (gridDim.x T) elements, so while the largest input's slice runs the busy threads average
+    sum_i min(1, n_i / n_max) / grid_y of them (the H100 TimeSformer: a 768-element class token
+    beside 19.3M elements, 0.50). Only where every block is resident at once (``all_resident``:
+    otherwise a finished block's slot takes a waiting one) and the op's ``Input Dims`` list one
+    shape per grid-y slice."""
+    family, _ = _families(pd.Series(names).reset_index(drop=True))
+    out = np.ones(len(family))
+    dims = pd.Series(input_dims).reset_index(drop=True).astype("string").fillna("")
+    gy = np.nan_to_num(np.asarray(grid_y, dtype=float), nan=0.0)
+    for i in np.flatnonzero((family == _CAT) & np.asarray(all_resident, dtype=bool)):
+        sizes = _tensor_list_numels(str(dims[i]))
+        if len(sizes) == gy[i] and len(sizes) > 1 and max(sizes) > 0:
+            out[i] = sum(min(1.0, n / max(sizes)) for n in sizes) / len(sizes)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _tensor_list_numels(text: str) -> tuple[int, ...]:
+    """Elements of each tensor of a recorded TensorList (``[[[8,1,768],[8,3136,768]],[]]``: arg 0
+    a list of shapes); () where the record is not one."""
+    try:
+        shapes = json.loads(text)[0]
+    except (ValueError, TypeError, IndexError, KeyError):
+        return ()
+    if not isinstance(shapes, list) or not all(
+        isinstance(s, list) and all(type(x) is int and x >= 0 for x in s) for s in shapes
+    ):
+        return ()
+    return tuple(math.prod(s) if s else 0 for s in shapes)
+
+
 def loaded_bytes(
     bytes_read: np.ndarray, bytes_written: np.ndarray, dram_bytes: np.ndarray
 ) -> np.ndarray:
@@ -214,5 +256,6 @@ __all__ = [
     "SOFTMAX_ILP_PATTERN",
     "WHOLE_SHARE_PATTERN",
     "bytes_in_flight_per_thread",
+    "cat_busy_share",
     "loaded_bytes",
 ]

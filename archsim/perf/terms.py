@@ -63,7 +63,7 @@ from archsim.perf.columns import strings as _strings
 from archsim.perf.conv_channels import channel_padding
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
 from archsim.perf.gemm_latency import epilogue_store_seconds, k_loop_floor, prologue_seconds
-from archsim.perf.in_flight import bytes_in_flight_per_thread, loaded_bytes
+from archsim.perf.in_flight import bytes_in_flight_per_thread, cat_busy_share, loaded_bytes
 from archsim.perf.issue_rate import cat_issue_seconds, legacy_copy_issue_seconds
 from archsim.perf.loaded_latency import DramLoad, dram_load, loaded_bandwidth
 from archsim.perf.math_units import math_units
@@ -202,6 +202,10 @@ def kernel_terms(
     reads = loaded_bytes(_column(ops, "bytes_read"), _column(ops, "bytes_written"), dram_bytes)
     per_thread = bytes_in_flight_per_thread(_strings(ops, "name"), _strings(ops, "dtype"),
                                             reads, blocks, threads, dram_bytes)  # fmt: skip
+    # Cat kernels: only the slices of inputs still in their grid-stride loop have loads in flight
+    all_resident = blocks <= gpu.sms * blocks_per_sm(threads, registers, shared, gpu)
+    per_thread = per_thread * cat_busy_share(_strings(ops, "name"), _strings(ops, "input_dims"),
+                                             _column(ops, "grid_y"), all_resident)  # fmt: skip
     if row_work is not None:  # ilpReduce rows shorter than ILP x T load one element per step
         per_thread = np.where(np.isfinite(row_work.bytes_per_thread), row_work.bytes_per_thread,
                               per_thread)  # fmt: skip
