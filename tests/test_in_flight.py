@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from archsim.hw import load_hw
 from archsim.perf.in_flight import DEFAULT_BYTES_PER_THREAD, bytes_in_flight_per_thread
-from archsim.perf.terms import _terms
+from archsim.perf.launch_terms import launch_terms as _terms
 
 H100 = load_hw("dgx-h100").gpu
 FIXTURE = (

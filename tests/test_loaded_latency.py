@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from archsim.hw import load_hw
 from archsim.perf.efficiency import ACHIEVED
+from archsim.perf.launch_terms import launch_terms as _terms
 from archsim.perf.loaded_latency import (
     CURVES,
     TABLES,
@@ -24,7 +25,7 @@ from archsim.perf.loaded_latency import (
     latency_multiplier,
     loaded_bandwidth,
 )
-from archsim.perf.terms import _terms, kernel_terms
+from archsim.perf.terms import kernel_terms
 from archsim.trace.schema import OPS_COLUMNS, conform
 
 H100 = load_hw("dgx-h100")

@@ -55,16 +55,14 @@ from archsim.perf.dispatch_overhead import (
 )
 from archsim.perf.efficiency import generation
 from archsim.perf.idle_clock import at_idle_clock, idle_clock_factor
+from archsim.perf.launch_terms import (
+    ENGINE_SATURATING_THREADS_PER_SM,
+    SATURATING_THREADS_PER_SM,
+    body_of,
+)
 from archsim.perf.math_units import HALF_DTYPES, TENSOR_CORE_NAME_PATTERN, math_rate_per_sm
 from archsim.perf.source import source_hw_for_gpu_name, source_hw_for_trace
-from archsim.perf.terms import (
-    ENGINE_SATURATING_THREADS_PER_SM,
-    IDEALIZATIONS,
-    SATURATING_THREADS_PER_SM,
-    _body,
-    kernel_terms,
-    launch_shape,
-)
+from archsim.perf.terms import IDEALIZATIONS, kernel_terms, launch_shape
 
 _US = 1e-6
 
@@ -98,7 +96,7 @@ def body_seconds(
     terms = kernel_terms(ops, terms_gpu, frozenset(idealize), hw.name)
     # A kernel that starts on a GPU idle long enough runs at its idle clock (archsim.perf.idle_clock).
     idle = idle_clock_factor(ops, gpu, hw.name)
-    kernel_s = _body(at_idle_clock(terms, idle))
+    kernel_s = body_of(at_idle_clock(terms, idle))
     kind = _strings(ops, "kind")
     is_copy = kind.isin(["memcpy", "memset"]).to_numpy(dtype=bool)
     seconds = np.where(is_copy, copy_seconds(ops, hw, gpu, frozenset(idealize)), kernel_s)

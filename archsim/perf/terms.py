@@ -45,7 +45,6 @@ import pandas as pd
 
 from archsim.hw.schema import GpuConfig
 from archsim.perf.blocks import (
-    BYTES_IN_FLIGHT_PER_THREAD,
     GEMM_TILE_CANDIDATES,
     LARGE_GEMM_TILE,
     SPLIT_K_SLICES,
@@ -65,7 +64,12 @@ from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
 from archsim.perf.gemm_latency import epilogue_store_seconds, k_loop_floor, prologue_seconds
 from archsim.perf.in_flight import bytes_in_flight_per_thread, cat_busy_share, loaded_bytes
 from archsim.perf.issue_rate import cat_issue_seconds, legacy_copy_issue_seconds
-from archsim.perf.loaded_latency import DramLoad, dram_load, loaded_bandwidth
+from archsim.perf.launch_terms import (
+    at_achieved,
+    body_of,
+    launch_terms,
+)
+from archsim.perf.loaded_latency import DramLoad, dram_load
 from archsim.perf.math_units import math_units
 from archsim.perf.memory_parallelism import step_floor
 from archsim.perf.occupancy import blocks_per_sm
@@ -78,17 +82,6 @@ IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
 
 # An m x n threadblock tile re-reads A and B panels from L2 once per tile: 2*m*n*k FLOPs per (m+n)*k
 # elements, i.e. (2mn/(m+n)) / element_bytes FLOPs per L2 byte (_tile_edge); 128 for a 128x128 tile.
-
-# Threads an SM needs to keep its math pipes busy: 4 warp schedulers per SM (Volta, Ampere and Hopper
-# whitepapers), each issuing one warp per clock, and a dependent FMA takes 4 cycles on Volta (Jia et al.
-# 2018, "Dissecting Volta"), so 4 warps per scheduler hide it: 4 * 4 * 32 threads = 512.
-SATURATING_THREADS_PER_SM = 4 * 4 * 32
-# Tiled GEMM engines need only one warp per scheduler: each thread accumulates a register tile of
-# independent outputs (e.g. 8x8 in cuBLAS's 128x128 sgemm), so the 4-cycle FMA latency is hidden by
-# instruction-level parallelism, not by more warps (Volkov, "Better Performance at Lower Occupancy",
-# GTC 2010: sgemm near peak at low occupancy). 4 schedulers per SM x 1 warp x 32 threads = 128
-# (Volta, Turing and Ampere whitepapers: 4 processing blocks per SM).
-ENGINE_SATURATING_THREADS_PER_SM = 4 * 1 * 32
 
 
 def launch_shape(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -209,7 +202,7 @@ def kernel_terms(
     if row_work is not None:  # ilpReduce rows shorter than ILP x T load one element per step
         per_thread = np.where(np.isfinite(row_work.bytes_per_thread), row_work.bytes_per_thread,
                               per_thread)  # fmt: skip
-    terms = _achieved(_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
+    terms = at_achieved(launch_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
                              tile_edge / size, gpu, idealize, padding, per_thread, load, reads),
                       math_fraction, dram_fraction)  # fmt: skip
     # Pipeline fill: the first loads' and the last stores' round trips add to the transfer
@@ -228,10 +221,10 @@ def kernel_terms(
         for tile in _candidate_tiles():
             for slices in (1, *SPLIT_K_SLICES):
                 candidate, usable = _tile_terms(*args, tile, slices, gpu, idealize, load)
-                candidate = _achieved(candidate, math_fraction[rows], dram_fraction)
+                candidate = at_achieved(candidate, math_fraction[rows], dram_fraction)
                 candidate["lat"] = latency_with_fill(candidate["lat"], candidate["bw"], args[1],
                                                      gpu, idealize)  # fmt: skip
-                body = _body(candidate)
+                body = body_of(candidate)
                 better = usable & (body < best)
                 best = np.where(better, body, best)
                 best_terms = {
@@ -352,7 +345,7 @@ def _tile_terms(
     tile_outputs = float(tile_m * tile_n)
     padded = np.where(out_elements > tile_outputs, np.ceil(out_elements / tile_outputs) * tile_outputs,
                       out_elements)  # fmt: skip
-    terms = _terms(flops, dram_bytes, blocks, full * threads, full * registers,
+    terms = launch_terms(flops, dram_bytes, blocks, full * threads, full * registers,
                    full * shared, rate, tiled, edge / size, gpu, idealize,
                    padded / out_elements, load=load)  # fmt: skip
     return terms, usable
@@ -363,92 +356,3 @@ def _tile_edge(ops: pd.DataFrame, threads: np.ndarray) -> np.ndarray:
     tile_dims: from a name like 128x64, else threads x 64 outputs, 128 x 128 for 256 threads)."""
     m, n = tile_dims(_strings(ops, "name"), threads)
     return 2 * m * n / (m + n)
-
-
-def _body(terms: dict[str, np.ndarray]) -> np.ndarray:
-    comp = terms["comp"] + terms.get("serial", 0.0)  # serial: in series with the math
-    return np.maximum.reduce([comp, terms["bw"], terms["lat"], terms["mem"]])
-
-
-def _achieved(
-    terms: dict[str, np.ndarray], math_fraction: np.ndarray, dram_fraction: float
-) -> dict[str, np.ndarray]:
-    """The terms at the achieved fractions (archsim.perf.efficiency): math and DRAM bandwidth."""
-    return {**terms, "comp": terms["comp"] / math_fraction, "bw": terms["bw"] / dram_fraction}
-
-
-def _terms(
-    flops: np.ndarray,
-    dram_bytes: np.ndarray,
-    blocks: np.ndarray,
-    threads: np.ndarray,
-    registers: np.ndarray,
-    shared: np.ndarray,
-    rate_per_sm: np.ndarray,
-    tiled: np.ndarray,
-    tile_intensity: np.ndarray,
-    gpu: GpuConfig,
-    idealize: frozenset[str],
-    padding: np.ndarray | float = 1.0,
-    bytes_per_thread: np.ndarray | float = BYTES_IN_FLIGHT_PER_THREAD,
-    load: DramLoad | None = None,
-    read_bytes: np.ndarray | None = None,
-) -> dict[str, np.ndarray]:
-    """``padding`` (>= 1): outputs the launched tiles compute over the op's outputs; the busiest SM
-    runs whole tiles, ragged or not (traced launches: archsim.perf.tile_padding reads it from the
-    kernel's tile and the op's dims; the tile search below sets it for launches without a grid).
-    ``bytes_per_thread``: bytes each thread has in flight per DRAM round trip (archsim.perf.in_flight,
-    by kernel family; the flat 16 B for the grid-less tile search). ``load``: the GPU's DRAM latency
-    curve (archsim.perf.loaded_latency; None: the unloaded latency at every load). ``read_bytes``:
-    the bytes the op loads, the Little's-law term's (stores are posted: archsim.perf.in_flight;
-    None: all of ``dram_bytes``, as the grid-less tile search takes it)."""
-    n_ops = len(flops)
-    n_sms = gpu.sms
-    resident_limit = blocks_per_sm(threads, registers, shared, gpu)
-    t_math = flops / (n_sms * rate_per_sm)
-    saturating = np.where(tiled, ENGINE_SATURATING_THREADS_PER_SM, SATURATING_THREADS_PER_SM)
-    if "sm_utilization" in idealize:
-        # Perfect SM utilization (Inci et al. 2020): the op on a SINGLE SM, divided by the SM count.
-        # That one SM runs all B blocks, min(a, B) at a time, so its time is N t_math padding / u1;
-        # over N SMs that leaves t_math padding / u1. Tails and too few blocks for N SMs are gone.
-        single_sm_usable = np.minimum(
-            1.0, np.minimum(resident_limit, blocks) * threads / saturating
-        )
-        t_comp = t_math * padding / single_sm_usable
-        threads_in_flight = np.full(n_ops, float(n_sms * gpu.max_threads_per_sm))
-    else:
-        # The busiest SM runs ceil(B/N) blocks (tail and underfill). Its resident blocks use a
-        # fraction u of its math rate: full once they hold SATURATING_THREADS_PER_SM threads
-        # (ENGINE_SATURATING_THREADS_PER_SM for tiled GEMM engines).
-        blocks_on_busiest_sm = np.ceil(blocks / n_sms)
-        resident = np.minimum(resident_limit, blocks_on_busiest_sm)
-        usable = np.minimum(1.0, resident * threads / saturating)
-        t_comp = t_math * padding * n_sms * blocks_on_busiest_sm / blocks / usable
-        threads_in_flight = np.minimum(blocks, n_sms * resident_limit) * threads
-
-    bw = np.inf if "dram_bw" in idealize else gpu.dram_bw_gbs * 1e9
-    t_bw = dram_bytes / bw
-    if "dram_latency" in idealize:
-        t_lat = np.zeros(n_ops)
-    else:
-        latency_s = gpu.dram_latency_ns * 1e-9
-        loads = dram_bytes if read_bytes is None else read_bytes
-        in_flight = np.minimum(loads, threads_in_flight * bytes_per_thread)
-        # Each round trip's loads carry the stores issued beside them (posted, not waited for), so
-        # the kernel's traffic runs at D / R times its loads' rate, and that whole traffic sets the
-        # latency under load and meets the cap W: T_lat = R / r = D / bw(C x D / R).
-        with np.errstate(divide="ignore", invalid="ignore"):
-            carried = np.where(loads > 0, in_flight * dram_bytes / loads, 0.0)
-        # bw = min(W, C / L(bw)): the latency at the kernel's own load (archsim.perf.loaded_latency)
-        curve, saturating = (load.curve, load.saturating_bps) if load else (None, np.inf)
-        reachable = loaded_bandwidth(carried, latency_s, saturating, bw, curve)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t_lat = np.where(loads > 0, dram_bytes / reachable, 0.0)
-
-    if "memory_system" in idealize:
-        t_mem = np.zeros(n_ops)
-    else:
-        # A tile re-reads its A and B panels from L2: tile_intensity FLOPs per L2 byte.
-        l2_bytes = np.where(tiled, np.maximum(dram_bytes, flops / tile_intensity), dram_bytes)
-        t_mem = l2_bytes / (gpu.l2_bw_gbs * 1e9)
-    return {"math": t_math, "comp": t_comp, "bw": t_bw, "lat": t_lat, "mem": t_mem}

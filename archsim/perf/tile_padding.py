@@ -22,7 +22,7 @@ aten::mm of [8192, 2432] x [2432, 2432]: 224 along M and 320 along N gives ceil(
 ceil(2432/320) = 8 = 296 tiles = the grid, so padding = 296 x 320 x 224 / (8192 x 2432) = 1.065.
 
 Pure functions over an ops table. The factor is meant for the ``padding`` argument of
-``archsim.perf.terms._terms`` (compute term x padding), which the grid-less candidate tiles of
+``archsim.perf.launch_terms.launch_terms`` (compute term x padding), which the grid-less candidate tiles of
 ``_tile_terms`` already use; traced launches pass 1 there today.
 """
 
