@@ -160,7 +160,7 @@ def test_serial_overhead_is_the_floor_less_its_own_round_trip() -> None:
     assert serial_overhead_seconds(MI300X.gpu, frozenset({"sm_utilization"})) == 0.0
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)  # the suite's time budget
 @given(
     elements=st.integers(1, 1024),
     blocks=st.integers(1, 608),

@@ -167,7 +167,7 @@ def test_fill_is_between_zero_and_two_round_trips(log2_n, blocks, preset, cat) -
     assert idealized == 0.0
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)  # the suite's time budget
 @given(
     log2_n=st.integers(min_value=6, max_value=26),
     blocks=st.integers(min_value=1, max_value=4096),
