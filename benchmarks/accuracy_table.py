@@ -33,10 +33,10 @@ from archsim.perf.source import source_hw_for_trace  # noqa: E402
 from archsim.trace.ingest import ingest  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from accuracy_limits import LIMITS  # noqa: E402
 from accuracy_notes import (  # noqa: E402
     BEFORE,
     FIXTURE_NOTES,
-    LIMITS,
     PUBLISHED,
     REFUSED,
     tx1_audit,

@@ -294,9 +294,7 @@ def cat_issue_seconds(
         return out
     elements = written[rows] / cycles[rows, 1]
     b = np.maximum(np.asarray(blocks, dtype=float)[rows], 1.0)
-    per_sm = b / gpu.sms
-    if "sm_utilization" not in idealize:
-        per_sm = np.ceil(per_sm)
+    per_sm = _busiest_sm_blocks(b, gpu, idealize)
     per_smsp = per_sm / b * elements / WARP_SIZE / SMSPS_PER_SM
     out[rows] = issue_seconds(per_smsp, cycles[rows, 0], gpu.clock_mhz)
     return out
@@ -320,6 +318,13 @@ def legacy_copy_cycles(dims: np.ndarray) -> np.ndarray:
     return np.array(
         [warp_cycles(LEGACY_COPY_ELEMENT + LEGACY_COPY_PER_DIM.times(d)) for d in dims]
     ).reshape(dims.shape)
+
+
+def _busiest_sm_blocks(blocks: np.ndarray, gpu: GpuConfig, idealize: frozenset[str]) -> np.ndarray:
+    """Blocks the busiest SM issues: ceil(B / N), or B / N under ``sm_utilization`` (the op on one
+    SM divided by N, as archsim.perf.launch_terms prices its compute)."""
+    per_sm = blocks / gpu.sms
+    return per_sm if "sm_utilization" in idealize else np.ceil(per_sm)
 
 
 def issue_seconds(
@@ -366,9 +371,7 @@ def legacy_copy_issue_seconds(
                      for i in rows], dtype=float)  # fmt: skip
     known = dims > 0
     rows, dims = rows[known], dims[known]
-    per_sm = np.asarray(blocks, dtype=float)[rows] / gpu.sms
-    if "sm_utilization" not in idealize:
-        per_sm = np.ceil(per_sm)
+    per_sm = _busiest_sm_blocks(np.asarray(blocks, dtype=float)[rows], gpu, idealize)
     warps = np.ceil(np.asarray(threads, dtype=float)[rows] / WARP_SIZE)
     per_smsp = per_sm * warps * vt[rows] / SMSPS_PER_SM
     out[rows] = issue_seconds(per_smsp, legacy_copy_cycles(dims), gpu.clock_mhz)
