@@ -64,6 +64,7 @@ from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
 from archsim.perf.gemm_latency import epilogue_store_seconds, k_loop_floor, prologue_seconds
 from archsim.perf.in_flight import bytes_in_flight_per_thread, cat_busy_share, loaded_bytes
 from archsim.perf.issue_rate import cat_issue_seconds, legacy_copy_issue_seconds
+from archsim.perf.issue_rate_amd import cdna_issue_seconds
 from archsim.perf.launch_terms import (
     at_achieved,
     body_of,
@@ -238,8 +239,12 @@ def kernel_terms(
     # Scalar-loop reductions with few blocks: dependent load steps (archsim.perf.memory_parallelism).
     resident = blocks_per_sm(threads, registers, shared, gpu)
     steps = step_floor(ops, (blocks, threads, resident), dram_bytes, gpu, idealize)
+    # CDNA3 batch-norm statistics kernels: their instructions issue in series with that chain and
+    # are a throughput floor of their own (archsim.perf.issue_rate_amd, counted from gfx940 ISA).
+    amd_issue = cdna_issue_seconds(ops, (blocks, threads, resident), gpu, gen, idealize)
     if steps is not None:
-        terms["lat"] = np.maximum(terms["lat"], steps)
+        terms["lat"] = np.maximum(terms["lat"], np.where(steps > 0, steps + amd_issue, 0.0))
+    terms["comp"] = np.maximum(terms["comp"], amd_issue)
     # Tiled GEMMs: one prefetched K step per load round trip (archsim.perf.gemm_latency).
     k_chain = k_loop_floor(ops, blocks, resident, tiled, gpu, idealize)
     if k_chain is not None:

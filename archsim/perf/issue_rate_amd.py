@@ -1,0 +1,245 @@
+"""Instruction issue on AMD CDNA3: the cycles a batch-norm statistics kernel's instructions take to
+issue on the SIMDs of the busiest compute unit, counted from compiled gfx9 ISA.
+
+A CDNA compute unit has 4 SIMDs of 16 lanes; a wave64 VALU instruction occupies its SIMD for 4
+cycles, and the CU's arbiter gives each SIMD one issue turn every 4 cycles, in which it issues at
+most one instruction per wave (one VALU, one scalar, one vector-memory, one LDS ... from different
+waves): AMD "Graphics Cores Next (GCN) Architecture" whitepaper (2012), p. 5 and its CU diagram;
+the AMD CDNA3 ISA reference guide (2024) keeps the 4 x SIMD16 CU and wave64. A quarter-rate VALU
+instruction holds its SIMD 4 times as long: LLVM's AMDGPU scheduling model for gfx940-942
+(llvm/lib/Target/AMDGPU/SISchedule.td, ``SIDPGFX940FullSpeedModel``, "latency values are 1 /
+(operations / cycle) / 4") gives 4 to the F32 transcendentals (``WriteTrans32``: v_rcp_f32,
+v_exp_f32, v_sqrt_f32 ...) and to the F32 <-> integer conversions (``WriteFloatCvt``:
+v_cvt_f32_i32), 1 to every other 32-bit VALU instruction, and 1 to FP64 and integer multiplies on
+this generation (``FullRate64Ops``). So a SIMD holding w waves of one kernel needs at least
+
+    cycles = max(w x (4 N_valu + 16 N_quarter), w x 4 N_salu, 4 N_all)
+
+(:func:`simd_cycles`): its VALU, the CU's scalar unit (one instruction a cycle, a quarter of it
+per SIMD), or one wave's own one-instruction-per-turn issue, whichever is longest.
+
+Counts (``WaveCount``): the kernels' public source (pytorch/pytorch,
+aten/src/ATen/native/cuda/Normalization.cuh, with ``cuda_utils::BlockReduce`` from
+block_reduce.cuh; HIP's ``__shfl_xor``/``__shfl_down`` as ROCm's amd_warp_functions.h writes them,
+``__builtin_amdgcn_ds_bpermute``) copied into standalone HIP sources with the same expressions and
+types (float, ``index_t`` int), compiled by clang 16 (``-x hip --cuda-device-only -nogpulib
+-nogpuinc --offload-arch=gfx940 -O3 -S``) and counted per basic block, each VALU instruction
+classed by ``llvm-mca-16 -mcpu=gfx940 -instruction-info``. gfx942 (MI300X) is not a clang 16
+target; LLVM's AMDGPU.td gives it gfx940's ISA feature set (``FeatureISAVersion9_4_Common``) plus
+FP8/XF32 instructions and the same scheduling model, none of which these kernels use. Sections:
+``prologue`` (once a wave: arguments, indices, loop set-up), ``row`` (once per outer ``batch``
+iteration), ``step`` (once per inner ``x`` iteration: one element a lane), ``epilogue`` (once a
+wave: the block reduction and what follows), ``first_wave`` (only wave 0 of a block: the second
+``WarpReduce`` of ``BlockReduce``, the ``tid == 0`` stores; blocks of a few instructions guarded by
+lane tests that every wave enters are counted in ``epilogue``). Instructions: full-rate VALU,
+quarter-rate VALU, SALU, and others that take an issue turn (vector memory, LDS, scalar loads,
+waits, branches, barriers):
+
+- ``batch_norm_collect_statistics_kernel``: the Welford loop (load; ``n++`` converted to float; an
+  IEEE division ``d1 / n``: v_div_scale x 2, v_rcp_f32, 5 FMAs, v_div_fmas, v_div_fixup) is 18 + 2
+  quarter-rate VALU a step; the two ``WARP_SHFL_XOR`` Welford merges of 6 steps each (3
+  ds_bpermute, the division ``1.0 / fmaxf(1.0, n + o_n)``, which clang narrows to an f32 IEEE
+  division, and the merge's multiplies) run in every wave: 277 + 35 quarter-rate VALU (1,668 SIMD
+  cycles a wave).
+- ``batch_norm_backward_kernel``: ``reduce<Float2>``'s loop (two loads, a subtract, a multiply and
+  two adds a step) and ``BlockReduce`` (two 6-step ``WarpReduce`` of a Float2, the second in wave 0
+  only), then the ``grad_input`` loop (two loads, four VALU, a store a step).
+
+The issue runs in series with the loop's dependent DRAM round trips (each wave waits for its load,
+then issues its step, then the next load: :mod:`archsim.perf.memory_parallelism`) and with the
+block reduction after the loop, so :mod:`archsim.perf.terms` adds it to that chain. The ``grad_input``
+loop's round trips are not counted (as before), so the backward chain stays a lower bound.
+Generations other than CDNA3 get no term (CDNA2's gfx90a lacks v_lshl_add_u64 and packed-FP32
+forms differ: not counted).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from archsim.hw.schema import GpuConfig
+from archsim.perf.columns import by_unique, parsed_input_dims
+from archsim.perf.columns import column as _column
+from archsim.perf.columns import strings as _strings
+
+WAVE_SIZE = 64  # CDNA wavefront (AMD CDNA3 ISA reference guide)
+SIMDS_PER_CU = 4  # GCN whitepaper (2012); CDNA3 ISA guide: 4 SIMD16 per CU
+VALU_CYCLES = 4.0  # a wave64 instruction over 16 lanes: 4 cycles of its SIMD (same sources)
+QUARTER_RATE_CYCLES = 16.0  # SISchedule.td gfx940: WriteTrans32 / WriteFloatCvt at 1/4 rate
+SALU_CYCLES = 4.0  # one scalar instruction a cycle per CU, round-robin over its 4 SIMDs (GCN)
+ISSUE_TURN_CYCLES = 4.0  # each SIMD's issue turn comes every 4 cycles, one instruction per wave
+# Generations whose ISA the counts below stand for (module docstring)
+AMD_ISSUE_GENERATIONS = frozenset({"cdna3"})
+
+
+@dataclass(frozen=True)
+class WaveCount:
+    """Instructions one wave issues in a section of a kernel (module docstring): full-rate VALU,
+    quarter-rate VALU, scalar ALU, and others that take only an issue turn."""
+
+    valu: float
+    quarter: float = 0.0
+    salu: float = 0.0
+    other: float = 0.0
+
+    def __add__(self, o: WaveCount) -> WaveCount:
+        return WaveCount(self.valu + o.valu, self.quarter + o.quarter, self.salu + o.salu,
+                         self.other + o.other)  # fmt: skip
+
+    def times(self, k: float) -> WaveCount:
+        return WaveCount(self.valu * k, self.quarter * k, self.salu * k, self.other * k)
+
+    @property
+    def instructions(self) -> float:
+        return self.valu + self.quarter + self.salu + self.other
+
+
+def simd_cycles(count: WaveCount, waves_per_simd: float) -> float:
+    """Cycles a SIMD takes to issue ``count`` for each of its ``waves_per_simd`` waves: its VALU,
+    its quarter of the CU's scalar unit, or one wave's issue turns, whichever is longest."""
+    waves = max(float(waves_per_simd), 0.0)
+    if waves == 0.0:
+        return 0.0
+    valu = count.valu * VALU_CYCLES + count.quarter * QUARTER_RATE_CYCLES
+    return max(
+        waves * valu, waves * count.salu * SALU_CYCLES, count.instructions * ISSUE_TURN_CYCLES
+    )
+
+
+@dataclass(frozen=True)
+class KernelCount:
+    """A kernel's sections (module docstring): ``fixed`` once a wave (prologue, epilogue), ``row``
+    per outer iteration, ``step`` per inner iteration, ``first_wave`` once per block (wave 0)."""
+
+    fixed: WaveCount
+    row: WaveCount
+    step: WaveCount
+    first_wave: WaveCount
+
+    def per_wave(self, rows: float, steps_per_row: float) -> WaveCount:
+        return self.fixed + self.row.times(rows) + self.step.times(rows * steps_per_row)
+
+
+# clang 16, -x hip --cuda-device-only -nogpulib -nogpuinc --offload-arch=gfx940 -O3 -S (module
+# docstring); WaveCount(full-rate VALU, quarter-rate VALU, SALU, other)
+BN_STATS_COUNT = KernelCount(
+    fixed=WaveCount(14, 0, 9, 12) + WaveCount(277, 35, 7, 78),  # prologue + two Welford merges
+    row=WaveCount(6, 0, 6, 3),
+    step=WaveCount(18, 2, 2, 3),  # load, n++ (v_cvt_f32_i32), IEEE division (v_rcp_f32)
+    first_wave=WaveCount(55, 7, 29, 17),  # tid < 64 loads of the partials, tid == 0 stores
+)
+BN_BACKWARD_COUNT = KernelCount(
+    # prologue, BlockReduce (all waves), grad_input set-up, grad_weight/grad_bias stores
+    fixed=WaveCount(28, 2, 44, 40) + WaveCount(50, 0, 16, 40) + WaveCount(23, 2, 7, 4)
+    + WaveCount(3, 0, 20, 7),
+    row=WaveCount(9, 0, 13, 5) + WaveCount(10, 0, 11, 5),  # reduce loop + grad_input loop
+    step=WaveCount(7, 0, 2, 5) + WaveCount(13, 0, 3, 8),
+    first_wave=WaveCount(7, 0, 4, 24),  # BlockReduce's second WarpReduce (wid == 0)
+)  # fmt: skip
+# first match wins
+KERNEL_COUNTS: tuple[tuple[str, KernelCount], ...] = (
+    (r"batch_norm_collect_statistics_kernel<", BN_STATS_COUNT),
+    (r"batch_norm_backward_kernel<", BN_BACKWARD_COUNT),
+)
+
+
+def kernel_index(names: pd.Series) -> np.ndarray:
+    """Index into KERNEL_COUNTS of each kernel name (-1: not counted)."""
+
+    def find(unique: pd.Series) -> np.ndarray:
+        out = np.full(len(unique), -1)
+        for k in reversed(range(len(KERNEL_COUNTS))):
+            out = np.where(unique.str.contains(KERNEL_COUNTS[k][0], regex=True), k, out)
+        return out
+
+    return by_unique(names.astype("string").fillna(""), find).astype(int)
+
+
+def loop_trips(input_dims: pd.Series, block_x: np.ndarray, block_y: np.ndarray) -> np.ndarray:
+    """(ops, 2): outer ``batch`` iterations ceil(N / blockDim.y) and inner ``x`` iterations
+    ceil(HW / blockDim.x) of the kernels' ``for (batch = threadIdx.y; ...) for (x = threadIdx.x;
+    ...)`` walk over the first input, reshaped to (N, C, HW); NaN where the dims are not recorded."""
+    out = np.full((len(input_dims), 2), np.nan)
+    bx = np.maximum(np.nan_to_num(np.asarray(block_x, dtype=float), nan=1.0), 1.0)
+    by = np.maximum(np.nan_to_num(np.asarray(block_y, dtype=float), nan=1.0), 1.0)
+    for i, text in enumerate(input_dims.astype("string").fillna("")):
+        dims = parsed_input_dims(str(text))
+        first = dims[0] if dims else None
+        if not isinstance(first, list) or len(first) < 2:
+            continue
+        if not all(isinstance(d, int) and d >= 0 for d in first):
+            continue
+        n, hw = first[0], math.prod(first[2:])
+        out[i] = (math.ceil(n / by[i]), math.ceil(hw / bx[i]))
+    return out
+
+
+def cdna_issue_seconds(
+    ops: pd.DataFrame,
+    launch: tuple[np.ndarray, np.ndarray, np.ndarray],
+    gpu: GpuConfig,
+    generation: str,
+    idealize: frozenset[str],
+) -> np.ndarray:
+    """Seconds the SIMDs of the busiest CU take to issue a counted kernel's instructions
+    (KERNEL_COUNTS): its ceil(B / N_cu) blocks (B / N_cu under ``sm_utilization``) in rounds of
+    ``resident`` blocks, each round's waves spread over the 4 SIMDs, at :func:`simd_cycles` of a
+    wave's sections for the op's loop trips, plus wave 0's extra per block. ``launch``: (blocks,
+    threads per block, resident blocks per CU). Zero for other kernels, ops without recorded
+    dims, and generations outside AMD_ISSUE_GENERATIONS."""
+    n = len(ops)
+    out = np.zeros(n)
+    if generation not in AMD_ISSUE_GENERATIONS or n == 0:
+        return out
+    which = kernel_index(_strings(ops, "name"))
+    rows = np.flatnonzero(which >= 0)
+    if not rows.size:
+        return out
+    trips = loop_trips(_strings(ops, "input_dims").iloc[rows], _column(ops, "block_x", np.nan)[rows],
+                       _column(ops, "block_y", np.nan)[rows])  # fmt: skip
+    blocks, threads, resident = (np.asarray(a, dtype=float)[rows] for a in launch)
+    per_cu = np.maximum(blocks, 1.0) / gpu.sms
+    if "sm_utilization" not in idealize:
+        per_cu = np.ceil(per_cu)
+    resident = np.maximum(np.nan_to_num(resident, nan=1.0), 1.0)
+    in_round = np.minimum(per_cu, resident)
+    rounds = np.where("sm_utilization" in idealize, 1.0, np.ceil(per_cu / in_round))
+    waves_per_block = np.ceil(np.maximum(threads, 1.0) / WAVE_SIZE)
+    for j, i in enumerate(rows):
+        if not np.all(np.isfinite(trips[j])):
+            continue
+        count = KERNEL_COUNTS[which[i]][1]
+        # under sm_utilization per_cu is fractional and there is one round of all of them
+        blocks_in_round = per_cu[j] if "sm_utilization" in idealize else in_round[j]
+        waves = blocks_in_round * waves_per_block[j] / SIMDS_PER_CU
+        cycles = simd_cycles(count.per_wave(*trips[j]), math.ceil(waves - 1e-9) if
+                             "sm_utilization" not in idealize else waves)  # fmt: skip
+        first = blocks_in_round / SIMDS_PER_CU  # wave 0 of each block: one a SIMD at most per 4
+        if "sm_utilization" not in idealize:
+            first = math.ceil(first - 1e-9)
+        cycles += simd_cycles(count.first_wave, first)
+        out[i] = rounds[j] * cycles / (gpu.clock_mhz * 1e6)
+    return out
+
+
+__all__ = [
+    "AMD_ISSUE_GENERATIONS",
+    "BN_BACKWARD_COUNT",
+    "BN_STATS_COUNT",
+    "KERNEL_COUNTS",
+    "KernelCount",
+    "QUARTER_RATE_CYCLES",
+    "SALU_CYCLES",
+    "SIMDS_PER_CU",
+    "VALU_CYCLES",
+    "WAVE_SIZE",
+    "WaveCount",
+    "cdna_issue_seconds",
+    "kernel_index",
+    "loop_trips",
+    "simd_cycles",
+]
