@@ -77,6 +77,7 @@ from archsim.perf.occupancy import blocks_per_sm
 from archsim.perf.passes import add_pass_terms, row_pass_work
 from archsim.perf.pipeline_fill import latency_with_fill
 from archsim.perf.sectors import strided_traffic
+from archsim.perf.tensile_loop import lds_serial_factor, tile_bytes_in_flight_per_thread
 from archsim.perf.tile_padding import accumulator_registers, tile_padding
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
@@ -203,12 +204,19 @@ def kernel_terms(
     if row_work is not None:  # ilpReduce rows shorter than ILP x T load one element per step
         per_thread = np.where(np.isfinite(row_work.bytes_per_thread), row_work.bytes_per_thread,
                               per_thread)  # fmt: skip
+    # Tensile GEMMs on CDNA: one K step's A and B tiles in flight (archsim.perf.tensile_loop).
+    tile_flight = tile_bytes_in_flight_per_thread(ops, threads, tiled & grid_known, is_cdna(gen))
+    per_thread = np.where(np.isfinite(tile_flight), tile_flight, per_thread)
     terms = at_achieved(launch_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
                              tile_edge / size, gpu, idealize, padding, per_thread, load, reads),
                       math_fraction, dram_fraction)  # fmt: skip
     # Pipeline fill: the first loads' and the last stores' round trips add to the transfer
     # (archsim.perf.pipeline_fill); in the tile search below too, so that it keeps the fastest.
     terms["lat"] = latency_with_fill(terms["lat"], terms["bw"], dram_bytes, gpu, idealize, reads)
+    # ... and their LDS reads in series with the MFMAs where one LDS buffer forces it (same module).
+    lds_factor = lds_serial_factor(ops, blocks, blocks_per_sm(threads, registers, shared, gpu),
+                                   rate, tiled & grid_known, gpu, is_cdna(gen), idealize)  # fmt: skip
+    terms["comp"] = terms["comp"] * lds_factor
     if "memory_system" not in idealize:
         terms["mem"] = terms["mem"] + sector_l2 / (gpu.l2_bw_gbs * 1e9)
 
