@@ -44,6 +44,8 @@ Measured against the fixture ``mi300x_sd35_inference`` (not used to set anything
 fixed cost, against the model's 13.5 us and the measured 25.7 us. So unloaded round trips at one
 iteration of cover do NOT explain those kernels (their K steps take 1,770-2,850 cycles at 2.1 GHz,
 2-3x one round trip); the chain is a physical floor that binds only for long K with few tiles.
+What does: their one LDS buffer puts each step's LDS reads in series with its MFMAs
+(archsim.perf.tensile_loop, which also gives Tensile kernels their tiles in flight).
 
 The same round trip is in series with the math once per round of workgroups on an SM
 (:func:`prologue_seconds`): a tiled kernel's prologue issues its first K step's loads and waits for
