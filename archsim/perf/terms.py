@@ -79,6 +79,7 @@ from archsim.perf.pipeline_fill import latency_with_fill
 from archsim.perf.sectors import strided_traffic
 from archsim.perf.tensile_loop import lds_serial_factor, tile_bytes_in_flight_per_thread
 from archsim.perf.tile_padding import accumulator_registers, tile_padding
+from archsim.perf.triton_issue_amd import triton_issue_seconds
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
 
@@ -261,6 +262,9 @@ def kernel_terms(
     # at the SM's published rates (archsim.perf.issue_rate), a throughput bound like the math's.
     issue = legacy_copy_issue_seconds(ops, blocks, threads, gpu, gen, idealize)
     issue = np.maximum(issue, cat_issue_seconds(ops, blocks, gpu, gen, idealize))
+    # ... and on CDNA3, Inductor's Welford layer norms and GELU epilogues, counted from Triton's
+    # gfx942 code (archsim.perf.triton_issue_amd).
+    issue = np.maximum(issue, triton_issue_seconds(ops, blocks, threads, gpu, gen, idealize))
     terms["comp"] = np.maximum(terms["comp"], issue)
     # Traced tiled kernels: the math is in series with the kernel's fixed cost and each round's
     # prologue round trip (archsim.perf.gemm_latency.prologue_seconds), the ``serial`` term.
