@@ -40,8 +40,10 @@ blocks that ``s_cbranch_execz`` skips when no lane of the wave is active:
   25 (5%, above). Triton keeps a loop instead of unrolling
   from 4 steps (2,048) on; its body is the step above. Counted on the 8-pointer variant
   (``..._native_layer_norm_split_unsqueeze_view_16``: x in place, two modulation vectors with their
-  biases, the attention projection and its bias, the output); SD3.5's other variants load one or
-  two pointers fewer or more, a few VALU each.
+  biases, the attention projection and its bias, the output). The 6-pointer variant (``_19``: one
+  modulation vector for gate, scale and shift) counts within 3 VALU of it (903 and 736 at R0_BLOCK
+  2,048, 759 and 668 at 1,024); the 5-pointer one (``_6``, 4 kernels of SD3.5's 600: nothing
+  stored in place) 17% fewer (750 and 617, 636 and 563), priced at these counts all the same.
 - tanh-GELU, bf16, e elements a lane (XBLOCK / threads): e = 1, 4, 8, 16: 53, 157, 303, 606 VALU,
   3, 12, 24, 48 quarter-rate, 12, 41, 77, 149 SALU, 15, 29, 45, 82 other (e = 4, 8, 16 with 4 waves
   a workgroup: within 4 VALU of these). Linear in e between (and beyond) the counted points.
