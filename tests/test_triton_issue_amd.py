@@ -89,6 +89,11 @@ def test_uncounted_kernels_get_no_floor() -> None:
     assert _seconds(_op(NORM, 4096, 256, NORM_DIMS, steps=2.0)) == 0.0  # rows != workgroups
     assert _seconds(_op(NORM, 8192, 256, "[[2,4096,2432],[1]]", steps=2.0)) == 0.0  # stats only
     assert norm_wave_count(512, 2432, 256) is None
+    # backward kernels fused with the same ops compute other math: not counted
+    back_gelu = "triton_poi_fused_addmm_gelu_gelu_backward_view_7"
+    assert _seconds(_op(back_gelu, 19456, 256, "[[2,4096,9728],[9728],[]]")) == 0.0
+    back_norm = NORM.replace("native_layer_norm", "native_layer_norm_native_layer_norm_backward")
+    assert _seconds(_op(back_norm, 8192, 256, NORM_DIMS, steps=2.0, bytes_read=1.1963e8)) == 0.0
 
 
 def test_gelu_counts_interpolate_between_counted_points() -> None:

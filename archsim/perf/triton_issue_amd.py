@@ -52,7 +52,7 @@ Pricing: archsim.perf.issue_rate_amd's :func:`simd_cycles` (4 cycles a VALU inst
 quarter-rate one, the CU's scalar unit a quarter per SIMD, one wave's own issue turns) for the waves
 the busiest CU's SIMDs hold: ceil(B / N_cu) workgroups x waves each over 4 SIMDs. A throughput floor
 like archsim.perf.issue_rate's: archsim.perf.terms takes the larger of it and the math term.
-Other kernels, dtypes, shapes and generations get 0: the counts stand for gfx942 code only.
+Other kernels (fused backward ones too), dtypes, shapes and generations get 0: the counts stand for gfx942 code only.
 """
 
 from __future__ import annotations
@@ -103,7 +103,9 @@ GELU_TANH_COUNTS: dict[int, WaveCount] = {
     8: WaveCount(303, 24, 77, 45),
     16: WaveCount(606, 48, 149, 82),
 }
-GELU_PATTERN = r"^triton_poi_fused\w*_addmm_gelu"
+# forward kernels only: a fused ``gelu_backward`` or ``native_layer_norm_backward`` computes other math
+GELU_PATTERN = r"^triton_poi_fused(?!\w*backward)\w*_addmm_gelu"
+BACKWARD_PATTERN = r"backward"
 COUNTED_DTYPES = frozenset({"bfloat16"})
 
 
@@ -156,7 +158,8 @@ def _wave_counts(ops: pd.DataFrame, blocks: np.ndarray, threads: np.ndarray) -> 
     # looped layer norms that normalize and store their rows (archsim.perf.inductor_loops)
     passes, _ = looped_norm_rows(names, _strings(ops, "input_dims"), _column(ops, "bytes_read"),
                                  _strings(ops, "dtype"))  # fmt: skip
-    norm = passes == 2
+    backward = by_unique(names, lambda u: u.str.contains(BACKWARD_PATTERN, regex=True)).astype(bool)
+    norm = (passes == 2) & ~backward
     gelu = by_unique(names, lambda u: u.str.contains(GELU_PATTERN, regex=True)).astype(bool)
     counted = (norm | gelu) & _strings(ops, "dtype").str.replace("torch.", "").isin(
         list(COUNTED_DTYPES)
