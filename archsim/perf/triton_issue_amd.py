@@ -1,4 +1,4 @@
-"""Instruction issue of TorchInductor's Triton kernels on AMD CDNA3, counted from Triton's own compile.
+"""Instruction issue of TorchInductor's Triton kernels on AMD CDNA3, counted from Triton's compile.
 
 Two families of SD3.5's Inductor kernels on the MI300X run longer than their DRAM traffic needs: the
 looped Welford layer norms (``triton_red_fused_..._native_layer_norm_...``, one 2,432-column bf16
@@ -52,7 +52,8 @@ Pricing: archsim.perf.issue_rate_amd's :func:`simd_cycles` (4 cycles a VALU inst
 quarter-rate one, the CU's scalar unit a quarter per SIMD, one wave's own issue turns) for the waves
 the busiest CU's SIMDs hold: ceil(B / N_cu) workgroups x waves each over 4 SIMDs. A throughput floor
 like archsim.perf.issue_rate's: archsim.perf.terms takes the larger of it and the math term.
-Other kernels (fused backward ones too), dtypes, shapes and generations get 0: the counts stand for gfx942 code only.
+Other kernels (fused backward ones too), dtypes, shapes and generations get 0: the counts stand
+for gfx942 code only.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ GELU_TANH_COUNTS: dict[int, WaveCount] = {
     8: WaveCount(303, 24, 77, 45),
     16: WaveCount(606, 48, 149, 82),
 }
-# forward kernels only: a fused ``gelu_backward`` or ``native_layer_norm_backward`` computes other math
+# forward kernels only: a fused gelu_backward or native_layer_norm_backward does other math
 GELU_PATTERN = r"^triton_poi_fused(?!\w*backward)\w*_addmm_gelu"
 BACKWARD_PATTERN = r"backward"
 COUNTED_DTYPES = frozenset({"bfloat16"})
