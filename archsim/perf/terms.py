@@ -61,6 +61,7 @@ from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
 from archsim.perf.conv_channels import channel_padding
 from archsim.perf.efficiency import achieved_fractions, generation, is_cdna
+from archsim.perf.elementwise_issue_amd import elementwise_issue_seconds
 from archsim.perf.gemm_latency import epilogue_store_seconds, k_loop_floor, prologue_seconds
 from archsim.perf.in_flight import bytes_in_flight_per_thread, cat_busy_share, loaded_bytes
 from archsim.perf.issue_rate import cat_issue_seconds, legacy_copy_issue_seconds
@@ -266,6 +267,10 @@ def kernel_terms(
     # gfx942 code (archsim.perf.triton_issue_amd).
     issue = np.maximum(issue, triton_issue_seconds(ops, blocks, threads, gpu, gen, idealize))
     terms["comp"] = np.maximum(terms["comp"], issue)
+    # ROCm PyTorch's element-wise loops: their offsets' divmods and bf16 conversions issue at
+    # CDNA's rates (archsim.perf.elementwise_issue_amd, counted from gfx940/gfx90a ISA).
+    terms["comp"] = np.maximum(terms["comp"], elementwise_issue_seconds(
+        ops, (blocks, threads, resident), gpu, gen, idealize))
     # Traced tiled kernels: the math is in series with the kernel's fixed cost and each round's
     # prologue round trip (archsim.perf.gemm_latency.prologue_seconds), the ``serial`` term.
     terms["serial"] = prologue_seconds(blocks, resident, tiled & grid_known, gpu, idealize)
