@@ -15,6 +15,8 @@ from archsim.hw import load_hw
 from archsim.perf.issue_rate_amd import (
     BN_BACKWARD_COUNT,
     BN_STATS_COUNT,
+    ROWWISE_MOMENTS_COUNT,
+    VECTORIZED_LAYER_NORM_COUNT,
     WaveCount,
     cdna_issue_seconds,
     kernel_index,
@@ -36,12 +38,23 @@ BACKWARD = (
 )
 
 
-def _kernel(name: str, blocks: int, threads: int, dims: str) -> pd.DataFrame:
+GROUP_MOMENTS = (
+    "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float>(long, float, float "
+    "const*, float*, float*)"
+)
+LAYER_NORM = (
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, false>(int,"
+    " float, float const*, float const*, float const*, float*, float*, float*)"
+)
+RMS_NORM = LAYER_NORM.replace("float, float, false>", "float, float, true>")
+
+
+def _kernel(name: str, blocks: int, threads: int, dims: str, block_y: int = 1) -> pd.DataFrame:
     row = {
         "kind": "kernel", "name": name, "op_class": "reduction", "dtype": "float32",
         "bytes_read": 524288.0, "bytes_written": 128.0, "flops": 131072.0,
-        "grid_x": blocks, "grid_y": 1, "grid_z": 1, "block_x": threads, "block_y": 1,
-        "block_z": 1, "input_dims": dims,
+        "grid_x": blocks, "grid_y": 1, "grid_z": 1, "block_x": threads // block_y,
+        "block_y": block_y, "block_z": 1, "input_dims": dims,
     }  # fmt: skip
     return conform(pd.DataFrame([row]), OPS_COLUMNS)
 
@@ -78,6 +91,28 @@ def test_statistics_kernel_of_the_bench_worked_by_hand() -> None:
     ops = _kernel(STATS, 128, 1024, "[[1,128,32,32],[],[],[],[]]")
     issue = cdna_issue_seconds(ops, _launch(128, 1024), MI300X.gpu, "cdna3", frozenset())
     assert issue[0] == pytest.approx(7840 / 2.1e9)
+
+
+def test_row_kernels_of_the_bench_worked_by_hand() -> None:
+    # group norm of [8, 16, 32, 32] in 4 groups: 32 rows of 4,096 over 512 threads, 8 steps; one
+    # block a CU, 8 waves: 2 a SIMD. A wave: VALU 197 + 8 x 19 = 349 full-rate, 6 + 8 x 2 = 22
+    # quarter-rate: 1,748 cycles, x 2 = 3,496 (SALU (65 + 8 x 14) x 4 x 2 = 1,416; 692 turns 2,768);
+    # wave 0's extra 261 instructions: 1,044 turns. 4,540 cycles.
+    ops = _kernel(GROUP_MOMENTS, 32, 512, "[[8,16,32,32],[],[],[],[]]")
+    issue = cdna_issue_seconds(ops, _launch(32, 512), MI300X.gpu, "cdna3", frozenset())
+    assert ROWWISE_MOMENTS_COUNT.per_wave(1, 8).instructions == 692
+    assert issue[0] == pytest.approx(4540 / 2.1e9)
+    # layer norm over [16, 32, 32] of 8 rows: blocks of (64, 4), 16,384 elements a row, 4 per load:
+    # 16 steps. One wave a SIMD, so its own issue turns bind: 2,202 instructions x 4 = 8,808 cycles
+    # (VALU 1,525 x 4 + 77 x 16 = 7,332), plus wave 0's 13 turns: 8,860 cycles.
+    ops = _kernel(LAYER_NORM, 8, 256, "[[8,16,32,32],[],[16,32,32],[16,32,32],[]]", block_y=4)
+    count = VECTORIZED_LAYER_NORM_COUNT.per_wave(1, 16)
+    assert (count.valu, count.quarter, count.instructions) == (1525, 77, 2202)
+    issue = cdna_issue_seconds(ops, _launch(8, 256), MI300X.gpu, "cdna3", frozenset())
+    assert issue[0] == pytest.approx(8860 / 2.1e9)
+    # the rms_norm instantiation is not counted
+    ops = _kernel(RMS_NORM, 8, 256, "[[8,16,32,32],[],[16,32,32],[16,32,32],[]]", block_y=4)
+    assert cdna_issue_seconds(ops, _launch(8, 256), MI300X.gpu, "cdna3", frozenset())[0] == 0.0
 
 
 def test_issue_runs_in_series_with_the_dependent_loads() -> None:
@@ -118,12 +153,12 @@ def test_no_term_outside_cdna3_or_without_dims() -> None:
     more=st.integers(1, 4096),
     blocks=st.integers(1, 2048),
     threads=st.sampled_from([64, 256, 512, 1024]),
-    backward=st.booleans(),
+    kernel=st.sampled_from([STATS, BACKWARD, GROUP_MOMENTS, LAYER_NORM]),
 )
 def test_more_elements_never_fewer_cycles(
-    n: int, hw: int, more: int, blocks: int, threads: int, backward: bool
+    n: int, hw: int, more: int, blocks: int, threads: int, kernel: str
 ) -> None:
-    name = BACKWARD if backward else STATS
+    name = kernel
     small = _kernel(name, blocks, threads, f"[[{n},{blocks},{hw}]]")
     large = _kernel(name, blocks, threads, f"[[{n},{blocks},{hw + more}]]")
     launch = _launch(blocks, threads)

@@ -18,7 +18,8 @@ this generation (``FullRate64Ops``). So a SIMD holding w waves of one kernel nee
 (:func:`simd_cycles`): its VALU, the CU's scalar unit (one instruction a cycle, a quarter of it
 per SIMD), or one wave's own one-instruction-per-turn issue, whichever is longest.
 
-Counts (``WaveCount``): the kernels' public source (pytorch/pytorch,
+Counts (``WaveCount``), for fp32 tensors and int32 indexing (the instantiations named in
+KERNEL_COUNTS; other dtypes get no term): the kernels' public source (pytorch/pytorch,
 aten/src/ATen/native/cuda/Normalization.cuh, with ``cuda_utils::BlockReduce`` from
 block_reduce.cuh; HIP's ``__shfl_xor``/``__shfl_down`` as ROCm's amd_warp_functions.h writes them,
 ``__builtin_amdgcn_ds_bpermute``) copied into standalone HIP sources with the same expressions and
@@ -44,10 +45,27 @@ waits, branches, barriers):
 - ``batch_norm_backward_kernel``: ``reduce<Float2>``'s loop (two loads, a subtract, a multiply and
   two adds a step) and ``BlockReduce`` (two 6-step ``WarpReduce`` of a Float2, the second in wave 0
   only), then the ``grad_input`` loop (two loads, four VALU, a store a step).
+- ``RowwiseMomentsCUDAKernel`` (group_norm_kernel.cu; layer_norm_kernel.cu's kernel of the same
+  name runs the same loop and ``BlockReduce``): ``WelfordOps::reduce`` a step (the int64 count
+  converted to float on the scalar unit, an IEEE division: 19 + 2 quarter-rate VALU, 14 SALU), and
+  ``BlockReduce`` of ``WelfordData`` (5 ds_bpermute, a division and the merge a step; the blocks
+  of the ``nf == 0`` paths are counted as executed: a few moves a step).
+- ``vectorized_layer_norm_kernel`` (layer_norm_kernel.cu, ``compute_stats`` with ``vec_size`` 4):
+  four ``cuWelfordOnlineSum`` a 16-byte load (``1.f/new_count``: an IEEE division each; 65 + 4
+  quarter-rate VALU), the 6-step ``cuWelfordCombine`` shuffle and the shared-memory tree over the
+  block's 4 wavefronts (blockDim (64, 4)), then the write pass (packed-FP32 ``gamma * (rstd *
+  (x - mean)) + beta``, 13 VALU a 16-byte load).
+
+Loop trips (``walk``): the batch-norm kernels walk ``for (batch = threadIdx.y; ...) for (x =
+threadIdx.x; ...)`` over the first input reshaped to (N, C, HW): ceil(N / blockDim.y) rows of
+ceil(HW / blockDim.x) steps; ``RowwiseMomentsCUDAKernel`` walks its row (the first input's
+elements over the blocks) ``blockDim.x`` at a time, and ``vectorized_layer_norm_kernel`` 4 x
+``blockDim.x x blockDim.y`` at a time, both passes.
 
 The issue runs in series with the loop's dependent DRAM round trips (each wave waits for its load,
-then issues its step, then the next load: :mod:`archsim.perf.memory_parallelism`) and with the
-block reduction after the loop, so :mod:`archsim.perf.terms` adds it to that chain. The ``grad_input``
+then issues its step, then the next load: :mod:`archsim.perf.memory_parallelism`, or the row passes
+of :mod:`archsim.perf.passes` for the vectorized layer norm) and with the block reduction after the
+loop, so :mod:`archsim.perf.terms` adds it to that chain. The ``grad_input``
 loop's round trips are not counted (as before), so the backward chain stays a lower bound.
 Generations other than CDNA3 get no term (CDNA2's gfx90a lacks v_lshl_add_u64 and packed-FP32
 forms differ: not counted).
@@ -119,6 +137,7 @@ class KernelCount:
     row: WaveCount
     step: WaveCount
     first_wave: WaveCount
+    walk: str = "nchw"  # loop trips (module docstring): "nchw", "row" or "row_vec4"
 
     def per_wave(self, rows: float, steps_per_row: float) -> WaveCount:
         return self.fixed + self.row.times(rows) + self.step.times(rows * steps_per_row)
@@ -140,10 +159,31 @@ BN_BACKWARD_COUNT = KernelCount(
     step=WaveCount(7, 0, 2, 5) + WaveCount(13, 0, 3, 8),
     first_wave=WaveCount(7, 0, 4, 24),  # BlockReduce's second WarpReduce (wid == 0)
 )  # fmt: skip
+ROWWISE_MOMENTS_COUNT = KernelCount(
+    fixed=WaveCount(16, 0, 16, 8) + WaveCount(181, 6, 49, 112),  # prologue + BlockReduce (all)
+    row=WaveCount(0),
+    step=WaveCount(19, 2, 14, 3),  # WelfordOps::reduce: int64 n++ to float (SALU), IEEE division
+    first_wave=WaveCount(150, 8, 37, 66),  # BlockReduce's second WarpReduce, the tid == 0 stores
+    walk="row",
+)
+VECTORIZED_LAYER_NORM_COUNT = KernelCount(
+    # prologue, 6-step shuffle Welford combine, two shared-memory tree steps (blockDim.y 4), set-up
+    fixed=WaveCount(16, 0, 16, 4) + WaveCount(199, 11, 46, 72) + WaveCount(31, 1, 14, 17).times(2),
+    row=WaveCount(0),
+    step=WaveCount(65, 4, 5, 6) + WaveCount(13, 0, 3, 11),  # 4 cuWelfordOnlineSum; write pass
+    first_wave=WaveCount(2, 0, 7, 4),  # thrx == 0 stores mean and rstd
+    walk="row_vec4",
+)
 # first match wins
 KERNEL_COUNTS: tuple[tuple[str, KernelCount], ...] = (
-    (r"batch_norm_collect_statistics_kernel<", BN_STATS_COUNT),
-    (r"batch_norm_backward_kernel<", BN_BACKWARD_COUNT),
+    (r"batch_norm_collect_statistics_kernel<[^<>,]+, float, float, float, int>", BN_STATS_COUNT),
+    (r"batch_norm_backward_kernel<float, float, float, int>", BN_BACKWARD_COUNT),
+    (r"RowwiseMomentsCUDAKernel<float(?:, float)?>", ROWWISE_MOMENTS_COUNT),
+    # the rms_norm = true instantiation sums squares instead (its source was not read: no term)
+    (
+        r"(?<![a-z_])vectorized_layer_norm_kernel<float, float(?:, false)?>",
+        VECTORIZED_LAYER_NORM_COUNT,
+    ),
 )
 
 
@@ -159,13 +199,22 @@ def kernel_index(names: pd.Series) -> np.ndarray:
     return by_unique(names.astype("string").fillna(""), find).astype(int)
 
 
-def loop_trips(input_dims: pd.Series, block_x: np.ndarray, block_y: np.ndarray) -> np.ndarray:
-    """(ops, 2): outer ``batch`` iterations ceil(N / blockDim.y) and inner ``x`` iterations
-    ceil(HW / blockDim.x) of the kernels' ``for (batch = threadIdx.y; ...) for (x = threadIdx.x;
-    ...)`` walk over the first input, reshaped to (N, C, HW); NaN where the dims are not recorded."""
+def loop_trips(
+    input_dims: pd.Series,
+    block_x: np.ndarray,
+    block_y: np.ndarray,
+    walks: list[str] | None = None,
+    blocks: np.ndarray | None = None,
+) -> np.ndarray:
+    """(ops, 2): (rows, steps a row) of each op's loop walk (module docstring) over its first
+    input: ``nchw`` ceil(N / blockDim.y) rows of ceil(HW / blockDim.x) steps (the default);
+    ``row`` one row of ceil(elements / blocks / blockDim.x) steps; ``row_vec4`` ceil(elements /
+    blocks / (4 blockDim.x blockDim.y)). NaN where the dims are not recorded."""
     out = np.full((len(input_dims), 2), np.nan)
     bx = np.maximum(np.nan_to_num(np.asarray(block_x, dtype=float), nan=1.0), 1.0)
     by = np.maximum(np.nan_to_num(np.asarray(block_y, dtype=float), nan=1.0), 1.0)
+    nb = np.ones(len(input_dims)) if blocks is None else np.asarray(blocks, dtype=float)
+    nb = np.maximum(np.nan_to_num(nb, nan=1.0), 1.0)
     for i, text in enumerate(input_dims.astype("string").fillna("")):
         dims = parsed_input_dims(str(text))
         first = dims[0] if dims else None
@@ -173,8 +222,13 @@ def loop_trips(input_dims: pd.Series, block_x: np.ndarray, block_y: np.ndarray) 
             continue
         if not all(isinstance(d, int) and d >= 0 for d in first):
             continue
-        n, hw = first[0], math.prod(first[2:])
-        out[i] = (math.ceil(n / by[i]), math.ceil(hw / bx[i]))
+        walk = "nchw" if walks is None else walks[i]
+        if walk == "nchw":
+            out[i] = (math.ceil(first[0] / by[i]), math.ceil(math.prod(first[2:]) / bx[i]))
+            continue
+        row = math.prod(first) / nb[i]
+        per_step = bx[i] if walk == "row" else 4.0 * bx[i] * by[i]
+        out[i] = (1.0, math.ceil(row / per_step - 1e-9))
     return out
 
 
@@ -199,9 +253,10 @@ def cdna_issue_seconds(
     rows = np.flatnonzero(which >= 0)
     if not rows.size:
         return out
-    trips = loop_trips(_strings(ops, "input_dims").iloc[rows], _column(ops, "block_x", np.nan)[rows],
-                       _column(ops, "block_y", np.nan)[rows])  # fmt: skip
     blocks, threads, resident = (np.asarray(a, dtype=float)[rows] for a in launch)
+    walks = [KERNEL_COUNTS[which[i]][1].walk for i in rows]
+    trips = loop_trips(_strings(ops, "input_dims").iloc[rows], _column(ops, "block_x", np.nan)[rows],
+                       _column(ops, "block_y", np.nan)[rows], walks, blocks)  # fmt: skip
     per_cu = np.maximum(blocks, 1.0) / gpu.sms
     if "sm_utilization" not in idealize:
         per_cu = np.ceil(per_cu)
@@ -232,6 +287,8 @@ __all__ = [
     "BN_STATS_COUNT",
     "KERNEL_COUNTS",
     "KernelCount",
+    "ROWWISE_MOMENTS_COUNT",
+    "VECTORIZED_LAYER_NORM_COUNT",
     "QUARTER_RATE_CYCLES",
     "SALU_CYCLES",
     "SIMDS_PER_CU",

@@ -244,14 +244,20 @@ def kernel_terms(
         for k, v in best_terms.items():
             terms[k] = terms[k].copy()
             terms[k][rows] = v
-    if row_work is not None:
-        add_pass_terms(terms, row_work, gpu, idealize)
-    # Scalar-loop reductions with few blocks: dependent load steps (archsim.perf.memory_parallelism).
     resident = blocks_per_sm(threads, registers, shared, gpu)
-    steps = step_floor(ops, (blocks, threads, resident), dram_bytes, gpu, idealize)
-    # CDNA3 batch-norm statistics kernels: their instructions issue in series with that chain and
-    # are a throughput floor of their own (archsim.perf.issue_rate_amd, counted from gfx940 ISA).
+    # CDNA3 normalization statistics kernels: their instructions issue in series with their
+    # dependent round trips (the passes' below, the load steps' after) and are a throughput floor
+    # of their own (archsim.perf.issue_rate_amd, counted from gfx940 ISA).
     amd_issue = cdna_issue_seconds(ops, (blocks, threads, resident), gpu, gen, idealize)
+    if row_work is not None:
+        mem_before = terms["mem"]
+        add_pass_terms(terms, row_work, gpu, idealize)
+        # the passes' chain as add_pass_terms prices it: round trips, transfer and re-reads' L2 time
+        chain = row_work.latency + terms["bw"] + (terms["mem"] - mem_before) + amd_issue
+        in_series = (row_work.latency > 0) & (amd_issue > 0)
+        terms["lat"] = np.where(in_series, np.maximum(terms["lat"], chain), terms["lat"])
+    # Scalar-loop reductions with few blocks: dependent load steps (archsim.perf.memory_parallelism).
+    steps = step_floor(ops, (blocks, threads, resident), dram_bytes, gpu, idealize)
     if steps is not None:
         terms["lat"] = np.maximum(terms["lat"], np.where(steps > 0, steps + amd_issue, 0.0))
     terms["comp"] = np.maximum(terms["comp"], amd_issue)
