@@ -39,7 +39,7 @@ copy bf16 (vt 8)         64 / 0 / 30   120 / 0 / 31
 f32 = bf16 x f32 (vt 4)  44 / 0 / 27   76 / 0 / 29
 ======================  ============  ============
 
-(gfx90a: the same VALU, 1-6 more "other"). ``vectorized_elementwise_kernel<8>`` per thread:
+(gfx90a: the same VALU, 0-6 more "other"). ``vectorized_elementwise_kernel<8>`` per thread:
 add/mul 140 VALU for 16 elements on gfx940 (66 for 8 on gfx90a), unary multiply/add 121-123.
 
 Priced as archsim.perf.issue_rate_amd prices a wave (:func:`simd_cycles`: 4 cycles a VALU
