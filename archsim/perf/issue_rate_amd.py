@@ -1,12 +1,14 @@
-"""Instruction issue on AMD CDNA3: the cycles a batch-norm statistics kernel's instructions take to
+"""Instruction issue on AMD CDNA3: the cycles normalization statistics kernels' instructions take to
 issue on the SIMDs of the busiest compute unit, counted from compiled gfx9 ISA.
 
 A CDNA compute unit has 4 SIMDs of 16 lanes; a wave64 VALU instruction occupies its SIMD for 4
 cycles, and the CU's arbiter gives each SIMD one issue turn every 4 cycles, in which it issues at
 most one instruction per wave (one VALU, one scalar, one vector-memory, one LDS ... from different
 waves): AMD "Graphics Cores Next (GCN) Architecture" whitepaper (2012), p. 5 and its CU diagram;
-the AMD CDNA3 ISA reference guide (2024) keeps the 4 x SIMD16 CU and wave64. A quarter-rate VALU
-instruction holds its SIMD 4 times as long: LLVM's AMDGPU scheduling model for gfx940-942
+the CLRX project's GCN timing tables (clrx.nativeboinc.org, "GcnTimings": one wave a SIMD issues
+at most one instruction a turn, five waves up to five); the AMD CDNA3 ISA reference guide (2024)
+keeps the 4 x SIMD16 CU and wave64. A quarter-rate VALU instruction holds its SIMD 4 times as
+long: LLVM's AMDGPU scheduling model for gfx940-942
 (llvm/lib/Target/AMDGPU/SISchedule.td, ``SIDPGFX940FullSpeedModel``, "latency values are 1 /
 (operations / cycle) / 4") gives 4 to the F32 transcendentals (``WriteTrans32``: v_rcp_f32,
 v_exp_f32, v_sqrt_f32 ...) and to the F32 <-> integer conversions (``WriteFloatCvt``:
@@ -20,11 +22,13 @@ per SIMD), or one wave's own one-instruction-per-turn issue, whichever is longes
 
 Counts (``WaveCount``), for fp32 tensors and int32 indexing (the instantiations named in
 KERNEL_COUNTS; other dtypes get no term): the kernels' public source (pytorch/pytorch,
-aten/src/ATen/native/cuda/Normalization.cuh, with ``cuda_utils::BlockReduce`` from
-block_reduce.cuh; HIP's ``__shfl_xor``/``__shfl_down`` as ROCm's amd_warp_functions.h writes them,
-``__builtin_amdgcn_ds_bpermute``) copied into standalone HIP sources with the same expressions and
-types (float, ``index_t`` int), compiled by clang 16 (``-x hip --cuda-device-only -nogpulib
--nogpuinc --offload-arch=gfx940 -O3 -S``) and counted per basic block, each VALU instruction
+aten/src/ATen/native/cuda/: Normalization.cuh, group_norm_kernel.cu, layer_norm_kernel.cu, with
+``cuda_utils::BlockReduce`` from block_reduce.cuh and ``WelfordOps`` from
+aten/src/ATen/native/SharedReduceOps.h; HIP's ``__shfl_xor``/``__shfl_down`` as ROCm's
+amd_warp_functions.h writes them, ``__builtin_amdgcn_ds_bpermute``) copied into standalone HIP
+sources with the same expressions and types (float, ``index_t`` int), compiled by clang 16 (``-x hip --cuda-device-only -nogpulib
+-nogpuinc --offload-arch=gfx940 -O3 -S``: HIP's defaults, correctly rounded fp32 division, no
+fast-math flag assumed for PyTorch's ROCm build) and counted per basic block, each VALU instruction
 classed by ``llvm-mca-16 -mcpu=gfx940 -instruction-info``. gfx942 (MI300X) is not a clang 16
 target; LLVM's AMDGPU.td gives it gfx940's ISA feature set (``FeatureISAVersion9_4_Common``) plus
 FP8/XF32 instructions and the same scheduling model, none of which these kernels use. Sections:
@@ -255,8 +259,9 @@ def cdna_issue_seconds(
         return out
     blocks, threads, resident = (np.asarray(a, dtype=float)[rows] for a in launch)
     walks = [KERNEL_COUNTS[which[i]][1].walk for i in rows]
-    trips = loop_trips(_strings(ops, "input_dims").iloc[rows], _column(ops, "block_x", np.nan)[rows],
-                       _column(ops, "block_y", np.nan)[rows], walks, blocks)  # fmt: skip
+    dims = _strings(ops, "input_dims").iloc[rows]
+    block_x, block_y = _column(ops, "block_x", np.nan)[rows], _column(ops, "block_y", np.nan)[rows]
+    trips = loop_trips(dims, block_x, block_y, walks, blocks)
     per_cu = np.maximum(blocks, 1.0) / gpu.sms
     if "sm_utilization" not in idealize:
         per_cu = np.ceil(per_cu)
