@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.perf.columns import by_unique
+from archsim.perf.gemm_k1 import k1_gemm, k1_gemm_work
 
 # Bytes each resident thread keeps in flight to DRAM: PyTorch's vectorized element-wise kernels load
 # 4 x fp32 = 16 B per thread per iteration (aten/src/ATen/native/cuda/MemoryAccess.cuh, vec size 4).
@@ -234,7 +235,9 @@ def tiled_engine(
     auxiliary = by_unique(names, auxiliary_name).astype(bool)
     has_flops = np.zeros(len(ops), dtype=bool) if flops is None else np.asarray(flops) > 0
     grid_less = ~np.asarray(grid_known, dtype=bool)
-    return tiled_class.astype(bool) & (named | ((grid_less | has_flops) & ~auxiliary))
+    # cuBLAS's K = 1 GEMM multiplies no K-deep tiles (archsim.perf.gemm_k1).
+    engine = tiled_class.astype(bool) & ~k1_gemm(names)
+    return engine & (named | ((grid_less | has_flops) & ~auxiliary))
 
 
 def tile_dims(names: pd.Series, threads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -297,6 +300,10 @@ def estimate_work_from_launch(
     operand_bytes = np.where(np.isnan(operands), default_operands, operands) * size
     flops = np.where(tiled, blocks * tile_flops, elements)
     dram_bytes = np.where(tiled, gemm_bytes, elements * operand_bytes)
+    # cuBLAS's K = 1 GEMM: element-wise in its outputs, 2 FLOPs each (archsim.perf.gemm_k1).
+    k1 = k1_gemm(names)
+    k1_flops, k1_bytes = k1_gemm_work(blocks, threads, ELEMENTS_PER_THREAD, size)
+    flops, dram_bytes = np.where(k1, k1_flops, flops), np.where(k1, k1_bytes, dram_bytes)
     depth = by_unique(names, number(MULTI_TENSOR_PATTERN)).astype(float)
     foreach = np.isfinite(depth)
     depth = np.nan_to_num(depth, nan=1.0)
