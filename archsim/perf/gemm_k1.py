@@ -12,14 +12,21 @@ strided vectors (a column of A, a row of B), not as matrices. Every traced launc
 kernel stages tiles of A and B (cuBLAS's volta_sgemm_* and scudnn tiles: 8-32 KB, see
 archsim.perf.blocks). So the tile rule of archsim.perf.blocks (a 128 x 128 output tile a block,
 ASSUMED_TILE_K = 512 deep) does not apply: it priced a one-block launch on the Quadro GP100 at
-2 x 128 x 128 x 512 = 16.8 MFLOP, 104 us of one SM's math, against 2-3 us measured.
+2 x 128 x 128 x 512 = 16.8 MFLOP, 104 us of one SM's math, against 2-3 us measured
+(gp100_user_annotation).
 
 cuBLAS is closed source, so how many outputs a thread writes is not published: the launch is read
 as the model reads every kernel of a GEMM op that multiplies no tiles (gemv2N/gemv2T, split-K
 reductions; archsim.perf.blocks.estimate_work_from_launch): ``outputs_per_thread`` outputs a
-thread, PyTorch's element-wise launch (4). Bytes: each output written once (beta = 0: ATen's mm
-passes beta 0 to cublasSgemm, aten/src/ATen/native/cuda/Blas.cpp) and the one staged operand value
-a thread reads.
+thread, PyTorch's element-wise launch (4). The fixtures whose ops recorded shapes bear it out: in
+nodevice_sampled_train six [1, 64, 1] launches belong to mm ops of 131,072 FLOPs = 64 blocks x 256
+threads x 4 outputs x 2, two to ops of 8,192 (a partly filled grid: the rule's count is an upper
+bound), and a100_train_shapes' [1, 1, 1024] launches to bmm ops of 2,097,152 = 1,024 x 256 x 4 x 2.
+Bytes: each output written once (beta = 0: ATen's mm passes beta 0, aten/src/ATen/native/cuda/
+Blas.cpp, ``addmm_out_cuda_impl(result, result, self, mat2, 0, 1)``) and the one staged operand value
+a thread reads (the shaped ops read less: M + N values, 8,320 B of the [1, 64, 1] launches' 65,536).
+With the tile rule gp100_user_annotation was +494%; with this one its gemmk1 launches sit at the
+kernel floor (1.25 us against 2-3 us measured) and the fixture at -43%.
 """
 
 from __future__ import annotations
