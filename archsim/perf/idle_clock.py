@@ -1,23 +1,33 @@
-"""The clock of a kernel that starts on a GPU left idle: a pure function of the trace's own timeline.
+"""Why a kernel that starts on an idle GPU is priced at the GPU's clock like any other, and the
+idle-gap reader that shows it: a pure function of the trace's own timeline.
 
-AMD Instinct GPUs drop their engine clock when idle and ramp it up over hundreds of milliseconds of
-work (AMD, ROCm/composable_kernel PR 1241: "Frequency ramp-up on MI300's take 400ms or more"). The
-published clock probe of te42kyfo/gpu-benches (``gpu-clock.cuh``: launch a kernel, sleep 10 ms, read
-the current engine clock through rocm_smi / NVML) reads, 10 ms after a kernel of microseconds:
+AMD Instinct GPUs lower their engine clock when idle. The clock probe of te42kyfo/gpu-benches
+(``gpu-clock.cuh``: launch ``powerKernel<<<1000, 1024>>>``, ``usleep(10000)``, read rocm_smi's
+current ``RSMI_CLK_TYPE_SYS`` frequency; the iterations double each sample) reads 800 MHz on an
+MI210 (``gpu-latency/mi210.txt``) and 739, 964, 1142, ... 2092 MHz on an MI300X
+(``gpu-latency/mi300x.txt`` of the fork xxrjun/gpu-benches). That is not the clock a kernel runs
+at: the reading is taken 10 ms after the launch, when a kernel of microseconds has long ended,
+and on the MI300X it is the power-management firmware's metrics-table ``GfxclkFrequency`` (Linux
+``smu_v13_0_6_ppt.c`` answers the current and the average GFX clock from that one field), not a
+sample of the clock at a kernel's start. No published figure says how fast the engine clock rises
+when work arrives (AMD's composable_kernel PR 1241, "Frequency ramp-up on MI300's take 400ms or
+more", is about sustained benchmark clocks: it adds a second of warm-up runs).
 
-- MI210 (CDNA2): 800 MHz (``gpu-latency/mi210.txt``; 1700 MHz once a kernel still runs at the
-  sample);
-- MI300X (CDNA3): 739 MHz, then 964, 1142, ... up to 2092 MHz as the probe's kernels lengthen
-  (``gpu-latency/mi300x.txt``, as carried by the fork xxrjun/gpu-benches);
-- H100 PCIe: 1755 MHz at every sample, short kernels included (``gpu-latency/h100_pcie.txt``): no
-  drop within 10 ms, so NVIDIA GPUs get no idle clock here (no NVIDIA figure of a drop was found).
-
-So a GPU idle for ``IDLE_WINDOW_US`` is at its idle clock when the next kernel starts, and a kernel of
-microseconds ends long before the ramp. Such a kernel's cycle-bound time (math, L2, dependent
-round trips, the per-kernel floor) scales by clock / idle clock; its DRAM-bandwidth time does not
-(the HBM clock is not the engine clock). After a shorter gap nothing is published about the clock,
-so nothing changes: the model is never faster than on a busy GPU. The idle gap is read off the trace:
-the time from the end of the device's previous kernel, copy or memset to this op's start.
+A real trace measures it: ``mi300x_normalization_bench`` (TraceLens, three iterations of the same
+ops) starts 9 kernels after 10 ms or more of idle GPU. Its ``batch_norm_collect_statistics_kernel``
+after 332 ms idle takes 11.38 us, the same kernel in later iterations 10.17-11.42; its
+instructions, counted from gfx940 ISA (:mod:`archsim.perf.issue_rate_amd`), occupy a SIMD for
+11,424 issue cycles, so its clock averaged 1,004 MHz or more over the kernel even were issue all it
+did (at 739 MHz issue alone takes 15.5 us). A 739-MHz clock makes cycle-bound work 2.84x slower
+(2100 / 739); first-iteration kernels take a median 1.31x the same kernel in iterations 2-3 after
+>= 10 ms idle (9 kernels), 1.24x after 1-10 ms (11), 1.28x after 0.1-1 ms (10), 1.05x after under
+20 us (12), and iterations 2-3 (all gaps under 1 ms) 0.98-1.03x. The excess is about a microsecond
+whatever the kernel's cycle count (statistics +0.6 us, group-norm moments +1.1, one-workgroup copies
++0.8 and +1.5, the mean's ``reduce_kernel<512, 1>`` +1.8) and the gap (> 100 us): a cost of the
+cold first iteration, not of a clock, and with no published figure it is not modelled. MIOpen's
+first ``MeanVariance`` (29.4 us against 3.7-4.0 later, 7.7x) exceeds any clock ratio: a cold
+first execution. So the model prices a kernel the same whatever the gap before it; the H100 PCIe
+probe reads 1755 MHz at every sample (``gpu-latency/h100_pcie.txt``) anyway.
 """
 
 from __future__ import annotations
@@ -25,31 +35,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from archsim.hw.schema import GpuConfig
 from archsim.perf.columns import MEASURED_KINDS
 from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
-from archsim.perf.efficiency import generation
 
-# gpu-benches gpu-clock.cuh samples the clock 10 ms (usleep(10000)) after launching its kernel; a
-# kernel of microseconds has by then left the GPU idle for ~10 ms, and the MI210 and MI300X read
-# their idle clocks (module docstring). A GPU idle that long is taken to be at its idle clock.
+# gpu-benches gpu-clock.cuh reads the clock 10 ms (usleep(10000)) after launching its kernel: the
+# gap after which the probe's idle readings were taken (module docstring).
 IDLE_WINDOW_US = 10_000.0
-
-# Engine clock (MHz) a GPU of each generation reads after IDLE_WINDOW_US idle (module docstring).
-IDLE_CLOCK_MHZ: dict[str, float] = {
-    "cdna2": 800.0,  # te42kyfo/gpu-benches gpu-latency/mi210.txt, first 15 samples
-    "cdna3": 739.0,  # xxrjun/gpu-benches gpu-latency/mi300x.txt, first sample
-}
-
-# Terms of archsim.perf.terms that run at the engine clock (math; L2, whose bandwidth is bytes per
-# clock); "bw" (DRAM bandwidth) does not, and "lat" only beyond it (at_idle_clock).
-CYCLE_BOUND_TERMS = ("math", "comp", "mem")
-
-
-def idle_clock_mhz(gpu: GpuConfig, config_name: str = "") -> float | None:
-    """The published idle engine clock of ``gpu``'s generation, or None where none is published."""
-    return IDLE_CLOCK_MHZ.get(generation(gpu, config_name))
 
 
 def idle_gaps_us(ops: pd.DataFrame) -> np.ndarray:
@@ -79,39 +71,4 @@ def idle_gaps_us(ops: pd.DataFrame) -> np.ndarray:
     return gaps
 
 
-def idle_clock_factor(ops: pd.DataFrame, gpu: GpuConfig, config_name: str = "") -> np.ndarray:
-    """Per op, how much slower its cycle-bound time runs: clock / idle clock for device ops that start
-    after at least IDLE_WINDOW_US of idle device, else 1 (never below 1)."""
-    factor = np.ones(len(ops))
-    idle_mhz = idle_clock_mhz(gpu, config_name)
-    if idle_mhz is None or idle_mhz >= gpu.clock_mhz or len(ops) == 0:
-        return factor
-    gaps = idle_gaps_us(ops)
-    idle = np.nan_to_num(gaps, nan=0.0) >= IDLE_WINDOW_US
-    return np.where(idle, gpu.clock_mhz / idle_mhz, factor)
-
-
-def at_idle_clock(terms: dict[str, np.ndarray], factor: np.ndarray) -> dict[str, np.ndarray]:
-    """The kernel terms with their cycle-bound parts slowed by ``factor`` (DRAM bandwidth kept).
-
-    The latency term holds the DRAM transfer too (archsim.perf.pipeline_fill: round trips plus the
-    slower of the Little's-law and bandwidth transfers), so only its excess over the bandwidth term,
-    the round trips, is slowed: lat + (factor - 1) x max(lat - bw, 0)."""
-    if np.all(factor == 1.0):
-        return terms
-    scaled = {k: (v * factor if k in CYCLE_BOUND_TERMS else v) for k, v in terms.items()}
-    if "lat" in terms and "bw" in terms:
-        round_trips = np.maximum(terms["lat"] - terms["bw"], 0.0)
-        scaled["lat"] = terms["lat"] + (factor - 1.0) * round_trips
-    return scaled
-
-
-__all__ = [
-    "CYCLE_BOUND_TERMS",
-    "IDLE_CLOCK_MHZ",
-    "IDLE_WINDOW_US",
-    "at_idle_clock",
-    "idle_clock_factor",
-    "idle_clock_mhz",
-    "idle_gaps_us",
-]
+__all__ = ["IDLE_WINDOW_US", "idle_gaps_us"]

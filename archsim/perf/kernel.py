@@ -12,8 +12,7 @@ T_min is the GPU's shortest kernel (gpu.kernel_min_us, measured in the fixtures)
 kernel boundaries write back and invalidate eight L2s, its fixed part runs in series with the work:
 max(T_min, T_fixed + max(T_comp, T_bw, T_lat, T_mem)) (:mod:`archsim.perf.dispatch_overhead`).
 ``calibration`` is an optional per-class correction fitted by archsim.perf.calibrate (at most 1). A
-kernel that starts on a GPU idle for 10 ms or more runs T_min and its cycle-bound terms at the GPU's
-published idle clock (:mod:`archsim.perf.idle_clock`; the gap is read off the trace's own timeline).
+kernel costs the same whatever the idle time before it (:mod:`archsim.perf.idle_clock` says why).
 
 Ops measured on a real GPU are the measured time scaled by model(target) / model(source) (Habitat's
 idea: the model only has to get ratios right). Ops captured on a CPU are predicted from F, D and a block
@@ -54,7 +53,6 @@ from archsim.perf.dispatch_overhead import (
     with_fixed_cost,
 )
 from archsim.perf.efficiency import generation
-from archsim.perf.idle_clock import at_idle_clock, idle_clock_factor
 from archsim.perf.launch_terms import (
     ENGINE_SATURATING_THREADS_PER_SM,
     SATURATING_THREADS_PER_SM,
@@ -94,9 +92,7 @@ def body_seconds(
     floor_us = terms_floor_us(gpu.kernel_min_us, gpu.dram_latency_ns)
     terms_gpu = gpu.model_copy(update={"kernel_min_us": floor_us}) if serial else gpu
     terms = kernel_terms(ops, terms_gpu, frozenset(idealize), hw.name)
-    # A kernel that starts on a GPU idle long enough runs at its idle clock (archsim.perf.idle_clock).
-    idle = idle_clock_factor(ops, gpu, hw.name)
-    kernel_s = body_of(at_idle_clock(terms, idle))
+    kernel_s = body_of(terms)
     kind = _strings(ops, "kind")
     is_copy = kind.isin(["memcpy", "memset"]).to_numpy(dtype=bool)
     seconds = np.where(is_copy, copy_seconds(ops, hw, gpu, frozenset(idealize)), kernel_s)
@@ -104,9 +100,9 @@ def body_seconds(
     if "sm_utilization" not in idealize:
         # The per-kernel floor does not shrink when work spreads over more SMs: under perfect SM
         # utilization it is gone (one SM's floor divided by N SMs is not the floor of any kernel).
-        floor_s = gpu.kernel_min_us * _US * idle
+        floor_s = gpu.kernel_min_us * _US
         if serial:
-            fixed_s = fixed_cost_seconds(gpu.kernel_min_us * _US, gpu.dram_latency_ns * 1e-9) * idle
+            fixed_s = fixed_cost_seconds(gpu.kernel_min_us * _US, gpu.dram_latency_ns * 1e-9)
             seconds = np.where(is_copy, seconds, with_fixed_cost(seconds, floor_s, fixed_s))
         seconds = np.where(on_device, np.maximum(seconds, floor_s), seconds)
     return _apply_efficiency(ops, seconds, efficiency)
