@@ -17,6 +17,7 @@ from archsim.perf.issue_rate_amd import (
     BN_STATS_COUNT,
     ROWWISE_MOMENTS_COUNT,
     VECTORIZED_LAYER_NORM_COUNT,
+    VECTORIZED_RMS_NORM_COUNT,
     WaveCount,
     cdna_issue_seconds,
     kernel_index,
@@ -110,9 +111,16 @@ def test_row_kernels_of_the_bench_worked_by_hand() -> None:
     assert (count.valu, count.quarter, count.instructions) == (1525, 77, 2202)
     issue = cdna_issue_seconds(ops, _launch(8, 256), MI300X.gpu, "cdna3", frozenset())
     assert issue[0] == pytest.approx(8860 / 2.1e9)
-    # the rms_norm instantiation is not counted
-    ops = _kernel(RMS_NORM, 8, 256, "[[8,16,32,32],[],[16,32,32],[16,32,32],[]]", block_y=4)
-    assert cdna_issue_seconds(ops, _launch(8, 256), MI300X.gpu, "cdna3", frozenset())[0] == 0.0
+    # the rms_norm instantiation over [32, 32] of 128 rows: 1,024 elements a row, one step. One
+    # wave a SIMD: VALU 67 + 17 = 84 full-rate, 1 quarter (v_rsq_f32): 352 cycles; SALU 72: 288;
+    # 225 instructions: 900 turns bind; wave 0's 20 more (an IEEE division by N): VALU 12 x 4 +
+    # 2 x 16 = 80 cycles. 980 cycles, 0.467 us.
+    ops = _kernel(RMS_NORM, 128, 256, "[[8,16,32,32],[],[32,32],[]]", block_y=4)
+    count = VECTORIZED_RMS_NORM_COUNT.per_wave(1, 1)
+    assert (count.valu, count.quarter, count.salu, count.instructions) == (84, 1, 72, 225)
+    issue = cdna_issue_seconds(ops, _launch(128, 256), MI300X.gpu, "cdna3", frozenset())
+    assert issue[0] == pytest.approx(980 / 2.1e9)
+    assert list(kernel_index(pd.Series([LAYER_NORM, RMS_NORM]))) == [3, 4]
 
 
 def test_issue_runs_in_series_with_the_dependent_loads() -> None:
@@ -153,7 +161,7 @@ def test_no_term_outside_cdna3_or_without_dims() -> None:
     more=st.integers(1, 4096),
     blocks=st.integers(1, 2048),
     threads=st.sampled_from([64, 256, 512, 1024]),
-    kernel=st.sampled_from([STATS, BACKWARD, GROUP_MOMENTS, LAYER_NORM]),
+    kernel=st.sampled_from([STATS, BACKWARD, GROUP_MOMENTS, LAYER_NORM, RMS_NORM]),
 )
 def test_more_elements_never_fewer_cycles(
     n: int, hw: int, more: int, blocks: int, threads: int, kernel: str
