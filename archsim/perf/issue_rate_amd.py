@@ -59,12 +59,13 @@ waits, branches, barriers):
   quarter-rate VALU), the 6-step ``cuWelfordCombine`` shuffle and the shared-memory tree over the
   block's 4 wavefronts (blockDim (64, 4)), then the write pass (packed-FP32 ``gamma * (rstd *
   (x - mean)) + beta``, 13 VALU a 16-byte load).
-- ``vectorized_layer_norm_kernel<float, float, true>``, the ``rms_norm`` instantiation (a later
-  layer_norm_kernel.cu than the stored pytorch/pytorch versions, read from a public line-by-line
-  copy of it): ``cuWelfordOnlineSum`` adds ``val * val`` (4 v_fmac a 16-byte load, no division),
-  ``cuWelfordCombine`` adds the sums (6 ds_bpermute and adds), one IEEE division by N in wave 0,
-  then ``gamma * (rstd * x)``: 243 instructions a wave at one step a row, 0.47 us on the bench's
-  128-row layers, where the kernel measures 4.1-5.5 us against 2.3 modelled: not the gap.
+- ``vectorized_layer_norm_kernel<float, float, true>``, the ``rms_norm`` instantiation (the
+  ``rms_norm`` template flag of later layer_norm_kernel.cu versions, which share the layer norm's
+  kernels with RMSNorm): ``cuWelfordOnlineSum`` adds ``val * val`` (4 v_fmac a 16-byte load, no
+  division), ``cuWelfordCombine`` adds the sums (6 ds_bpermute and adds), one IEEE division by N
+  in wave 0, then ``gamma * (rstd * x)``: 225 instructions a wave (245 in wave 0) at one step a
+  row, 0.47 us on the bench's 128-row layers, which measure 4.1-5.5 us (2.3 modelled without it,
+  2.7 with): issue is not their gap.
 
 Loop trips (``walk``): the batch-norm kernels walk ``for (batch = threadIdx.y; ...) for (x =
 threadIdx.x; ...)`` over the first input reshaped to (N, C, HW): ceil(N / blockDim.y) rows of
