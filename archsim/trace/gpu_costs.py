@@ -33,6 +33,8 @@ from archsim.trace.kineto import op_shapes
 from archsim.trace.kineto_columns import strides_json
 from archsim.trace.link import ancestors_table
 from archsim.trace.norm_traffic import norm_split
+from archsim.trace.tbe_traffic import LOOKUP_OP as TBE_LOOKUP_OP
+from archsim.trace.tbe_traffic import tbe_forward_bytes
 
 _LEGACY_CONV_BACKWARD = "::cudnn_convolution_backward"
 # Autograd nodes of convolutions (CudnnConvolutionBackward, ConvolutionBackward0, ...).
@@ -348,6 +350,14 @@ def gpu_costs(
         if back > 0:
             total = float(np.sum(r))
             written[rows] = back * (r / total) if total > 0 else back / len(rows)
+        # FBGEMM's TBE forward reads the rows its indices name, not the table
+        # (archsim.trace.tbe_traffic).
+        if str(cpu_names[p]) == TBE_LOOKUP_OP:
+            d, ty, _ = op_shapes(cpu_args[p])
+            for i in rows:
+                tbe = tbe_forward_bytes(str(cpu_names[p]), str(names[i]), d or [], ty or [])
+                if tbe is not None:
+                    read[i], written[i] = tbe
     ops["input_strides"] = strides_json(cpu_args, op_pos)  # copies' sectors (archsim.perf.sectors)
     # Memcpy / memset: measured bytes (CUDA "bytes"; ROCm: the runtime call's "size").
     rt_args = runtime["args"].to_numpy()
