@@ -1,5 +1,7 @@
-"""FP32 operands on tensor cores at the TF32 rate (archsim.perf.tf32_operands): golden values worked by
-hand from the A100 whitepaper's 156 TFLOP/s, invariants, and the A100 fixture's FP32 CUTLASS GEMMs."""
+"""FP32 operands on tensor cores at the TF32 rate (archsim.perf.tf32_operands, applied in
+archsim.perf.math_units, the one source of the math rate): golden values worked by hand from the A100
+whitepaper's 156 TFLOP/s, invariants, the exported math_rate_per_sm agreeing with the priced rate, and
+the A100 fixture's FP32 CUTLASS GEMMs."""
 
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ from hypothesis import strategies as st
 
 from archsim.hw import load_hw
 from archsim.perf.calibrate import measured_ops
+from archsim.perf.kernel import math_rate_per_sm
 from archsim.perf.math_units import math_units
 from archsim.perf.terms import kernel_terms
-from archsim.perf.tf32_operands import fp32_tensor_ops, tf32_rate
+from archsim.perf.tf32_operands import fp32_tensor_ops
 from archsim.trace.ingest import ingest
 from tests.conftest import kineto_fixture
 
@@ -28,12 +31,7 @@ def _ops(names: list[str], dtypes: list[str], op_class: str = "gemm") -> pd.Data
 
 
 def _rates(ops: pd.DataFrame, preset: str) -> np.ndarray:
-    gpu = load_hw(preset).gpu
-    rate, tensor = math_units(ops, gpu)
-    return tf32_rate(
-        rate, tensor, ops["name"], ops["dtype"], gpu.tensor_flops_per_clk_per_sm,
-        gpu.clock_mhz, gpu.tf32,
-    )  # fmt: skip
+    return math_units(ops, load_hw(preset).gpu)[0]
 
 
 def test_a100_fp32_cutlass_gemm_runs_at_156_tflops():
@@ -49,11 +47,12 @@ def test_a100_fp32_cutlass_gemm_runs_at_156_tflops():
 
 
 def test_no_tf32_gpu_is_left_alone():
-    # V100 has no TF32 (dgx1-v100 tf32 false): nothing changes, whatever the name.
+    # V100 has no TF32 (dgx1-v100 tf32 false): a tensor-core name keeps the full tensor rate,
+    # 1,024 FLOP/clk/SM x 1,530 MHz = 1.567 TFLOP/s an SM (125 TFLOP/s over 80 SMs: V100 whitepaper).
     ops = _ops([TF32_GEMM, "volta_s884gemm_fp16_128x128_ldg8_f2f_nn"], ["", ""])
     gpu = load_hw("dgx1-v100").gpu
-    rate, tensor = math_units(ops, gpu)
-    assert np.array_equal(_rates(ops, "dgx1-v100"), rate)
+    full = gpu.tensor_flops_per_clk_per_sm * gpu.clock_mhz * 1e6
+    assert np.allclose(_rates(ops, "dgx1-v100"), full, rtol=1e-12)
 
 
 def test_names_with_a_narrower_type_are_not_fp32():
@@ -74,18 +73,28 @@ def test_names_with_a_narrower_type_are_not_fp32():
     ),
     st.sampled_from(["dgx-a100", "dgx-h100", "dgx1-v100", "mi300x"]),
 )
-def test_tf32_never_faster_never_below_half_and_idempotent(rows, preset):
+def test_tensor_rate_is_full_or_tf32_and_the_exported_rate_is_the_priced_one(rows, preset):
     ops = pd.DataFrame(rows, columns=["name", "dtype", "op_class"])
     gpu = load_hw(preset).gpu
     rate, tensor = math_units(ops, gpu)
-    once = _rates(ops, preset)
-    twice = tf32_rate(
-        once, tensor, ops["name"], ops["dtype"], gpu.tensor_flops_per_clk_per_sm,
-        gpu.clock_mhz, gpu.tf32,
-    )  # fmt: skip
-    assert np.all(once <= rate) and np.all(once >= 0.5 * rate)
-    # A rate already halved is below the full tensor rate, so a second pass leaves it alone.
-    assert np.array_equal(once, twice)
+    full = gpu.tensor_flops_per_clk_per_sm * gpu.clock_mhz * 1e6
+    fp32 = fp32_tensor_ops(ops["name"], ops["dtype"])
+    # On matrix units: the full rate, or half of it (TF32) on GPUs that have TF32; FP32 operands
+    # never at the full rate there, narrower ones at the full rate unless named tf32.
+    on = rate[tensor]
+    assert np.all(np.isclose(on, full) | (gpu.tf32 & np.isclose(on, 0.5 * full)))
+    if gpu.tf32:
+        assert np.allclose(rate[tensor & fp32], 0.5 * full)
+        # (an FP32-typed convolution runs TF32 whatever its name: math_units' cuDNN rule)
+        named = ops["name"].str.contains("tf32").to_numpy() | (ops["op_class"] == "conv").to_numpy()
+        assert np.allclose(rate[tensor & ~fp32 & ~named], full)
+    # One source: the exported per-SM rate is the rate the kernel model prices.
+    assert np.array_equal(math_rate_per_sm(ops, gpu), rate)
+    math_s = np.asarray(kernel_terms(ops.assign(flops=1e12), gpu, frozenset(), preset)["math"])
+    at_rate = 1e12 / (gpu.sms * rate)
+    assert np.all(math_s >= at_rate * (1 - 1e-9))  # convolutions may pad channels (more FLOPs)
+    plain = (ops["op_class"] != "conv").to_numpy()
+    assert np.allclose(math_s[plain], at_rate[plain], rtol=1e-9)
 
 
 def test_a100_fixture_fp32_gemms_no_faster_than_tf32_peak():

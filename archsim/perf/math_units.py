@@ -1,6 +1,7 @@
 """Which math unit runs each op and at what peak rate per SM: tensor/matrix cores for fp16/bf16 (and
-TF32) GEMMs and convolutions or kernels named as such, the vector pipes otherwise (the fp16 rate only
-for kernels named as native-FP16 ones). Split out of archsim.perf.terms (the kernel-time terms)."""
+TF32: FP32 operands, archsim.perf.tf32_operands) GEMMs and convolutions or kernels named as such,
+the vector pipes otherwise (the fp16 rate only for kernels named as native-FP16 ones). Split out of
+archsim.perf.terms (the kernel-time terms); the only place the math rate is decided."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from archsim.hw.schema import GpuConfig
 from archsim.perf.blocks import TILED_OP_CLASSES
 from archsim.perf.columns import by_unique, parsed_input_dims
 from archsim.perf.columns import strings as _strings
+from archsim.perf.tf32_operands import fp32_tensor_ops
 
 HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.bfloat16"})
 # Kernel names of cuBLAS/cuDNN/CUTLASS tensor-core kernels (HMMA instruction shapes 884/1688/16816,
@@ -52,8 +54,10 @@ def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
 
 def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarray]:
     """(FLOP/s of one SM, runs on matrix units) for each op: tensor cores for fp16/bf16 GEMM/conv (or
-    a tensor-core kernel name) when the GPU has them, else the vector pipes: the fp16 rate only for
-    kernels named as native-FP16 ones (HALF2_KERNEL_PATTERN), the fp32 rate for every other op."""
+    a tensor-core kernel name) when the GPU has them, at half that rate (TF32) for FP32 operands
+    where the GPU has TF32; else the vector pipes: the fp16 rate only for kernels named as
+    native-FP16 ones (HALF2_KERNEL_PATTERN), the fp32 rate for every other op. The one source of the
+    math rate: archsim.perf.terms prices this rate, and nothing adjusts it afterwards."""
     half = by_unique(_strings(ops, "dtype"), lambda u: u.str.lower().isin(HALF_DTYPES)).astype(bool)
     tiled = by_unique(_strings(ops, "op_class"), lambda u: u.isin(TILED_OP_CLASSES)).astype(bool)
     names = _strings(ops, "name")
@@ -77,6 +81,10 @@ def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarra
     tf32 = (tf32 | conv_fp32) & gpu.tf32
     half_tensor = half & tiled & (aligned | ~conv)
     use_tensor = (half_tensor | named_tensor | tf32) & (gpu.tensor_flops_per_clk_per_sm > 0)
+    # A tensor-core kernel whose operands are FP32 (recorded dtype, or none and no narrower type in
+    # its name) multiplies them as TF32 (archsim.perf.tf32_operands: cuBLAS's cutlass_80_tensorop_
+    # s1688gemm_* on float32). Applied here only, so every caller prices the same rate.
+    tf32 |= use_tensor & gpu.tf32 & fp32_tensor_ops(names, _strings(ops, "dtype"))
     # TF32 runs at half the FP16 tensor rate (A100 whitepaper: 156 vs 312 TFLOP/s dense)
     per_clk = np.where(
         use_tensor,

@@ -79,7 +79,6 @@ from archsim.perf.passes import add_pass_terms, row_pass_work
 from archsim.perf.pipeline_fill import latency_with_fill
 from archsim.perf.sectors import strided_traffic
 from archsim.perf.tensile_loop import lds_serial_factor, tile_bytes_in_flight_per_thread
-from archsim.perf.tf32_operands import tf32_rate
 from archsim.perf.tile_padding import accumulator_registers, tile_padding
 from archsim.perf.triton_issue_amd import triton_issue_seconds
 
@@ -171,10 +170,7 @@ def kernel_terms(
     # Strided copies move whole sectors (archsim.perf.sectors): DRAM's or only the L2's traffic.
     sector_dram, sector_l2 = strided_traffic(ops, is_cdna(gen), gpu.l2_size_mb * 2**20)
     dram_bytes = dram_bytes + sector_dram
-    rate, tensor = math_units(ops, gpu)
-    # FP32 operands on tensor cores multiply as TF32 (archsim.perf.tf32_operands).
-    rate = tf32_rate(rate, tensor, _strings(ops, "name"), _strings(ops, "dtype"),
-                     gpu.tensor_flops_per_clk_per_sm, gpu.clock_mhz, gpu.tf32)  # fmt: skip
+    rate, tensor = math_units(ops, gpu)  # TF32 for FP32 operands included (one source)
     # Tensor-core convolutions multiply zero-padded channels too (archsim.perf.conv_channels).
     channel_factor, channel_bytes = channel_padding(ops, tensor)
     flops, dram_bytes = flops * channel_factor, dram_bytes + channel_bytes

@@ -1,8 +1,8 @@
 """FP32 operands on tensor cores run at the TF32 rate (half the FP16 rate on Ampere and later).
 
-WHY: ``archsim.perf.math_units`` gives a kernel named as a tensor-core kernel (``tensorop``, ``1688``,
-``xmma``...) the full FP16/BF16 tensor rate unless its name says ``tf32``. cuBLAS's CUTLASS kernels for
-FP32 GEMMs with TF32 allowed say no such thing: ``cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1``
+WHY: a kernel named as a tensor-core kernel (``tensorop``, ``1688``, ``xmma``...) had been given the full
+FP16/BF16 tensor rate unless its name says ``tf32``. cuBLAS's CUTLASS kernels for FP32 GEMMs with TF32
+allowed say no such thing: ``cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1``
 (fixtures a100_train_shapes, a100_80gb_train_prewindow, nodevice_sampled_train: every one launched by an
 ``aten::mm``/``addmm``/``bmm`` on float32 tensors). A tensor core cannot multiply FP32: CUTLASS converts
 FP32 inputs to TF32 before its tensor-core instructions (NVIDIA/cutlass issue 466, "CUTLASS will use TF32
@@ -13,6 +13,11 @@ tensor core for FP32 input"), and a 16-bit or 8-bit operand type is spelled in t
 So a tensor-core kernel whose operands are FP32 (the recorded dtype, or, with none recorded, a name
 without a narrower type) multiplies at the TF32 rate: 156 of 312 TFLOP/s dense on the A100 (A100
 whitepaper), half of FP16 on every preset with ``tf32`` (their datasheets, in hwconfigs/).
+
+:func:`fp32_tensor_ops` says which kernels those are; ``archsim.perf.math_units.math_units`` applies the
+TF32 rate to them, the one place a kernel's math rate is decided (a tensor-core kernel already at the
+TF32 rate, ``tf32`` in its name or an FP32 convolution, is not halved twice). GPUs without TF32 (Volta,
+Turing, CDNA2) keep the full rate: FP32 data there never reaches tensor cores.
 """
 
 from __future__ import annotations
@@ -42,25 +47,3 @@ def fp32_tensor_ops(names: pd.Series, dtypes: pd.Series) -> np.ndarray:
     ).astype(bool)
     fp32 = (dtypes.isin(FP32_DTYPES) | (dtypes == "")).to_numpy(dtype=bool)
     return fp32 & ~narrow
-
-
-def tf32_rate(
-    rate_per_sm: np.ndarray,
-    tensor: np.ndarray,
-    names: pd.Series,
-    dtypes: pd.Series,
-    tensor_flops_per_clk_per_sm: float,
-    clock_mhz: float,
-    has_tf32: bool,
-) -> np.ndarray:
-    """Per-SM FLOP/s with FP32-operand tensor-core kernels at the TF32 rate (half the full tensor
-    rate): only those priced at the full rate are halved, so a kernel already at the TF32 rate
-    (``tf32`` in its name, an FP32 convolution: archsim.perf.math_units) is not halved twice. GPUs
-    without TF32 (``has_tf32`` false: Volta, Turing, CDNA2) are left as they are: FP32 data there
-    never reaches tensor cores."""
-    rate = np.asarray(rate_per_sm, dtype=float)
-    if not has_tf32 or tensor_flops_per_clk_per_sm <= 0:
-        return rate
-    full = tensor_flops_per_clk_per_sm * clock_mhz * 1e6
-    at_full = np.asarray(tensor, dtype=bool) & np.isclose(rate, full, rtol=1e-9)
-    return np.where(at_full & fp32_tensor_ops(names, dtypes), 0.5 * full, rate)
