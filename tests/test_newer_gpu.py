@@ -1,7 +1,8 @@
 """Physics across generations: a newer GPU of the same vendor is not slower, op by op, unless one of
 its own cited figures is worse than the older part's. The model is asked alone (model only:
 archsim.perf.calibrate.measured_ops and archsim.perf.kernel.body_seconds, as
-tests/test_accuracy_goals.py), on every real fixture and on hypothesis-drawn single ops of each family.
+tests/test_accuracy_goals.py), on every real fixture and on hypothesis-drawn single ops of each
+family.
 
 The exceptions are the figures, one per pair, by which a newer preset is worse (each is cited in its
 YAML): an op may be slower by at most the largest ratio of those figures, and by a larger kernel
@@ -130,8 +131,8 @@ def _curve_ratio(old: str, new: str) -> float:
 
 def allowance(old: str, new: str) -> tuple[float, float]:
     """(ratio, added_s): the newer part's op may take old x ratio + added_s, from the figures
-    EXCEPTIONS names for the pair (ratio 1, nothing added otherwise). A larger kernel floor is added,
-    not taken as a maximum: the model runs the floor's fixed part in series with a few-block
+    EXCEPTIONS names for the pair (ratio 1, nothing added otherwise). A larger kernel floor is
+    added, not taken as a maximum: the model runs the floor's fixed part in series with a few-block
     kernel's dependent loads (archsim.perf.memory_parallelism), as CDNA3's fixed cost
     (archsim.perf.dispatch_overhead)."""
     figures, _ = EXCEPTIONS[(old, new)]
@@ -173,7 +174,7 @@ def _fixture_ops(name: str) -> pd.DataFrame:
 
 @functools.cache
 def _vendor_ops(fixtures: tuple[str, ...]) -> tuple[pd.DataFrame, dict[str, slice]]:
-    """Every fixture's distinct ops in one frame (one model call per preset), and each one's rows."""
+    """Every fixture's distinct ops in one frame (one model call per preset), and each's rows."""
     frames = [_fixture_ops(name) for name in fixtures]
     starts = np.cumsum([0] + [len(f) for f in frames])
     rows = {
@@ -227,7 +228,7 @@ def test_exceptions_name_every_worse_figure() -> None:
     """The table is not stale: a figure by which the newer preset is worse is named for its pair,
     and a named figure is worse (or it is not an exception). The loaded-latency curve is only
     checked one way: a generation without a stream table (Turing, Pascal) has a flat one, so a
-    newer part's curve is "worse" for want of the older's figure, not named unless an op needs it."""
+    newer part's curve is "worse" for want of the older's figure: named where an op needs it."""
     for (old, new), (figures, reason) in EXCEPTIONS.items():
         a, b = _hw(old).gpu, _hw(new).gpu
         worse = {
@@ -298,7 +299,8 @@ def test_cdna2_issues_the_counted_norm_kernels_at_its_clock() -> None:
     the same instructions, in 2,100 / 1,700 more time at the MI210's 1,700 MHz than at the
     MI300X's 2,100; the rms_norm instantiation, not compiled for gfx90a, has no CDNA2 term."""
     stats = (
-        "void at::native::batch_norm_collect_statistics_kernel<at::native::Var, float, float, float, "
+        "void at::native::batch_norm_collect_statistics_kernel<at::native::Var, float, float, "
+        "float, "
         "int>(at::GenericPackedTensorAccessor<float const, 3ul, at::RestrictPtrTraits, int>, float)"
     )
     rms = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, true>"

@@ -209,15 +209,17 @@ KERNEL_COUNTS: tuple[tuple[str, KernelCount], ...] = (
 )
 
 
-# CDNA2 (gfx90a, MI210/MI250X) runs the same kernels: the replicas of the first four counts, compiled
-# again with --offload-arch=gfx90a and classed by llvm-mca-16 -mcpu=gfx90a, issue the same
+# CDNA2 (gfx90a, MI210/MI250X) runs the same kernels: the replicas of the first four counts,
+# compiled again with --offload-arch=gfx90a and classed by llvm-mca-16 -mcpu=gfx90a, issue the same
 # instructions in another order plus gfx90a's 64-bit address arithmetic (v_lshlrev_b64, v_add_co,
 # v_addc where gfx940 has one v_lshl_add_u64): whole listings 419/175/550/377 full-rate VALU against
 # gfx940's 414/154/545/358, the same quarter-rate (44/4/22/16), SALU equal or more (53/120/142/101
 # against 53/120/142/94); total instructions 584/431/926/596 against 580/412/938/580 (group norm's
 # 12 fewer are waits and nops). So the gfx940 counts are a lower bound of gfx90a's VALU and SALU
 # issue. The rms_norm instantiation was not compiled for gfx90a: CDNA3 only.
-CDNA2_COUNTED = (BN_STATS_COUNT, BN_BACKWARD_COUNT, ROWWISE_MOMENTS_COUNT, VECTORIZED_LAYER_NORM_COUNT)
+CDNA2_COUNTED = (
+    BN_STATS_COUNT, BN_BACKWARD_COUNT, ROWWISE_MOMENTS_COUNT, VECTORIZED_LAYER_NORM_COUNT,
+)  # fmt: skip
 
 
 def kernel_index(names: pd.Series) -> np.ndarray:
