@@ -31,6 +31,26 @@ position table, of which a 64 x 64 crop of 4,096 rows is read), is then read N e
 full: each tensor is counted min(its elements, N) x element size. The count of trailing iteration
 scalars is one per ``[XYZ]BLOCK`` and ``R<n>_BLOCK`` in ``kernel_kwargs``, plus r0_numel for a
 persistent reduction (``triton_per_``: its R0_BLOCK is a constexpr, not a launch kwarg).
+
+A compiled graph's wrapper op is not a kernel's call. AOTAutograd runs the whole compiled forward
+(backward) graph inside one ``torch.autograd.Function``, ``class CompiledFunction``
+(torch/_functorch/aot_autograd.py; _aot_autograd/runtime_wrappers.py later), whose
+``forward(ctx, *deduped_flat_tensor_args)`` calls ``compiled_fw`` and whose autograd node is
+``CompiledFunctionBackward``: the profiler records the graph's inputs (forward: every flattened
+input; backward: the grad outputs only, not the saved tensors the graph reads) as that op's
+``Input Dims``. Where the graph's kernels have no recorded call of their own (PyTorch 2.0's
+``triton__0d1d2d...`` kernels, and CUDA-graph replays: ``cudaGraphLaunch`` under the wrapper),
+they inherit those shapes, and split by launch size they are no kernel's reads. On
+a100_80gb_train_prewindow a one-block ``triton__0d1d23d`` of 128 threads under a
+``CompiledFunctionBackward`` of one [4096, 2862] fp32 tangent was handed its 46.9 MB (3 us
+measured: 15.6 TB/s, 7.7 times the A100 80GB's 2,039 GB/s of HBM, NVIDIA A100 datasheet), a
+16-block ``triton__0d1d2d`` 24.4 MB (2.5 us), a ``gemv2T_kernel_val`` 167 MB (6 us), the
+44,768-block ``triton__0d1d2d3d4d5d6d`` 1.12 GB (321 us: 3.5 TB/s). Which inputs each kernel
+reads, and how deep, the record does not say, so :func:`read_bytes` gives none (0.0) for the
+wrapper's kernels, and the kernel model infers their bytes from their launch as for any kernel
+without shapes (archsim.perf.blocks.estimate_work_from_launch). A kernel of such a graph that
+loops (a reduction over rows its grid does not show) is then under-priced, as every reduction
+inferred from its grid is.
 """
 
 from __future__ import annotations
@@ -43,6 +63,8 @@ from archsim.trace.flops.args import TENSOR_TYPES
 from archsim.trace.kineto import op_shapes
 
 POINTWISE_PREFIX = "triton_poi_"
+# AOTAutograd's wrapper of a compiled graph and its autograd node (module docstring).
+GRAPH_WRAPPER_OPS = frozenset({"CompiledFunction", "CompiledFunctionBackward"})
 PERSISTENT_PREFIX = "triton_per_"
 TRITON_PREFIXES = (POINTWISE_PREFIX, "triton_red_", PERSISTENT_PREFIX)
 # One iteration count per tiled axis: XBLOCK, YBLOCK, ZBLOCK (and a looped reduction's R0_BLOCK,
@@ -97,8 +119,12 @@ def _tensors_and_iterations(
 
 def read_bytes(name: str, args: dict[str, Any]) -> float | None:
     """Bytes a Triton kernel (``triton_poi_``/``triton_red_``/``triton_per_``) reads: each tensor
-    argument min(its elements, iterations) x element size (module docstring); None for other ops
-    or when the iterations are not recorded (then every tensor counts in full)."""
+    argument min(its elements, iterations) x element size (module docstring); 0.0 for a compiled
+    graph's wrapper op (GRAPH_WRAPPER_OPS: its shapes are the graph's inputs, no kernel's reads:
+    none known, inferred from the launch downstream); None for other ops or when the iterations
+    are not recorded (then every tensor counts in full)."""
+    if str(name) in GRAPH_WRAPPER_OPS:
+        return 0.0
     if not str(name).startswith(TRITON_PREFIXES):
         return None
     found = _tensors_and_iterations(name, args)
