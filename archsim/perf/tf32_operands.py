@@ -16,8 +16,11 @@ whitepaper), half of FP16 on every preset with ``tf32`` (their datasheets, in hw
 
 :func:`fp32_tensor_ops` says which kernels those are; ``archsim.perf.math_units.math_units`` applies the
 TF32 rate to them, the one place a kernel's math rate is decided (a tensor-core kernel already at the
-TF32 rate, ``tf32`` in its name or an FP32 convolution, is not halved twice). GPUs without TF32 (Volta,
-Turing, CDNA2) keep the full rate: FP32 data there never reaches tensor cores.
+TF32 rate, ``tf32`` in its name or an FP32 convolution, is not halved twice). On GPUs without TF32
+(Volta, Turing, CDNA2) nothing is halved, and a kernel named as a tensor-core one keeps the full
+tensor rate even with FP32 operands, which never reach those GPUs' tensor cores (cuBLAS runs its
+SIMT volta_sgemm_*/turing_sgemm_* kernels there): a known defect of cross-GPU predictions from an
+Ampere trace, too fast on such targets (the strict xfails of tests/test_newer_gpu.py).
 """
 
 from __future__ import annotations
