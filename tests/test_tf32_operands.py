@@ -1,7 +1,7 @@
 """FP32 operands on tensor cores at the TF32 rate (archsim.perf.tf32_operands, applied in
-archsim.perf.math_units, the one source of the math rate): golden values worked by hand from the A100
-whitepaper's 156 TFLOP/s, invariants, the exported math_rate_per_sm agreeing with the priced rate, and
-the A100 fixture's FP32 CUTLASS GEMMs."""
+archsim.perf.math_units, the one source of the math rate): golden values worked by hand from the
+A100 whitepaper's 156 TFLOP/s, invariants, the exported math_rate_per_sm agreeing with the priced
+rate, and the A100 fixture's FP32 CUTLASS GEMMs."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def test_a100_fp32_cutlass_gemm_runs_at_156_tflops():
 
 def test_no_tf32_gpu_is_left_alone():
     # V100 has no TF32 (dgx1-v100 tf32 false): a tensor-core name keeps the full tensor rate,
-    # 1,024 FLOP/clk/SM x 1,530 MHz = 1.567 TFLOP/s an SM (125 TFLOP/s over 80 SMs: V100 whitepaper).
+    # 1,024 FLOP/clk/SM x 1,530 MHz = 1.567 TFLOP/s an SM (125 TFLOP/s over 80 SMs: V100
+    # whitepaper).
     ops = _ops([TF32_GEMM, "volta_s884gemm_fp16_128x128_ldg8_f2f_nn"], ["", ""])
     gpu = load_hw("dgx1-v100").gpu
     full = gpu.tensor_flops_per_clk_per_sm * gpu.clock_mhz * 1e6

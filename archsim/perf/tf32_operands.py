@@ -1,26 +1,28 @@
 """FP32 operands on tensor cores run at the TF32 rate (half the FP16 rate on Ampere and later).
 
-WHY: a kernel named as a tensor-core kernel (``tensorop``, ``1688``, ``xmma``...) had been given the full
-FP16/BF16 tensor rate unless its name says ``tf32``. cuBLAS's CUTLASS kernels for FP32 GEMMs with TF32
-allowed say no such thing: ``cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1``
-(fixtures a100_train_shapes, a100_80gb_train_prewindow, nodevice_sampled_train: every one launched by an
-``aten::mm``/``addmm``/``bmm`` on float32 tensors). A tensor core cannot multiply FP32: CUTLASS converts
-FP32 inputs to TF32 before its tensor-core instructions (NVIDIA/cutlass issue 466, "CUTLASS will use TF32
-tensor core for FP32 input"), and a 16-bit or 8-bit operand type is spelled in the kernel's name
-(CUTLASS's procedural names append the A type when it differs from the accumulator:
-``cutlass_80_tensorop_f16_s16816gemm_relu_f16_...``, python/cutlass_library/gemm_operation.py,
-``extended_name``; cuBLAS's own ``ampere_fp16_s16816gemm_fp16_...``, cuDNN's ``..._bf16bf16_...``).
-So a tensor-core kernel whose operands are FP32 (the recorded dtype, or, with none recorded, a name
-without a narrower type) multiplies at the TF32 rate: 156 of 312 TFLOP/s dense on the A100 (A100
-whitepaper), half of FP16 on every preset with ``tf32`` (their datasheets, in hwconfigs/).
+WHY: a kernel named as a tensor-core kernel (``tensorop``, ``1688``, ``xmma``...) had been given
+the full FP16/BF16 tensor rate unless its name says ``tf32``. cuBLAS's CUTLASS kernels for FP32
+GEMMs with TF32 allowed say no such thing: ``cutlass_80_tensorop_s1688gemm_256x128_32x3_tn_align1``
+(fixtures a100_train_shapes, a100_80gb_train_prewindow, nodevice_sampled_train: every one launched
+by an ``aten::mm``/``addmm``/``bmm`` on float32 tensors). A tensor core cannot multiply FP32:
+CUTLASS converts FP32 inputs to TF32 before its tensor-core instructions (NVIDIA/cutlass issue
+466, "CUTLASS will use TF32 tensor core for FP32 input"), and a 16-bit or 8-bit operand type is
+spelled in the kernel's name (CUTLASS's procedural names append the A type when it differs from
+the accumulator: ``cutlass_80_tensorop_f16_s16816gemm_relu_f16_...``,
+python/cutlass_library/gemm_operation.py, ``extended_name``; cuBLAS's own
+``ampere_fp16_s16816gemm_fp16_...``, cuDNN's ``..._bf16bf16_...``). So a tensor-core kernel whose
+operands are FP32 (the recorded dtype, or, with none recorded, a name without a narrower type)
+multiplies at the TF32 rate: 156 of 312 TFLOP/s dense on the A100 (A100 whitepaper), half of FP16
+on every preset with ``tf32`` (their datasheets, in hwconfigs/).
 
-:func:`fp32_tensor_ops` says which kernels those are; ``archsim.perf.math_units.math_units`` applies the
-TF32 rate to them, the one place a kernel's math rate is decided (a tensor-core kernel already at the
-TF32 rate, ``tf32`` in its name or an FP32 convolution, is not halved twice). On GPUs without TF32
-(Volta, Turing, CDNA2) nothing is halved, and a kernel named as a tensor-core one keeps the full
-tensor rate even with FP32 operands, which never reach those GPUs' tensor cores (cuBLAS runs its
-SIMT volta_sgemm_*/turing_sgemm_* kernels there): a known defect of cross-GPU predictions from an
-Ampere trace, too fast on such targets (the strict xfails of tests/test_newer_gpu.py).
+:func:`fp32_tensor_ops` says which kernels those are; ``archsim.perf.math_units.math_units``
+applies the TF32 rate to them, the one place a kernel's math rate is decided (a tensor-core kernel
+already at the TF32 rate, ``tf32`` in its name or an FP32 convolution, is not halved twice). On
+GPUs without TF32 (Volta, Turing, CDNA2) nothing is halved, and a kernel named as a tensor-core
+one keeps the full tensor rate even with FP32 operands, which never reach those GPUs' tensor cores
+(cuBLAS runs its SIMT volta_sgemm_*/turing_sgemm_* kernels there): a known defect of cross-GPU
+predictions from an Ampere trace, too fast on such targets (the strict xfails of
+tests/test_newer_gpu.py).
 """
 
 from __future__ import annotations
