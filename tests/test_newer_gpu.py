@@ -256,6 +256,13 @@ FAMILIES = {
     "reduction": ("reduction", "reduce_kernel<512, 1, ReduceOp<float, MeanOps>>", "float32"),
     "softmax": ("softmax", "cunn_SoftMaxForward<4, float, float, float>", "float32"),
     "norm": ("norm", "layer_norm_kernel<float, float>", "float32"),
+    # a hipBLASLt GEMM of mi300x_sd35_inference (archsim.perf.tensile_loop reads its K loop on CDNA)
+    "tensile": (
+        "gemm",
+        "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT64x96x128_MI16x16x1_SN_LDSB1_AFC1_CLR1_"
+        "DTLA0_DTLB0_DTVA0_DTVB0_GSUAMBSK_ISA942_PGR2_PLR1_SK0_WS64_MIWT4_3_WG16_8_2",
+        "bfloat16",
+    ),
 }
 
 
