@@ -78,6 +78,7 @@ from archsim.perf.occupancy import blocks_per_sm
 from archsim.perf.passes import add_pass_terms, row_pass_work
 from archsim.perf.pipeline_fill import latency_with_fill
 from archsim.perf.sectors import strided_traffic
+from archsim.perf.segment_chain import segment_chain_seconds
 from archsim.perf.tensile_loop import lds_serial_factor, tile_bytes_in_flight_per_thread
 from archsim.perf.tile_padding import accumulator_registers, tile_padding
 from archsim.perf.triton_issue_amd import triton_issue_seconds
@@ -260,6 +261,9 @@ def kernel_terms(
     steps = step_floor(ops, (blocks, threads, resident), dram_bytes, gpu, idealize)
     if steps is not None:
         terms["lat"] = np.maximum(terms["lat"], np.where(steps > 0, steps + amd_issue, 0.0))
+    # FBGEMM's warp-per-segment kernels: dependent offset loads a warp (archsim.perf.segment_chain).
+    chain = segment_chain_seconds(_strings(ops, "name"), blocks, resident, gpu, idealize)
+    terms["lat"] = np.maximum(terms["lat"], chain)
     terms["comp"] = np.maximum(terms["comp"], amd_issue)
     # Tiled GEMMs: one prefetched K step per load round trip (archsim.perf.gemm_latency).
     k_chain = k_loop_floor(ops, blocks, resident, tiled, gpu, idealize)
