@@ -60,8 +60,15 @@ def test_reductions_per_kernel() -> None:
     # layer norm: one Welford over 32 warps (5 x 24 + 5 x 43 + 23 = 358); its backward two
     # BlockReduceSum; an element-wise kernel none
     assert list(cycles) == [252.0, 0.0, 1061.0, 358.0, 252.0, 0.0]
-    # no published chain figures for Pascal: no reduction cost there
-    assert not reduction_cycles(NAMES, threads, "pascal").any()
+    # Pascal: dependent FMA 6 cycles, shuffle 2 and MUFU 4 on one of GP100's 2 processing blocks,
+    # shared load 23: forward 2 x (2 x 5 x (2 + 6) + 2 x 23) = 252; backward 3 x 23 + 32 x 6 +
+    # 32 warps x (23 + 6) = 1,189; Welford 5 x (2 + 4 + 18) + 5 x (23 + 22) + 23 = 368
+    pascal = reduction_cycles(NAMES, threads, "pascal")
+    assert list(pascal) == [252.0, 0.0, 1189.0, 368.0, 252.0, 0.0]
+    # the older part's chains are never shorter than Volta's (newer, same figures as Hopper's)
+    assert (pascal >= reduction_cycles(NAMES, threads, "volta")).all()
+    # no published chain figures for Maxwell: no reduction cost there
+    assert not reduction_cycles(NAMES, threads, "maxwell").any()
 
 
 def test_amd_chains_worked_by_hand() -> None:
@@ -92,7 +99,9 @@ def test_turnover_from_the_stream_tables() -> None:
         (64 * 114 * 8 / 96 + 128 * 114 * 8 / 189) / 2 - 375
     )
     assert TURNOVER_NS["cdna"] == TURNOVER_NS["cdna2"]
-    assert "pascal" not in TURNOVER_NS and "turing" not in TURNOVER_NS
+    # Pascal has no stream table: Volta's turnover, as its loaded-latency curve
+    assert TURNOVER_NS["pascal"] == TURNOVER_NS["volta"]
+    assert "maxwell" not in TURNOVER_NS and "turing" not in TURNOVER_NS
     assert all(0 < ns < 300 for ns in TURNOVER_NS.values())
 
 
@@ -104,7 +113,7 @@ def test_wave_cost_and_idealization() -> None:
     busy = wave_fixed_seconds(NAMES, threads, H100.gpu, "hopper", frozenset({"sm_utilization"}))
     assert not busy.any()
     # a generation with neither a stream table nor chain figures gets nothing
-    assert not wave_fixed_seconds(NAMES, threads, H100.gpu, "pascal", frozenset()).any()
+    assert not wave_fixed_seconds(NAMES, threads, H100.gpu, "maxwell", frozenset()).any()
 
 
 def test_issue_floor_of_the_passes() -> None:

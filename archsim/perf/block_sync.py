@@ -48,7 +48,12 @@ in 8 cycles on its sub-partition). ``__syncthreads`` itself: no published Hopper
 (Zhang et al., IPDPS 2020, measured Pascal and Volta only), priced at zero beyond the wait. So
 these chains are lower bounds. Luo et al. 2024 ("Benchmarking and Dissecting the Nvidia Hopper GPU
 Architecture", arXiv:2402.13499) measure Hopper's shared memory; their table could not be read
-here, so Hopper takes Volta's figure. Pascal and Maxwell get no reduction cost.
+here, so Hopper takes Volta's figure. Pascal (``_PASCAL``): a dependent FMA takes 6 cycles (NVIDIA
+Volta Tuning Guide, "Instruction Scheduling": 4 on Volta "compared to six cycles on Pascal"); GP100's
+SM has 2 processing blocks (NVIDIA Tesla P100 whitepaper, 2016), so the SM's 32 shuffle and 16 MUFU
+results per clock (the same table, cc 6.0) are a warp in 2 and 4 cycles on its block; no Pascal
+shared-memory latency could be read here: Volta's 23 is taken. Every Pascal chain is at least
+Volta's in cycles. Maxwell gets no reduction cost.
 
 AMD CDNA runs the same code with ``C10_WARP_SIZE`` 64: a ``WarpReduce`` (and compute_stats' shuffle
 loop, ``offset = C10_WARP_SIZE >> 1``) is 6 steps, a block has threads / 64 wavefronts, and warp 0
@@ -94,7 +99,13 @@ from archsim.perf.blocks import DTYPE_BYTES, element_bytes
 from archsim.perf.columns import by_unique
 from archsim.perf.efficiency import ACHIEVED
 from archsim.perf.issue_rate import ISSUE_GENERATIONS, SMSPS_PER_SM, softmax_pass_cycles
-from archsim.perf.loaded_latency import LIGHT_LOAD, STREAM_BYTES_PER_THREAD, TABLES, StreamTable
+from archsim.perf.loaded_latency import (
+    LIGHT_LOAD,
+    PASCAL_CURVE_FROM,
+    STREAM_BYTES_PER_THREAD,
+    TABLES,
+    StreamTable,
+)
 
 WARP_SIZE = 32  # CUDA C++ Programming Guide: 32 on every NVIDIA architecture
 # log2(32): the shuffle steps of one WarpReduce (block_reduce.cuh: offsets 16, 8, 4, 2, 1)
@@ -131,6 +142,14 @@ _CDNA_SOURCE = (
     "caps-tum/mt4g sample results (LDS latency); ROCm HIP amd_warp_functions.h (__shfl_down is "
     "ds_bpermute); AMD GCN architecture whitepaper (wave64 over 4 cycles on a SIMD16)"
 )
+# Pascal (module docstring): dependent FMA 6 cycles (Volta Tuning Guide); shuffle and MUFU at the SM's
+# cc 6.0 rates over GP100's 2 processing blocks (P100 whitepaper); shared load: Volta's 23 (assumed).
+_PASCAL = SyncFigures(
+    6.0, 23.0, 2.0, 4.0,
+    "NVIDIA Volta Tuning Guide (FMA 6 cycles on Pascal); P100 whitepaper (2 processing blocks per "
+    "SM); CUDA C++ Programming Guide throughput table; shared load assumed Volta's",
+)  # fmt: skip
+SYNC_FIGURES["pascal"] = _PASCAL
 SYNC_FIGURES["cdna3"] = SyncFigures(4.0, 52.0, 52.0, 4.0, _CDNA_SOURCE, warp_size=64)
 SYNC_FIGURES["cdna2"] = SyncFigures(4.0, 48.0, 48.0, 4.0, _CDNA_SOURCE, warp_size=64)
 
@@ -227,6 +246,9 @@ def turnover_ns(table: StreamTable) -> float:
 
 TURNOVER_NS: dict[str, float] = {gen: turnover_ns(t) for gen, t in TABLES.items()}
 TURNOVER_NS["cdna"] = TURNOVER_NS["cdna2"]  # as archsim.perf.loaded_latency.CURVES
+# Pascal: no published stream table (archsim.perf.loaded_latency.PASCAL_CURVE_FROM): Volta's turnover,
+# an assumption, lest the older part start and retire its blocks for free where the V100 pays.
+TURNOVER_NS["pascal"] = TURNOVER_NS[PASCAL_CURVE_FROM]
 
 
 def chain_cycles(chain: str, threads: np.ndarray, figures: SyncFigures) -> np.ndarray:

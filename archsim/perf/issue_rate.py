@@ -60,7 +60,12 @@ iteration. Counted here:
   contiguous, 60 and 56 (112 cycles) strided: the integer pipe binds. sm_75 and sm_80 listings:
   within 2 instructions (1 integer); sm_100: contiguous the same, strided more (87 at Dims 3).
 
-Generations without the counts' ISA (AMD CDNA, Pascal and older) get no issue floor.
+Pascal (GP100) gets the same floor as a lower bound: its SM has 2 processing blocks, each a warp
+scheduler with 2 dispatch units (NVIDIA Tesla P100 whitepaper, 2016), at most 4 warp instructions a
+clock per SM as modelled; its 64 cores per SM (same whitepaper) also run the integer operations, so
+no more than the 64 integer results modelled; cc 6.0 has the same 16 MUFU results a clock per SM and
+multiplies 32-bit integers in several instructions (the Programming Guide's table), so sm_90's counts
+are at most sm_60's. Generations without the counts' ISA (AMD CDNA, Maxwell and older) get no issue floor.
 """
 
 from __future__ import annotations
@@ -82,7 +87,9 @@ DISPATCH_PER_CLOCK = 1.0  # warp instructions per clock per SM sub-partition (sa
 INT_RESULTS_PER_CLOCK = 64.0  # CUDA C++ Programming Guide throughput table, cc 7.x-9.0
 MUFU_RESULTS_PER_CLOCK = 16.0  # the same table: 32-bit reciprocal, exp2 (cc 5.x-9.0)
 # NVIDIA generations whose SASS the counts below stand for (module docstring)
-ISSUE_GENERATIONS = frozenset({"volta", "turing", "ampere", "ada", "hopper", "blackwell"})
+ISSUE_GENERATIONS = frozenset(
+    {"pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"}  # Pascal: a lower bound
+)
 # SoftMax.cu: constexpr int ALIGN_BYTES = 16 (a row's start is ``shift`` elements past it)
 ALIGN_BYTES = 16
 

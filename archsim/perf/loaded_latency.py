@@ -40,8 +40,9 @@ shows an older ``cuda-stream`` on a V100-PCIe with a grid-stride ``sum1`` kernel
 thread, no turnover): 1 block of 128 threads at 3.0 GB/s is 341 ns per load (pointer chase 316 ns), 640
 blocks at 833.5 GB/s 786 ns; it lies 30-110 ns below the read-kernel curve under u = 0.85.
 
-Generations without a published table (Pascal, Turing, Maxwell, Blackwell, unknown GPUs) keep the flat
-unloaded latency (no curve). The dependent round trips priced elsewhere keep L0: the row passes of
+Generations without a published table (Turing, Maxwell, Blackwell, unknown GPUs) keep the flat
+unloaded latency (no curve). Pascal takes Volta's curve (PASCAL_CURVE_FROM): no GP100 stream table is
+published, and a flat curve would price the older part's loaded DRAM below the newer's. The dependent round trips priced elsewhere keep L0: the row passes of
 archsim.perf.passes are latency plus transfer (Hockney), whose transfer term already prices the queue
 behind each burst (for the H100 softmax, 2.7 us per wave against 2.5 us for a closed loop at the
 curve's latency); the few-block chains of archsim.perf.memory_parallelism draw almost no bandwidth
@@ -175,6 +176,12 @@ def curve_from_table(table: StreamTable) -> LatencyCurve:
 CURVES: dict[str, LatencyCurve] = {gen: curve_from_table(t) for gen, t in TABLES.items()}
 # An AMD GPU of no recognized CDNA generation takes the CDNA2 row, as archsim.perf.efficiency does.
 CURVES["cdna"] = CURVES["cdna2"]
+# Pascal (P100, GP100): no published gpu-stream table or loaded-latency figure. The nearest measured
+# generation, Volta, is taken, as hwconfigs/dgx1-p100.yaml takes the V100's 317-ns pointer chase: both
+# are 4-stack HBM2 parts (P100 whitepaper 732 GB/s, V100 whitepaper 900 GB/s), and m(u) is read at the
+# same fraction u of each part's datasheet bandwidth. An assumption, not a measurement of the P100.
+PASCAL_CURVE_FROM = "volta"
+CURVES["pascal"] = CURVES[PASCAL_CURVE_FROM]
 
 
 def latency_curve(generation: str) -> LatencyCurve | None:
@@ -247,6 +254,7 @@ __all__ = [
     "DramLoad",
     "LIGHT_LOAD",
     "LatencyCurve",
+    "PASCAL_CURVE_FROM",
     "STREAM_BYTES_PER_THREAD",
     "StreamTable",
     "TABLES",
