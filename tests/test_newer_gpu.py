@@ -74,13 +74,6 @@ _TF32_LESS = (
     "named_tensor), where FP32 data never reaches tensor cores"
 )
 KNOWN_DEFECTS: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
-    ("dgx1-p100", "dgx1-v100"): (
-        "Pascal has no published block-turnover, loaded-latency, block-sync or SASS-issue figures "
-        "(archsim.perf.block_sync, loaded_latency, issue_rate), so the P100 is priced without "
-        "costs the V100 pays (worst 1.18x: ncclKernel_SendRecv on nodevice_sampled_train)",
-        frozenset({"a100_80gb_train_prewindow", "a100_alexnet_forward", "a100_train_shapes",
-                   "nodevice_sampled_train", "v100_cnn_ddp_train"}),
-    ),
     ("dgx-h100", "dgx-b200"): (
         "B200's L2 bandwidth (9548 GB/s) is derived from the A100's 32.6 B per SM per clock, which "
         "dgx-h100.yaml replaced by GH100's measured 37.4 B (9780 GB/s); L2-bound kernels 1.024x",
