@@ -47,8 +47,8 @@ GOLDEN = {
     "rtx4090": (128 * 512 * 2520e6, 1008e9, 5677e9, 0.8322, 0.8322, 0.79892),
     # 989 T: math 0.139 ms, but L2 2.147e9 / 9780e9 = 0.2196 ms binds; add / 4800 GB/s = 0.168 ms
     "dgx-h200": (132 * 3784 * 1980e6, 4800e9, 9780e9, 0.13897, 0.21958, 0.16777),
-    # 2.25 P: math 0.061 ms; L2 2.147e9 / 9548e9 = 0.225 ms binds; add / 8000 GB/s = 0.101 ms
-    "dgx-b200": (148 * 7682 * 1979e6, 8000e9, 9548e9, 0.061084, 0.22491, 0.10066),
+    # 2.25 P: math 0.061 ms; L2 2.147e9 / 10954e9 = 0.196 ms binds; add / 8000 GB/s = 0.101 ms
+    "dgx-b200": (148 * 7682 * 1979e6, 8000e9, 10954e9, 0.061084, 0.19605, 0.10066),
     # no tensor cores, and an fp16 GEMM that is not a native-FP16 HGEMM computes in FP32 (PyTorch's
     # cublasGemmEx, CUDA_R_32F; archsim.perf.terms): 56 * 128 * 1480 MHz = 10.6 T: 12.955 ms;
     # add / 732 GB/s = 1.100 ms

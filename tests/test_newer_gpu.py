@@ -74,21 +74,13 @@ _TF32_LESS = (
     "named_tensor), where FP32 data never reaches tensor cores"
 )
 KNOWN_DEFECTS: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
-    ("dgx-h100", "dgx-b200"): (
-        "B200's L2 bandwidth (9548 GB/s) is derived from the A100's 32.6 B per SM per clock, which "
-        "dgx-h100.yaml replaced by GH100's measured 37.4 B (9780 GB/s); L2-bound kernels 1.024x",
-        frozenset({"a100_train_shapes", "h100_timesformer_inference", "nodevice_sampled_train",
-                   "v100_cnn_ddp_train", "v100_resnet50_train_2021"}),
-    ),
     ("t4", "l4"): (f"{_TF32_LESS}: T4 at 65 TFLOP/s, worst 1.14x (a100_train_shapes)",
                    frozenset({"a100_train_shapes", "nodevice_sampled_train"})),
     ("rtx2080ti", "rtx4090"): (f"{_TF32_LESS}: worst 1.04x (a100_train_shapes)",
                                frozenset({"a100_train_shapes", "nodevice_sampled_train"})),
 }  # fmt: skip
 # Figures by which a newer preset is worse that are themselves the defect (not exceptions).
-DEFECT_FIGURES: dict[tuple[str, str], frozenset[str]] = {
-    ("dgx-h100", "dgx-b200"): frozenset({"l2_bw"})
-}
+DEFECT_FIGURES: dict[tuple[str, str], frozenset[str]] = {}
 
 NVIDIA_FIXTURES = (
     "a100_80gb_train_prewindow.json.gz", "a100_alexnet_forward.json.gz",
