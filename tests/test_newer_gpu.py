@@ -68,16 +68,7 @@ EXCEPTIONS: dict[tuple[str, str], tuple[frozenset[str], str]] = {
 }
 # Pairs where the model is slower on the newer part beyond EXCEPTIONS: model defects, left for the
 # model's owners (strict: a fix shows up here), each with the fixtures it breaks and the worst op.
-_TF32_LESS = (
-    "FP32-operand kernels named as tensor-core ones (cutlass_80_tensorop_s1688gemm) are priced at "
-    "the full FP16 tensor rate on presets without TF32 (archsim.perf.math_units.math_units: "
-    "named_tensor), where FP32 data never reaches tensor cores"
-)
 KNOWN_DEFECTS: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
-    ("t4", "l4"): (f"{_TF32_LESS}: T4 at 65 TFLOP/s, worst 1.14x (a100_train_shapes)",
-                   frozenset({"a100_train_shapes", "nodevice_sampled_train"})),
-    ("rtx2080ti", "rtx4090"): (f"{_TF32_LESS}: worst 1.04x (a100_train_shapes)",
-                               frozenset({"a100_train_shapes", "nodevice_sampled_train"})),
 }  # fmt: skip
 # Figures by which a newer preset is worse that are themselves the defect (not exceptions).
 DEFECT_FIGURES: dict[tuple[str, str], frozenset[str]] = {}

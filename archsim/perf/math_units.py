@@ -55,9 +55,10 @@ def math_rate_per_sm(ops: pd.DataFrame, gpu: GpuConfig) -> np.ndarray:
 def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarray]:
     """(FLOP/s of one SM, runs on matrix units) for each op: tensor cores for fp16/bf16 GEMM/conv (or
     a tensor-core kernel name) when the GPU has them, at half that rate (TF32) for FP32 operands
-    where the GPU has TF32; else the vector pipes: the fp16 rate only for kernels named as
-    native-FP16 ones (HALF2_KERNEL_PATTERN), the fp32 rate for every other op. The one source of the
-    math rate: archsim.perf.terms prices this rate, and nothing adjusts it afterwards."""
+    where the GPU has TF32, never for FP32 operands where it has not; else the vector pipes: the
+    fp16 rate only for kernels named as native-FP16 ones (HALF2_KERNEL_PATTERN), the fp32 rate for
+    every other op. The one source of the math rate: archsim.perf.terms prices this rate, and
+    nothing adjusts it afterwards."""
     half = by_unique(_strings(ops, "dtype"), lambda u: u.str.lower().isin(HALF_DTYPES)).astype(bool)
     tiled = by_unique(_strings(ops, "op_class"), lambda u: u.isin(TILED_OP_CLASSES)).astype(bool)
     names = _strings(ops, "name")
@@ -80,11 +81,16 @@ def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarra
     tf32 = by_unique(names, lambda u: u.str.lower().str.contains("tf32", regex=False)).astype(bool)
     tf32 = (tf32 | conv_fp32) & gpu.tf32
     half_tensor = half & tiled & (aligned | ~conv)
-    use_tensor = (half_tensor | named_tensor | tf32) & (gpu.tensor_flops_per_clk_per_sm > 0)
     # A tensor-core kernel whose operands are FP32 (recorded dtype, or none and no narrower type in
-    # its name) multiplies them as TF32 (archsim.perf.tf32_operands: cuBLAS's cutlass_80_tensorop_
-    # s1688gemm_* on float32). Applied here only, so every caller prices the same rate.
-    tf32 |= use_tensor & gpu.tf32 & fp32_tensor_ops(names, _strings(ops, "dtype"))
+    # its name) multiplies them as TF32 where the GPU has it (archsim.perf.tf32_operands: cuBLAS's
+    # cutlass_80_tensorop_s1688gemm_* on float32). Without TF32 no FP32 operand reaches a tensor
+    # core (Volta/Turing tensor cores take FP16, INT8, INT4: V100 and Turing whitepapers): the
+    # kernel runs as the library's FP32 kernel would there (volta_sgemm_*), at the FP32 rate, which
+    # CDNA2 presets give as their FP32 MFMA rate. Applied here only: every caller prices the same.
+    fp32_operands = fp32_tensor_ops(names, _strings(ops, "dtype"))
+    named_tensor &= gpu.tf32 | ~fp32_operands
+    use_tensor = (half_tensor | named_tensor | tf32) & (gpu.tensor_flops_per_clk_per_sm > 0)
+    tf32 |= use_tensor & gpu.tf32 & fp32_operands
     # TF32 runs at half the FP16 tensor rate (A100 whitepaper: 156 vs 312 TFLOP/s dense)
     per_clk = np.where(
         use_tensor,

@@ -18,11 +18,15 @@ on every preset with ``tf32`` (their datasheets, in hwconfigs/).
 :func:`fp32_tensor_ops` says which kernels those are; ``archsim.perf.math_units.math_units``
 applies the TF32 rate to them, the one place a kernel's math rate is decided (a tensor-core kernel
 already at the TF32 rate, ``tf32`` in its name or an FP32 convolution, is not halved twice). On
-GPUs without TF32 (Volta, Turing, CDNA2) nothing is halved, and a kernel named as a tensor-core
-one keeps the full tensor rate even with FP32 operands, which never reach those GPUs' tensor cores
-(cuBLAS runs its SIMT volta_sgemm_*/turing_sgemm_* kernels there): a known defect of cross-GPU
-predictions from an Ampere trace, too fast on such targets (the strict xfails of
-tests/test_newer_gpu.py).
+GPUs without TF32 (Volta, Turing, CDNA2) FP32 operands never reach a tensor core: Volta's multiply
+FP16 matrices only (V100 whitepaper, "Tensor Cores": A and B are FP16 matrices), Turing's add INT8
+and INT4 to that (Turing whitepaper, "Turing Tensor Cores"), and cuBLAS runs FP32 GEMMs there on
+its SIMT volta_sgemm_*/turing_sgemm_* kernels. So ``math_units`` prices such a kernel (an Ampere
+trace's cutlass_80_tensorop_s1688gemm predicted on a T4) at the GPU's FP32 rate, as the SGEMM a
+library picks there would run. On CDNA2 that rate is the FP32 matrix (MFMA) rate its presets give
+as their FP32 rate (AMD CDNA2 whitepaper: MI250X FP32 matrix 95.7 TFLOP/s, twice FP32 vector), with
+no reduced-precision FP32 format; CDNA3 has TF32 (xf32, MI300X datasheet 653.7 TFLOP/s) and is
+priced like Ampere.
 """
 
 from __future__ import annotations
@@ -35,9 +39,14 @@ from archsim.perf.columns import by_unique
 # Operand types narrower than 32 bits as NVIDIA libraries spell them in kernel names: CUTLASS
 # (f16, bf16, s8/u8, e4m3/e5m2 and instruction shapes that exist only for 16-bit or narrower operands:
 # m16n8k16 = "16816", m16n8k32 = "16832", PTX ISA "Matrix shape" table of mma), cuBLAS (fp16, hgemm,
-# h884/h1688/h16816: half accumulate), cuDNN/xmma (f16f16, bf16bf16, int8, hmma).
+# h884/h1688/h16816: half accumulate), cuDNN/xmma (f16f16, bf16bf16, int8, hmma); and as AMD's
+# rocBLAS/hipBLASLt Tensile kernels do, in the data-type code right after the operand indices
+# (Tensile documentation, "Precision Support": H half, B bfloat16, I8 int8, F8 fp8; S single is not
+# narrow): Cijk_Ailk_Bljk_BBS_BH_... of fixture mi210_gpu_only is a bf16 GEMM. MIOpen's igemm
+# convolutions spell fp16/bf16.
 NARROW_OPERAND_PATTERN = (
-    r"f16|bf16|fp16|half|hgemm|hmma|h884|h1688|h16816|16816|16832|int8|i8|s8|u8|e4m3|e5m2|fp8"
+    r"f16|bf16|fp16|half|hgemm|hmma|h884|h1688|h16816|16816|16832|int8|i8|s8|u8|e4m3|e5m2|fp8|"
+    r"^cijk_a[a-z]+_b[a-z]+_(?:[hb]|f8)"
 )
 FP32_DTYPES = frozenset({"float32", "float", "torch.float32", "torch.float"})
 
