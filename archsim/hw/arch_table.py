@@ -110,8 +110,9 @@ ARCHS: dict[str, GpuArch] = {
         # as in Hopper); tensor 2.25e15 / (148 x 1979e6) = 7682 per SM per clock. FP16 non-tensor 2x
         # FP32 as in Hopper (not stated). L2 126 MB as reported from a B200 device query (Jarmusch et
         # al. 2025, "Dissecting the NVIDIA Blackwell Architecture with Microbenchmarks"; no NVIDIA
-        # figure); bandwidth: A100's 32.6 B per SM per clock x 148 x 1979 MHz = 9548 GB/s.
-        GpuArch("sm_100", "Blackwell B200", 256, 512, 7682, True, 1979, 148, 8000, 126, 9548,
+        # figure); bandwidth: GH100's measured 37.4 B per SM per clock (gpu-benches h200.txt, the
+        # newest generation measured) x 148 x 1979 MHz = 10954 GB/s, as hwconfigs/dgx-b200.yaml.
+        GpuArch("sm_100", "Blackwell B200", 256, 512, 7682, True, 1979, 148, 8000, 126, 10954,
                 "dgx-b200", "HGX B200 datasheet"),
         # AMD Instinct MI210 datasheet: 104 CUs, 1700 MHz, 22.6 FP32 vector / 45.3 FP32 matrix and
         # packed / 181 FP16 matrix TFLOP/s (181e12 / (104 x 1700e6) = 1024), HBM2e 1638.4 GB/s; CDNA2
