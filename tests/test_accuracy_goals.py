@@ -43,13 +43,14 @@ def _miss(reason: str):
         pytest.param(
             "mi300x_normalization_bench.json.gz",
             marks=_miss(
-                "total -31.0% (statistics kernels at 16-128 workgroups: 6.3-11.6 us vs 2-3.6)"
+                "total -28.3% (reductions' 5-7 us short of measured beyond their counted "
+                "gfx940 issue, archsim.perf.issue_rate_amd; ~1 us first-iteration cost unmodelled)"
             ),
         ),
         # met: -16.2% (-20.03% before the instruction issue of the softmax passes, the legacy copies
         # and the cat kernels, archsim.perf.issue_rate, counted from SASS at published issue rates)
         "h100_timesformer_inference.json.gz",
-        "mi300x_sd35_inference.json.gz",  # -14.7% (Triton epilogues' in-place writes counted)
+        "mi300x_sd35_inference.json.gz",  # -12.7% (-14.7% before the Tensile K loop and issue)
         pytest.param(
             "mi250_mlp_train.json.gz",
             marks=_miss("total -56.5% (2-18 us kernels on an idle GPU, gaps under 10 ms)"),
@@ -66,17 +67,16 @@ def test_model_only_total_within_20_percent(name: str) -> None:
     "name, measured",
     [
         ("v100_resnet50_train_2021.json.gz", None),  # met: 25%
-        ("mi300x_normalization_bench.json.gz", "39%"),
+        ("mi300x_normalization_bench.json.gz", "36%"),
         # met: 21% (34% before the softmax/layer-norm row walks, archsim.perf.passes, the reductions'
         # round trips in series with the kernel floor, archsim.perf.memory_parallelism, the
         # pipeline fill, archsim.perf.pipeline_fill, DRAM latency under load, and the cat kernels'
         # busy share, archsim.perf.in_flight)
         ("h100_timesformer_inference.json.gz", None),
-        # met: 29.6%, narrowly, and with CDNA3's fixed cost derived from the mi300x kernel floor that
-        # was read off this very fixture (2.0 us, docs/ACCURACY.md "in sample"); 38% at the last
-        # stop, before the fixed cost in series (archsim.perf.dispatch_overhead), the GEMM
-        # prologue and epilogue (archsim.perf.gemm_latency) and the pipeline fill's single first
-        # round trip (archsim.perf.pipeline_fill)
+        # met: 22% (29.6% at the last stop, 38% before it): the Tensile K loop's LDS reads in series
+        # with its MFMAs (archsim.perf.tensile_loop) and the Triton kernels' counted gfx942 issue
+        # (archsim.perf.triton_issue_amd); CDNA3's fixed cost still derives from the mi300x kernel
+        # floor read off this very fixture (2.0 us, docs/ACCURACY.md "in sample")
         ("mi300x_sd35_inference.json.gz", None),
         ("mi250_mlp_train.json.gz", "51%"),
     ],
