@@ -279,8 +279,10 @@ def kernel_terms(
     terms["comp"] = np.maximum(terms["comp"], issue)
     # ROCm PyTorch's element-wise loops: their offsets' divmods and bf16 conversions issue at
     # CDNA's rates (archsim.perf.elementwise_issue_amd, counted from gfx940/gfx90a ISA).
-    terms["comp"] = np.maximum(terms["comp"], elementwise_issue_seconds(
-        ops, (blocks, threads, resident), gpu, gen, idealize))
+    terms["comp"] = np.maximum(
+        terms["comp"],
+        elementwise_issue_seconds(ops, (blocks, threads, resident), gpu, gen, idealize),
+    )
     # Traced tiled kernels: the math is in series with the kernel's fixed cost and each round's
     # prologue round trip (archsim.perf.gemm_latency.prologue_seconds), the ``serial`` term.
     terms["serial"] = prologue_seconds(blocks, resident, tiled & grid_known, gpu, idealize)
