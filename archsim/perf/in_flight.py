@@ -84,6 +84,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.perf.blocks import BYTES_IN_FLIGHT_PER_THREAD, element_bytes
+from archsim.perf.columns import by_unique
 from archsim.perf.memory_parallelism import load_steps
 
 DEFAULT_BYTES_PER_THREAD = BYTES_IN_FLIGHT_PER_THREAD
@@ -136,10 +137,10 @@ def _families(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         return np.stack([code, figure], axis=1)
 
     names = names.astype("string").fillna("")
-    unique = pd.Series(names.unique())
-    table = classify(unique.astype(str)) if len(unique) else np.zeros((0, 2))
-    index = pd.Index(unique).get_indexer(names)
-    return table[index, 0].astype(int), table[index, 1]
+    if not len(names):
+        return np.zeros(0, dtype=int), np.zeros(0)
+    table = by_unique(names, classify)  # remembered per name: classify captures nothing
+    return table[:, 0].astype(int), table[:, 1]
 
 
 def bytes_in_flight_per_thread(
