@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.resources
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +65,17 @@ def validate_hw(data: Any, source: str) -> HardwareConfig:
     return hw
 
 
+@lru_cache(maxsize=64)
+def _parsed_yaml(text: str) -> Any:
+    """The YAML document of ``text``, parsed once per distinct text: pure-Python PyYAML takes about
+    3 ms a preset, and the model, sweeps and tests load the same few presets thousands of times.
+    Callers get a deep copy (overrides edit the mapping in place)."""
+    return yaml.safe_load(text)
+
+
 def _read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return copy.deepcopy(_parsed_yaml(path.read_text()))
     except yaml.YAMLError as exc:
         raise ArchsimError(f"{path}: not valid YAML ({exc.__class__.__name__})") from None
     except OSError as exc:
