@@ -95,7 +95,8 @@ def _remembered(key: tuple, fn: Callable[[pd.Series], object], distinct: np.ndar
             _MEMO[key] = _UNCACHED
             return _evaluate(fn, distinct)
         if sum(len(m) for _, m in (e for e in _MEMO.values() if e is not _UNCACHED)) > _MEMO_LIMIT:
-            _MEMO.clear()
+            _MEMO.clear()  # and this function keeps only the values of this call
+            memo = {value: memo[value] for value in distinct if value in memo}
         dtype = fresh.dtype
         memo.update(zip(missing, fresh, strict=True))
         _MEMO[key] = (dtype, memo)
