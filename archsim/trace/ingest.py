@@ -27,6 +27,7 @@ import pandas as pd
 
 from archsim.errors import ArchsimError, where
 from archsim.trace import flops as flops_mod
+from archsim.trace import ingest_cache
 from archsim.trace.format import Trace
 from archsim.trace.gpu_costs import gpu_costs
 from archsim.trace.infer_steps import infer_steps
@@ -74,8 +75,21 @@ def ingest(
 ) -> Trace:
     """Parse ``path`` (Kineto JSON or JSON.gz) into a Trace; ``meta`` (e.g. from archsim.capture)
     is merged over what the trace itself says; ``on_bytes(n)`` hears how many bytes of the file
-    have been read (a progress bar)."""
+    have been read (a progress bar). An unchanged small file ingested again (no ``meta``, no
+    ``on_bytes``) gives a copy of the first result (archsim.trace.ingest_cache)."""
     path = Path(path)
+    key = ingest_cache.cache_key(path) if meta is None and on_bytes is None else None
+    if key is not None and (trace := ingest_cache.cached(key)) is not None:
+        return trace
+    trace = _ingest(path, meta, on_bytes)
+    if key is not None:
+        ingest_cache.remember(key, trace)
+    return trace
+
+
+def _ingest(
+    path: Path, meta: dict[str, Any] | None, on_bytes: Callable[[int], None] | None
+) -> Trace:
     kt = read_kineto(path, on_bytes)
     ev = kt.events
     annotations = ev[ev["cat"] == "user_annotation"].reset_index(drop=True)
