@@ -13,16 +13,34 @@ import pandas as pd
 MEASURED_KINDS = ("kernel", "memcpy", "memset")  # ops with a measured device duration
 
 
+_STRING = pd.Series([], dtype="string").dtype  # what strings() converts to
+
+
 def column(ops: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
     if name not in ops.columns:
         return np.full(len(ops), default, dtype=float)
-    return pd.to_numeric(ops[name], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    values = ops[name]
+    if isinstance(values.dtype, np.dtype) and values.dtype.kind in "biuf":
+        # already numbers (the model asks for dozens of columns a call): a writable float copy,
+        # the same as the general path below without its pandas conversions
+        return np.array(values.to_numpy(), dtype=float)
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
 def strings(ops: pd.DataFrame, name: str) -> pd.Series:
     if name not in ops.columns:
         return pd.Series([""] * len(ops), dtype="string")
-    return ops[name].astype("string").fillna("").reset_index(drop=True)
+    values = ops[name]
+    index = values.index
+    if (
+        values.dtype == _STRING
+        and isinstance(index, pd.RangeIndex)
+        and index.start == 0
+        and index.step == 1
+        and not values.hasnans
+    ):
+        return values.copy(deep=False)  # nothing to convert, fill or renumber (copy on write)
+    return values.astype("string").fillna("").reset_index(drop=True)
 
 
 def by_unique(values: pd.Series, fn: Callable[[pd.Series], object]) -> np.ndarray:
