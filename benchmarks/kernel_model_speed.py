@@ -3,7 +3,11 @@
     python benchmarks/kernel_model_speed.py
 
 Prints ops per second for a real GPU trace (V100 fixture, tiled 16x, scaled to the A100 preset) and
-for a CPU capture (bundled AlexNet trace, tiled 500x, predicted from shapes).
+for a CPU capture (bundled AlexNet trace, tiled 500x, predicted from shapes); then the per-call cost
+on a small table (one step of the AlexNet capture), which the simulator, sweeps and property tests
+pay call after call: the first call in the process (nothing remembered) beside later calls (the
+per-name results of archsim.perf.columns.by_unique remembered), and, measured in the same run as a
+yardstick for the machine's speed, one pandas regular-expression match over the same names.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from archsim.hw import load_hw  # noqa: E402
-from archsim.perf.kernel import predict_op_seconds  # noqa: E402
+from archsim.perf import columns  # noqa: E402
+from archsim.perf.kernel import body_seconds, predict_op_seconds  # noqa: E402
 from archsim.trace.format import load  # noqa: E402
 from archsim.trace.ingest import ingest  # noqa: E402
 
@@ -47,7 +52,25 @@ def main() -> int:
         seconds = best_of(3, lambda: predict_op_seconds(ops, a100))
         print(f"CPU-captured ops on A100 from shapes: {len(ops)} ops in {seconds:.3f} s "
               f"= {len(ops) / seconds / 1e3:.0f}K ops/s")  # fmt: skip
+        small_table(load(CPU_TRACE).ops, a100)
     return 0
+
+
+def small_table(ops: pd.DataFrame, hw) -> None:
+    """Per-call time of body_seconds on one step's ops: first call, later calls, and a yardstick."""
+    step = ops[ops["step_id"] == ops["step_id"].max()].reset_index(drop=True)
+    memo = getattr(columns, "_MEMO", None)
+    if memo is not None:
+        memo.clear()  # as in a fresh process (the calls above filled it)
+    start = time.perf_counter()
+    body_seconds(step, hw)
+    first = time.perf_counter() - start
+    again = best_of(20, lambda: body_seconds(step, hw))
+    names = pd.Series(step["name"].astype(str).tolist(), dtype="string")
+    yardstick = best_of(20, lambda: names.str.contains(r"gemm|conv\d", regex=True))
+    print(f"one step of the CPU capture ({len(step)} ops) on A100: first call {first * 1e3:.1f} ms, "
+          f"later calls {again * 1e3:.1f} ms; yardstick (one pandas regex over its names) "
+          f"{yardstick * 1e3:.2f} ms: later calls = {again / yardstick:.0f} yardsticks")  # fmt: skip
 
 
 if __name__ == "__main__":
