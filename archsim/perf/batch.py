@@ -69,15 +69,31 @@ def scale_ops_to_batch(ops: pd.DataFrame, from_batch: int, to_batch: int) -> pd.
     """
     if from_batch < 1 or to_batch < 1:
         raise ArchsimError(f"batch sizes must be >= 1 (got from {from_batch} to {to_batch})")
-    out = ops.reset_index(drop=True).copy()
+    return scale_ops_to_batches(ops, np.full(len(ops), from_batch), np.full(len(ops), to_batch))
+
+
+def scale_ops_to_batches(
+    ops: pd.DataFrame, from_batch: np.ndarray, to_batch: np.ndarray
+) -> pd.DataFrame:
+    """Op i re-sized from ``from_batch[i]`` to ``to_batch[i]`` samples, as scale_ops_to_batch does
+    for one pair: the simulator resizes a job's ops to every batch size in one table, and one call on
+    it costs what one call per (recorded batch, size) pair cost each."""
+    from_batch, to_batch = np.asarray(from_batch), np.asarray(to_batch)
+    bad = (from_batch < 1) | (to_batch < 1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ArchsimError(
+            f"batch sizes must be >= 1 (got from {from_batch[i].item()} to {to_batch[i].item()})"
+        )
+    out = ops.reset_index(drop=True)  # copy on write: the columns set below never reach ``ops``
     factor = to_batch / from_batch
     in_phase = strings(out, "phase").isin(BATCH_PHASES).to_numpy(dtype=bool)
-    dims = strings(out, "input_dims")
-    parsed = {text: _batch_fractions(text, from_batch) for text in dims.unique()}
-    read_frac = np.array([parsed[t][0] for t in dims], dtype=float)
-    any_batch = np.array([parsed[t][1] for t in dims], dtype=bool)
+    keys = list(zip(strings(out, "input_dims"), from_batch.tolist(), strict=True))
+    parsed = {key: _batch_fractions(*key) for key in dict.fromkeys(keys)}
+    read_frac = np.array([parsed[k][0] for k in keys], dtype=float)
+    any_batch = np.array([parsed[k][1] for k in keys], dtype=bool)
     known = np.isfinite(read_frac)
-    output_batch = np.array([parsed[t][2] for t in dims], dtype=bool)
+    output_batch = np.array([parsed[k][2] for k in keys], dtype=bool)
     # per-column growth factor of each op
     uniform = np.where(in_phase, factor, 1.0)
     work_scale = np.where(known, np.where(in_phase & any_batch, factor, 1.0), uniform)

@@ -65,19 +65,24 @@ def job_times(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """GPU seconds of one step, its SM share and its DRAM bytes, for every batch size in
     ``sizes``, in one pass."""
-    from archsim.perf.kernel import launch_shape, predict_op_seconds, scale_ops_to_batch
+    from archsim.perf.batch import scale_ops_to_batches
+    from archsim.perf.kernel import launch_shape, predict_op_seconds
     from archsim.perf.occupancy import blocks_per_sm
 
-    tables = []
-    for size in sizes:
-        parts = [
-            scale_ops_to_batch(group, int(b), int(size))
-            for b, group in ops.groupby(from_batch, sort=True)
-        ]
-        table = pd.concat(parts, ignore_index=True)
-        table["_size"] = int(size)
-        tables.append(table)
-    big = pd.concat(tables, ignore_index=True)
+    # Per size, the ops grouped by recorded batch (ascending; rows in order within a batch; no
+    # batch, NaN: left out), each resized to the size; all sizes resized in one call.
+    from_batch = np.asarray(from_batch, dtype=float)
+    rows = np.flatnonzero(~np.isnan(from_batch))
+    rows = rows[np.argsort(from_batch[rows], kind="stable")]
+    one = ops.iloc[rows].reset_index(drop=True)
+    sizes_int = np.array([int(size) for size in sizes], dtype=np.int64)
+    big = pd.concat([one] * len(sizes_int) if len(one) else [], ignore_index=True)
+    big = scale_ops_to_batches(
+        big,
+        np.tile(from_batch[rows].astype(np.int64), len(sizes_int)),
+        np.repeat(sizes_int, len(one)),
+    )
+    big["_size"] = np.repeat(sizes_int, len(one))
     seconds = predict_op_seconds(big.drop(columns="_size"), hw, source)
     blocks, threads, regs, smem = launch_shape(big)
     resident = blocks_per_sm(threads, regs, smem, hw.gpu)
