@@ -6,6 +6,8 @@ save/load and every analysis agree. Units live in the column names.
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import pandas as pd
 
@@ -129,12 +131,30 @@ def conform(df: pd.DataFrame, columns: dict[str, tuple[str, object]]) -> pd.Data
     """
     out = {}
     n = len(df)
+    index = df.index
+    renumbered = (
+        isinstance(index, pd.RangeIndex)
+        and index.start == 0
+        and index.step == 1
+        and index.name is None
+    )
     for name, (dtype, fill) in columns.items():
         if name in df.columns:
             series = df[name]
+            if series.dtype == _resolved(dtype):
+                # already conforming (a table made by conform, then filtered or extended): nothing
+                # to fill (numpy int64/bool hold no NaN) or convert; copy on write
+                out[name] = series if renumbered else series.reset_index(drop=True)
+                continue
             if dtype in ("int64", "bool"):
                 series = series.fillna(fill)
             out[name] = series.astype(dtype).reset_index(drop=True)
         else:
             out[name] = pd.Series([fill] * n, dtype=dtype)
     return pd.DataFrame(out)
+
+
+@cache
+def _resolved(dtype: str) -> object:
+    """The dtype a schema name converts to (``"string"``: pandas' NA-backed string dtype)."""
+    return pd.Series([], dtype=dtype).dtype
