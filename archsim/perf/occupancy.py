@@ -28,15 +28,27 @@ def blocks_per_sm(
     warps = np.ceil(threads / WARP_SIZE)
     by_threads = np.floor(gpu.max_threads_per_sm / (warps * WARP_SIZE))
 
-    regs = np.nan_to_num(np.asarray(registers_per_thread, dtype=float), nan=0.0)
+    regs = _unknown_as_zero(registers_per_thread)
     regs_per_warp = np.ceil(regs * WARP_SIZE / REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
     with np.errstate(divide="ignore"):
         by_regs = np.where(
             regs_per_warp > 0, np.floor(gpu.registers_per_sm / (regs_per_warp * warps)), np.inf
         )
-        smem = np.nan_to_num(np.asarray(shared_memory_bytes, dtype=float), nan=0.0)
+        smem = _unknown_as_zero(shared_memory_bytes)
         by_smem = np.where(smem > 0, np.floor(gpu.shared_mem_per_sm_kb * 1024 / smem), np.inf)
     limit = np.minimum.reduce(
         [by_threads, by_regs, by_smem, np.full_like(threads, gpu.max_blocks_per_sm)]
     )
     return np.maximum(limit, 1.0)
+
+
+def _unknown_as_zero(values: np.ndarray) -> np.ndarray:
+    """``np.nan_to_num(values, nan=0.0)`` as a float copy, in two ufunc calls when every value is
+    NaN or finite (the model calls this function over a hundred times per table; nan_to_num's own
+    checks cost more than the work on a few ops)."""
+    out = np.array(values, dtype=float)
+    nan = np.isnan(out)
+    out[nan] = 0.0
+    if np.isinf(out).any():  # nan_to_num also clips infinities to the largest finite floats
+        return np.nan_to_num(out, nan=0.0)
+    return out
