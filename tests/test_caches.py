@@ -87,6 +87,22 @@ def test_memo_is_bounded(monkeypatch):
     assert sum(len(e[1]) for e in columns._MEMO.values() if e is not columns._UNCACHED) <= 3 + 2
 
 
+PATTERN = "relu"
+
+
+def _named(u: pd.Series) -> np.ndarray:
+    return u.str.contains(PATTERN, regex=False).to_numpy(bool)
+
+
+def test_a_replaced_module_constant_is_not_served_stale(monkeypatch):
+    import sys
+
+    values = pd.Series(["relu_kernel", "gemm_kernel"], dtype="string")
+    assert by_unique(values, _named).tolist() == [True, False]
+    monkeypatch.setattr(sys.modules[__name__], "PATTERN", "gemm")
+    assert by_unique(values, _named).tolist() == [False, True]
+
+
 def test_overrides_do_not_leak_into_later_loads():
     plain = load_hw("dgx-a100")
     changed = load_hw("dgx-a100", ["gpu.sms=40", "gpu.dram_bw_gbs=1000"])

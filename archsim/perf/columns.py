@@ -84,7 +84,10 @@ def _evaluate(fn: Callable[[pd.Series], object], distinct: np.ndarray) -> np.nda
 
 
 def _memo_key(fn: Callable[[pd.Series], object]) -> tuple | None:
-    """(code, defaults, module globals) of a function that captures nothing, else None."""
+    """(code, defaults, module, the module globals it names) of a function that captures nothing,
+    else None. The globals' current values (patterns, tables) are part of the key, so a constant
+    replaced at run time (a test's monkeypatch) starts a new memo; a mutable one (a dict) counts by
+    identity, and what functions it calls read is not looked at: module constants stay constant."""
     code = getattr(fn, "__code__", None)
     if code is None or fn.__closure__ is not None or getattr(fn, "__kwdefaults__", None):
         return None
@@ -92,7 +95,17 @@ def _memo_key(fn: Callable[[pd.Series], object]) -> tuple | None:
         hash(fn.__defaults__)
     except TypeError:
         return None
-    return (code, fn.__defaults__, id(fn.__globals__))
+    module = fn.__globals__
+    named = tuple(_by_value(module[name]) for name in code.co_names if name in module)
+    return (code, fn.__defaults__, id(module), named)
+
+
+def _by_value(value: object) -> object:
+    try:
+        hash(value)
+    except TypeError:
+        return ("id", id(value))
+    return value
 
 
 def _remembered(key: tuple, fn: Callable[[pd.Series], object], distinct: np.ndarray) -> np.ndarray:
