@@ -155,3 +155,29 @@ def test_ingest_of_a_rewritten_file_reads_the_new_bytes(tmp_path):
         path.write_bytes(gzip.compress(json.dumps(_tiny_kineto(kernel_us)).encode()))
         durations.append(float(ingest(path).ops["dur_us"].iloc[0]))
     assert durations == [5.0, 6.0]
+
+
+def test_ingest_cache_holds_at_most_its_table_bytes(tmp_path, monkeypatch):
+    # Three small traces under a cap that fits two of them: the least recently used is dropped, and
+    # a trace whose tables alone exceed the cap is never kept (ingested anew, still equal).
+    from archsim.trace import ingest_cache
+
+    paths = []
+    for i, kernel_us in enumerate((5.0, 6.0, 7.0)):
+        path = tmp_path / f"t{i}.json.gz"
+        path.write_bytes(gzip.compress(json.dumps(_tiny_kineto(kernel_us)).encode()))
+        paths.append(path)
+    one = ingest_cache.table_bytes(_ingest(paths[0], None, None))
+    monkeypatch.setattr(ingest_cache, "_CACHE", type(ingest_cache._CACHE)())
+    monkeypatch.setattr(ingest_cache, "MAX_CACHED_TABLE_BYTES", 2 * one + one // 2)
+    for path in paths:
+        ingest(path)
+    assert len(ingest_cache._CACHE) == 2
+    assert ingest_cache.cached_table_bytes() <= ingest_cache.MAX_CACHED_TABLE_BYTES
+    assert ingest_cache.cached(ingest_cache.cache_key(paths[0])) is None  # oldest dropped
+    assert ingest_cache.cached(ingest_cache.cache_key(paths[2])) is not None
+    monkeypatch.setattr(ingest_cache, "MAX_CACHED_TABLE_BYTES", one // 2)
+    big = tmp_path / "big.json.gz"
+    big.write_bytes(gzip.compress(json.dumps(_tiny_kineto(8.0)).encode()))
+    assert ingest(big) == _ingest(big, None, None)
+    assert ingest_cache.cached(ingest_cache.cache_key(big)) is None
