@@ -54,7 +54,6 @@ its vectorized adds issue in a fifth of their transfer time.
 from __future__ import annotations
 
 import json
-import math
 import re
 from functools import lru_cache
 
@@ -64,7 +63,7 @@ import pandas as pd
 from archsim.hw.schema import GpuConfig
 from archsim.perf.columns import by_unique
 from archsim.perf.columns import strings as _strings
-from archsim.perf.issue_rate_amd import SIMDS_PER_CU, WAVE_SIZE, WaveCount, simd_cycles
+from archsim.perf.issue_rate_amd import WaveCount, cu_rounds, simd_cycles
 from archsim.perf.sectors import iteration_order
 
 # clang 16 -O3 listings (module docstring): (generation, loop) -> {coalesced dims: WaveCount(full-
@@ -219,21 +218,16 @@ def elementwise_issue_seconds(
     dims_json, strides_json = (_strings(ops, c).to_numpy(dtype=object)
                                for c in ("input_dims", "input_strides"))  # fmt: skip
     blocks, threads, resident = (np.asarray(a, dtype=float) for a in launch)
-    ideal = "sm_utilization" in idealize
+    interior = np.maximum(np.nan_to_num(blocks, nan=1.0), 1.0) - 1.0
+    rounds, _, waves = cu_rounds(interior, resident, threads, gpu.sms, "sm_utilization" in idealize)
     for i in rows:
         key = str(keys[i])
         dims = 0 if key.startswith("vec_") else coalesced_iteration_dims(str(dims_json[i]),
                                                                           str(strides_json[i]))  # fmt: skip
         count = call_count(generation, key, dims)
-        interior = max(np.nan_to_num(blocks[i], nan=1.0), 1.0) - 1.0
-        if count is None or interior <= 0:
+        if count is None or interior[i] <= 0:
             continue
-        per_cu = interior / gpu.sms if ideal else math.ceil(interior / gpu.sms)
-        in_round = per_cu if ideal else min(per_cu, max(np.nan_to_num(resident[i], nan=1.0), 1.0))
-        rounds = 1.0 if ideal else math.ceil(per_cu / in_round)
-        waves = in_round * math.ceil(max(np.nan_to_num(threads[i], nan=1.0), 1.0) / WAVE_SIZE)
-        waves = waves / SIMDS_PER_CU if ideal else math.ceil(waves / SIMDS_PER_CU)
-        out[i] = rounds * simd_cycles(count, waves) / (gpu.clock_mhz * 1e6)
+        out[i] = rounds[i] * simd_cycles(count, waves[i]) / (gpu.clock_mhz * 1e6)
     return out
 
 

@@ -139,6 +139,24 @@ def simd_cycles(count: WaveCount, waves_per_simd: float) -> float:
     )
 
 
+def cu_rounds(
+    blocks: np.ndarray, resident: np.ndarray, threads: np.ndarray, cus: int, ideal: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rounds, blocks a round, waves a SIMD a round) of the busiest CU: ceil(B / N_cu) blocks in
+    rounds of at most ``resident``, a round's waves spread over the 4 SIMDs (whole waves). Under
+    ``sm_utilization`` (``ideal``) the CU's B / N_cu blocks are one round of fractional waves."""
+    blocks, threads = np.asarray(blocks, dtype=float), np.asarray(threads, dtype=float)
+    resident = np.maximum(np.nan_to_num(np.asarray(resident, dtype=float), nan=1.0), 1.0)
+    waves_per_block = np.ceil(np.maximum(np.nan_to_num(threads, nan=1.0), 1.0) / WAVE_SIZE)
+    per_cu = blocks / cus
+    if ideal:
+        return np.ones_like(per_cu), per_cu, per_cu * waves_per_block / SIMDS_PER_CU
+    per_cu = np.ceil(per_cu)
+    in_round = np.minimum(per_cu, resident)
+    rounds = np.ceil(per_cu / np.maximum(in_round, 1e-30))
+    return rounds, in_round, np.ceil(in_round * waves_per_block / SIMDS_PER_CU)
+
+
 @dataclass(frozen=True)
 class KernelCount:
     """A kernel's sections (module docstring): ``fixed`` once a wave (prologue, epilogue), ``row``
@@ -296,32 +314,22 @@ def cdna_issue_seconds(
     dims = _strings(ops, "input_dims").iloc[rows]
     block_x, block_y = _column(ops, "block_x", np.nan)[rows], _column(ops, "block_y", np.nan)[rows]
     trips = loop_trips(dims, block_x, block_y, walks, blocks)
-    per_cu = np.maximum(blocks, 1.0) / gpu.sms
-    if "sm_utilization" not in idealize:
-        per_cu = np.ceil(per_cu)
-    resident = np.maximum(np.nan_to_num(resident, nan=1.0), 1.0)
-    in_round = np.minimum(per_cu, resident)
-    rounds = np.where("sm_utilization" in idealize, 1.0, np.ceil(per_cu / in_round))
-    waves_per_block = np.ceil(np.maximum(threads, 1.0) / WAVE_SIZE)
+    ideal = "sm_utilization" in idealize
+    rounds, in_round, waves = cu_rounds(np.maximum(blocks, 1.0), resident, threads, gpu.sms, ideal)
     for j, i in enumerate(rows):
         if not np.all(np.isfinite(trips[j])):
             continue
         count = KERNEL_COUNTS[which[i]][1]
-        # under sm_utilization per_cu is fractional and there is one round of all of them
-        blocks_in_round = per_cu[j] if "sm_utilization" in idealize else in_round[j]
-        waves = blocks_in_round * waves_per_block[j] / SIMDS_PER_CU
-        cycles = simd_cycles(count.per_wave(*trips[j]), math.ceil(waves - 1e-9) if
-                             "sm_utilization" not in idealize else waves)  # fmt: skip
-        first = blocks_in_round / SIMDS_PER_CU  # wave 0 of each block: one a SIMD at most per 4
-        if "sm_utilization" not in idealize:
-            first = math.ceil(first - 1e-9)
-        cycles += simd_cycles(count.first_wave, first)
+        cycles = simd_cycles(count.per_wave(*trips[j]), waves[j])
+        first = in_round[j] / SIMDS_PER_CU  # wave 0 of each block: one a SIMD at most per 4
+        cycles += simd_cycles(count.first_wave, first if ideal else math.ceil(first - 1e-9))
         out[i] = rounds[j] * cycles / (gpu.clock_mhz * 1e6)
     return out
 
 
 __all__ = [
     "AMD_ISSUE_GENERATIONS",
+    "cu_rounds",
     "BN_BACKWARD_COUNT",
     "BN_STATS_COUNT",
     "KERNEL_COUNTS",
