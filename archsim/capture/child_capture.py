@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,9 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
         profiler.export_chrome_trace(str(path))
         windows.append(path)
 
+    # torch warns that each cycle's events are cleared; the worker exports every window itself
+    # (archsim.capture.session filters the same line in the program's process)
+    warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
     s = settings.schedule
     profiler = torch.profiler.profile(
         # CPU only: a worker steps environments, and a forked child cannot use CUDA
@@ -287,6 +291,18 @@ class Workers:
             if _alive(process):
                 process.kill()
                 _join(process, TERMINATE_TIMEOUT_S)
+
+    def env_counts(self) -> dict[str, int]:
+        """The Counts fields summed over the captured workers' sidecars (after :meth:`stop_all`)."""
+        total: dict[str, int] = {}
+        for worker in self.started:
+            sidecar = (
+                _read_json(part_paths(self.folder, worker.index)[1]) if worker.captured else None
+            )
+            for key, value in ((sidecar or {}).get("counts") or {}).items():
+                if isinstance(value, int):
+                    total[key] = total.get(key, 0) + value
+        return total
 
     def parts(self) -> tuple[list[Any], list[str]]:
         """(ProcessParts of the workers that stepped an environment, note lines about the rest)."""

@@ -195,8 +195,9 @@ def run_capture(args: argparse.Namespace) -> int:
             program, tmp_out, schedule=schedule, device=device, phase_fns=tuple(args.phase_fn)
         )
         check_recorded(trace, counts, schedule)
+    actor_steps = _actor_steps_run(trace, counts)
     print(
-        f"captured {program.name}: {counts.actor_steps} actor steps, {counts.learner_steps} learner "
+        f"captured {program.name}: {actor_steps} actor steps, {counts.learner_steps} learner "
         f"steps; trace in {args.out}"
     )
     return 0
@@ -235,8 +236,9 @@ def capture_program(
             finally:
                 workers.stop_all()  # no worker outlives the program, whatever happened
             counts = marker.counts
-            _check_counts(program, counts, schedule)
-            _describe_workload(meta, counts, marker.env_batch, marker.frameskip)
+            worker_counts = workers.env_counts()  # actors in worker processes (mp.Process targets)
+            _check_counts(program, counts, schedule, worker_counts.get("env_steps", 0))
+            _describe_workload(meta, counts, marker.env_batch, marker.frameskip, worker_counts)
         trace = merge_workers(cap.trace, workers, out_dir, program.name)
     return trace, counts
 
@@ -283,15 +285,18 @@ def _workers_frames(workload: dict[str, Any], parts: list[Any]) -> dict[str, Any
     envs in them (archsim.capture.frameskip.IN_WORKERS): each worker read its own env's."""
     from archsim.capture.frameskip import IN_WORKERS, FrameSkip
 
-    if IN_WORKERS not in str(workload.get("frames_per_env_step_source", "")):
+    label = IN_WORKERS
+    if not ((workload.get("settings") or {}).get("counts") or {}).get("transitions"):
+        label = "its worker processes step its environments"  # actors in mp.Process targets
+    elif IN_WORKERS not in str(workload.get("frames_per_env_step_source", "")):
         return workload
     read = [(p.sidecar or {}).get("frameskip") or {} for p in parts]
     values = {r.get("frames_per_env_step") for r in read}
     if len(values) != 1 or None in values:
         why = "; ".join(sorted({str(r.get("source")) for r in read}))
-        set_frames(workload, FrameSkip(None, f"{IN_WORKERS}, which said: {why}"))
+        set_frames(workload, FrameSkip(None, f"{label}, which said: {why}"))
     else:
-        source = f"{IN_WORKERS}: {read[0].get('source')}"
+        source = f"{label}: {read[0].get('source')}"
         set_frames(workload, FrameSkip(float(values.pop()), source))
     return workload
 
@@ -304,13 +309,13 @@ def _pooled_unprofiled(parent: dict, processes: list[dict]) -> dict:
     return unprofiled_by_role([{"unprofiled_cpu_us": parent}, *processes])
 
 
-def _check_counts(program: Program, counts: Any, schedule: Any) -> None:
+def _check_counts(program: Program, counts: Any, schedule: Any, worker_env_steps: int = 0) -> None:
     if counts.learner_steps == 0:
         raise ArchsimError(
             f"capture run: {program.name} made no optimizer step (torch.optim.Optimizer.step), so it "
             "has no learner step to record; run it long enough to train"
         )
-    if counts.env_steps == 0 and counts.actor_steps == 0:
+    if counts.env_steps == 0 and counts.actor_steps == 0 and not worker_env_steps:
         raise ArchsimError(
             f"capture run: {program.name} stepped no gymnasium environment and ran no acting forward "
             "pass, so it has no actor step; mark its env step with --phase-fn MODULE:QUALNAME=env_step"
@@ -324,17 +329,28 @@ def _check_counts(program: Program, counts: Any, schedule: Any) -> None:
 
 
 def _describe_workload(
-    meta: dict[str, Any], counts: Any, env_batch: int | None, frameskip: Any
+    meta: dict[str, Any],
+    counts: Any,
+    env_batch: int | None,
+    frameskip: Any,
+    worker_counts: dict[str, int] | None = None,
 ) -> None:
     """Pacing that ingest and the simulator read from meta, measured over the whole run; frames per
-    env step as the env's wrapper chain says (archsim.capture.frameskip)."""
+    env step as the env's wrapper chain says (archsim.capture.frameskip). ``worker_counts``: the
+    summed Counts of worker processes that stepped their own environments (actors that send the
+    program's process their transitions): their transitions feed its learner too."""
     workload = meta
     workload["settings"]["counts"] = dataclasses.asdict(counts)
     workload["settings"]["num_envs"] = env_batch or 1
-    if counts.transitions_training:
+    transitions = counts.transitions_training
+    if not counts.transitions:  # the program's process stepped no env: its workers' did
+        transitions += (worker_counts or {}).get("transitions_training", 0)
+        if worker_counts:
+            workload["settings"]["worker_counts"] = dict(worker_counts)
+    if transitions:
         # learner samples per environment transition from the first optimizer step on (the replay
         # fill before it is not the steady state the recorded windows show; archsim.trace.pacing)
-        workload["samples_per_insert"] = counts.samples_training / counts.transitions_training
+        workload["samples_per_insert"] = counts.samples_training / transitions
     set_frames(workload, frameskip)
 
 
@@ -352,6 +368,12 @@ def set_frames(workload: dict[str, Any], frameskip: Any) -> None:
         workload["frames_per_env_step_source"] = frameskip.source
 
 
+def _actor_steps_run(trace: Any, counts: Any) -> int:
+    """Actor steps of the whole run: the program's process's and its env-stepping workers'."""
+    settings = (trace.meta.get("workload") or {}).get("settings") or {}
+    return counts.actor_steps + int((settings.get("worker_counts") or {}).get("actor_steps", 0))
+
+
 def check_recorded(trace: Any, counts: Any, schedule: Any) -> None:
     """One-line error unless the recorded windows hold actor and learner steps."""
     roles = trace.steps["role"].astype(str).value_counts() if len(trace.steps) else {}
@@ -359,6 +381,6 @@ def check_recorded(trace: Any, counts: Any, schedule: Any) -> None:
     if actor == 0 or learner == 0:
         raise ArchsimError(
             f"capture run: the recorded windows hold {actor} actor and {learner} learner steps "
-            f"(of {counts.actor_steps} and {counts.learner_steps} run); simulate needs both: "
+            f"(of {_actor_steps_run(trace, counts)} and {counts.learner_steps} run); simulate needs both: "
             "record more steps per window (--active) or run the program longer"
         )
