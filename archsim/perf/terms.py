@@ -74,6 +74,7 @@ from archsim.perf.launch_terms import (
 from archsim.perf.loaded_latency import DramLoad, dram_load
 from archsim.perf.math_units import math_units
 from archsim.perf.memory_parallelism import step_floor
+from archsim.perf.miopen_bn import miopen_bn_bytes_per_thread, miopen_bn_seconds
 from archsim.perf.occupancy import blocks_per_sm
 from archsim.perf.passes import add_pass_terms, row_pass_work
 from archsim.perf.pipeline_fill import latency_with_fill
@@ -210,6 +211,10 @@ def kernel_terms(
     # Tensile GEMMs on CDNA: one K step's A and B tiles in flight (archsim.perf.tensile_loop).
     tile_flight = tile_bytes_in_flight_per_thread(ops, threads, tiled & grid_known, is_cdna(gen))
     per_thread = np.where(np.isfinite(tile_flight), tile_flight, per_thread)
+    # MIOpen's batch-norm kernels on CDNA3: the bytes their counted code loads per round trip
+    # (archsim.perf.miopen_bn, from gfx940 ISA of MIOpen's OpenCL source).
+    bn_flight = miopen_bn_bytes_per_thread(ops, gen)
+    per_thread = np.where(np.isfinite(bn_flight), bn_flight, per_thread)
     terms = at_achieved(launch_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
                              tile_edge / size, gpu, idealize, padding, per_thread, load, reads),
                       math_fraction, dram_fraction)  # fmt: skip
@@ -261,6 +266,9 @@ def kernel_terms(
     steps = step_floor(ops, (blocks, threads, resident), dram_bytes, gpu, idealize)
     if steps is not None:
         terms["lat"] = np.maximum(terms["lat"], np.where(steps > 0, steps + amd_issue, 0.0))
+    # ... and their round trips, LDS round trips and issue in series (archsim.perf.miopen_bn).
+    blocks_resident = (blocks, threads, resident)
+    terms["lat"] = np.maximum(terms["lat"], miopen_bn_seconds(ops, blocks_resident, gpu, gen, idealize))
     # FBGEMM's warp-per-segment kernels: dependent offset loads a warp (archsim.perf.segment_chain).
     chain = segment_chain_seconds(_strings(ops, "name"), blocks, resident, gpu, idealize)
     terms["lat"] = np.maximum(terms["lat"], chain)
