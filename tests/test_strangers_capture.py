@@ -1,12 +1,20 @@
 """``archsim capture run`` on loops written the way users write them, not like the bundled workloads:
 actors in their own ``multiprocessing.Process`` (spawn) sending observations to a learner that never
-steps an environment itself, a program that ends with ``sys.exit("message")``."""
+steps an environment itself; an on-policy loop (PPO/A2C) whose long rollouts and short training
+bursts fixed windows can miss."""
 
 from __future__ import annotations
 
 import json
 import textwrap
 
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from archsim.capture.role_schedule import EXTRA_WINDOWS_UNBOUNDED, RoleSchedule
+from archsim.capture.session import CaptureSchedule
 from archsim.cli import main
 from archsim.trace.format import load
 from tests.capture_toy import TOY_ENV
@@ -125,3 +133,114 @@ def test_actors_that_finish_before_training_are_counted_in_the_refusal(tmp_path,
         "the program longer"
     )
     assert not out.exists()
+
+
+# PPO-like: rollouts of ``rollout`` env steps (acting under no_grad, batch of one), then ``updates``
+# minibatch updates on the rollout; argv: iterations, rollout, updates.
+PPO_TOY = (
+    textwrap.dedent(
+        """
+    import sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    """
+    )
+    + TOY_ENV
+    + textwrap.dedent(
+        """
+
+    if __name__ == "__main__":
+        iterations, rollout, updates = (int(a) for a in sys.argv[1:4])
+        env, net = ToyEnv(), torch.nn.Linear(4, 2)
+        opt = torch.optim.Adam(net.parameters())
+        obs, _ = env.reset()
+        for _ in range(iterations):
+            batch = []
+            for _ in range(rollout):
+                with torch.no_grad():
+                    action = int(net(torch.as_tensor(obs)).argmax())
+                obs, *_ = env.step(action)
+                batch.append(obs)
+            data = torch.as_tensor(np.stack(batch))
+            for mb in data.split(len(batch) // updates):
+                loss = net(mb).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    """
+    )
+)
+
+
+def test_a_ppo_loop_whose_windows_miss_its_training_bursts_gets_a_window_at_one(tmp_path, capsys):
+    """Rollouts of 40 env steps, then 2 updates: the schedule's two windows (ticks 4-9 and 13-18
+    after the first optimizer step) hold actor steps only, which was refused. The first learner
+    step after them (the second iteration's) opens one extra window of 6 steps: its 2 updates and
+    the next rollout's first 4 env steps."""
+    out = tmp_path / "cap"
+    script = _script(tmp_path, PPO_TOY, "ppo_toy.py")
+    code = main(["capture", "run", "--out", str(out), *SCHEDULE, "--", script, "3", "40", "2"])
+    assert code == 0
+    assert "1 extra window(s) of 6 steps" in capsys.readouterr().err
+    trace = load(out)
+    roles = trace.steps["role"].astype(str).value_counts().to_dict()
+    assert roles == {"actor": 12 + 4, "learner": 2}
+    assert trace.meta["capture"]["windows"] == 3
+    learner = trace.steps[trace.steps["role"] == "learner"]
+    assert (learner["batch_size"] == 20).all()  # minibatches of half the 40-step rollout
+
+
+_VALID = {  # torch.profiler's transitions that neither warn nor lose a window
+    ("NONE", "NONE"), ("NONE", "WARMUP"), ("NONE", "RECORD"), ("NONE", "RECORD_AND_SAVE"),
+    ("WARMUP", "WARMUP"), ("WARMUP", "RECORD"), ("WARMUP", "RECORD_AND_SAVE"),
+    ("RECORD", "RECORD"), ("RECORD", "RECORD_AND_SAVE"),
+    ("RECORD_AND_SAVE", "NONE"), ("RECORD_AND_SAVE", "WARMUP"), ("RECORD_AND_SAVE", "RECORD"),
+    ("RECORD_AND_SAVE", "RECORD_AND_SAVE"),
+}  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:Profiler won't be using warmup")
+@given(
+    wait=st.integers(0, 12),
+    warmup=st.integers(0, 3),
+    active=st.integers(1, 8),
+    repeat=st.integers(0, 3),
+    runs=st.lists(
+        st.tuples(st.sampled_from(["actor", "learner"]), st.integers(1, 60)), max_size=12
+    ),
+)
+def test_role_schedule_keeps_torch_transitions_valid_and_bounds_extra_windows(
+    wait, warmup, active, repeat, runs
+):
+    """Any loop (runs of actor and learner steps): the actions are transitions torch accepts
+    silently, every window that opens closes with RECORD_AND_SAVE unless the run ends inside it,
+    extra windows are at most ``repeat`` (8 when 0), and once a role is recorded it stays so."""
+    schedule = CaptureSchedule(skip_first=1, wait=wait, warmup=warmup, active=active, repeat=repeat)
+    roles = [role for role, length in runs for _ in range(length)]
+    state = {"role": None}
+    sched = RoleSchedule(schedule, lambda: state["role"])
+    actions = [sched(0).name]
+    for step, role in enumerate(roles, start=1):
+        state["role"] = role
+        actions.append(sched(step).name)
+    assert all(pair in _VALID for pair in zip(actions, actions[1:], strict=False))
+    assert sched.extra_windows <= (repeat or EXTRA_WINDOWS_UNBOUNDED)
+    recorded = {r for r, a in zip(roles, actions[1:], strict=True) if a.startswith("RECORD")}
+    assert recorded == sched.recorded
+    base = torch.profiler.schedule(
+        skip_first=1, wait=wait, warmup=warmup, active=active, repeat=repeat
+    )
+    base_recorded = {r for i, r in enumerate(roles, 1) if base(i).name.startswith("RECORD")}
+    assert base_recorded <= recorded  # the user's windows are all still recorded
+    if len(base_recorded) == 1:  # the user's windows missed a role
+        (seen,) = base_recorded
+        ends = [i for i in range(1, len(roles) + 1) if base(i).name == "RECORD_AND_SAVE"]
+        first_end = min(ends, default=len(roles))  # the run may end inside the first window
+        missed = [
+            i
+            for i, r in enumerate(roles, 1)
+            if i > first_end and r != seen and base(i).name == "NONE"
+        ]
+        if missed:  # a step of the missing role started where the user's schedule was idle
+            assert recorded == {"actor", "learner"} and sched.extra_windows == 1

@@ -119,6 +119,7 @@ class AutoMarker(EnvMarking):
         self.obs_ndim: int | None = None
         self.learner_batch = 1
         self.seen_learner = False
+        self.next_role: str | None = None  # the step about to start, as it ticks the profiler
         self.counts = Counts()
 
     # ---- steps -------------------------------------------------------------------------------
@@ -151,6 +152,7 @@ class AutoMarker(EnvMarking):
             elif self._actor is not None or self._learner is not None:
                 return  # e.g. a replay insert: part of whatever step is open
             if self._actor is None:
+                self.next_role = "actor"
                 self._tick()
                 self._actor = markers.step(
                     "actor", actor=self._actor_index, batch_size=self.env_batch or 1
@@ -161,6 +163,7 @@ class AutoMarker(EnvMarking):
         elif phase != "inference_batch":
             self._close_actor()
             if self._learner is None:
+                self.next_role = "learner"
                 self._tick()
                 self._learner = markers.step("learner", batch_size=max(1, self.learner_batch))
                 self._learner.__enter__()

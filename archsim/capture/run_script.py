@@ -36,6 +36,8 @@ SUMMARY = (
     "Run any Python RL program unmodified (-- [python] SCRIPT.py ARGS, or -- -m MODULE ARGS) and "
     "mark its loop; the schedule counts steps from its first optimizer step on."
 )
+# frames_per_env_step_source's reason when the program's own process stepped no environment
+NO_ENV_STEPPED = "no gymnasium env was stepped"
 _PYTHON_NAMES = ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}")
 
 
@@ -214,18 +216,23 @@ def capture_program(
     """Run ``program`` marked and profiled; save the trace to ``out_dir``. Returns (trace, counts)."""
     import tempfile
 
-    from archsim.capture.auto_markers import auto_markers
+    from archsim.capture.auto_markers import active_marker, auto_markers
     from archsim.capture.child_capture import Workers
     from archsim.capture.cpu_clock import process_cpu_time
+    from archsim.capture.role_schedule import RoleSchedule
     from archsim.capture.session import capture
 
     meta: dict[str, Any] = {"name": f"run:{program.name}", "settings": {"argv": program.argv()}}
     # The profiler's step 0 is the program's start up to the first learner step (no tick before it):
     # skipped, so that the user's schedule counts from the first learner step on.
     profiled = dataclasses.replace(schedule, skip_first=schedule.skip_first + 1)
+    # the user's windows, and an extra one at a role they missed (a PPO's rollouts or bursts)
+    roles = RoleSchedule(profiled, lambda: getattr(active_marker(), "next_role", None))
     with tempfile.TemporaryDirectory(prefix="archsim-workers-") as folder:
         workers = Workers(Path(folder), profiled)
-        with capture(out_dir, meta, schedule=profiled, device=device, force=True) as cap:
+        with capture(
+            out_dir, meta, schedule=profiled, device=device, force=True, torch_schedule=roles
+        ) as cap:
             try:
                 with (
                     process_cpu_time(),
@@ -236,11 +243,23 @@ def capture_program(
             finally:
                 workers.stop_all()  # no worker outlives the program, whatever happened
             counts = marker.counts
+            if roles.extra_windows:
+                _note_extra_windows(roles.extra_windows, schedule)
             worker_counts = workers.env_counts()  # actors in worker processes (mp.Process targets)
             _check_counts(program, counts, schedule, worker_counts.get("env_steps", 0))
             _describe_workload(meta, counts, marker.env_batch, marker.frameskip, worker_counts)
         trace = merge_workers(cap.trace, workers, out_dir, program.name)
     return trace, counts
+
+
+def _note_extra_windows(extra: int, schedule: Any) -> None:
+    from archsim.capture.child_capture import note
+
+    note(
+        f"the schedule's windows held only actor or only learner steps; {extra} extra window(s) of "
+        f"{schedule.active} steps opened at the first steps of the missing role "
+        "(archsim.capture.role_schedule)"
+    )
 
 
 def merge_workers(trace: Any, workers: Any, out_dir: Path, name: str) -> Any:
@@ -282,13 +301,14 @@ def merge_workers(trace: Any, workers: Any, out_dir: Path, name: str) -> Any:
 
 def _workers_frames(workload: dict[str, Any], parts: list[Any]) -> dict[str, Any]:
     """``workload`` with the workers' frames per env step where the parent's vector env stepped its
-    envs in them (archsim.capture.frameskip.IN_WORKERS): each worker read its own env's."""
+    envs in them (archsim.capture.frameskip.IN_WORKERS), or where it stepped none and its worker
+    processes stepped their own (actors in ``mp.Process`` targets): each worker read its own env's."""
     from archsim.capture.frameskip import IN_WORKERS, FrameSkip
 
-    label = IN_WORKERS
-    if not ((workload.get("settings") or {}).get("counts") or {}).get("transitions"):
-        label = "its worker processes step its environments"  # actors in mp.Process targets
-    elif IN_WORKERS not in str(workload.get("frames_per_env_step_source", "")):
+    label, source = IN_WORKERS, str(workload.get("frames_per_env_step_source", ""))
+    if source.endswith(NO_ENV_STEPPED):  # actors in mp.Process targets, stepping their own envs
+        label = "its worker processes step its environments"
+    elif IN_WORKERS not in source:
         return workload
     read = [(p.sidecar or {}).get("frameskip") or {} for p in parts]
     values = {r.get("frames_per_env_step") for r in read}
@@ -359,7 +379,7 @@ def set_frames(workload: dict[str, Any], frameskip: Any) -> None:
     (``settings.counts.frames`` counts ALE frames as stepped, resets' no-op and fire frames too.)"""
     from archsim.capture.frameskip import FrameSkip
 
-    frameskip = frameskip or FrameSkip(None, "no gymnasium env was stepped")
+    frameskip = frameskip or FrameSkip(None, NO_ENV_STEPPED)
     if frameskip.frames_per_env_step is None:
         workload["frames_per_env_step"] = 1.0
         workload["frames_per_env_step_source"] = f"1 frame per env step: {frameskip.source}"

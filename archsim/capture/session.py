@@ -120,12 +120,14 @@ def capture(
     force: bool = False,
     record_shapes: bool = True,
     total_steps: int | None = None,
+    torch_schedule: Any = None,
 ) -> Iterator[CaptureHandle]:
     """Profile the block and save a normalized trace (with its raw Kineto JSON.gz) to ``out_dir``.
 
     ``workload_meta`` is ``{"name": ..., "settings": {...}}``. ``schedule=None`` records the whole block
     as one window (fine for short user loops that never call ``step``). ``total_steps`` sizes the
-    progress bar shown on a terminal.
+    progress bar shown on a terminal. ``torch_schedule``: a torch.profiler schedule callable to run
+    instead of ``schedule``'s (``capture run``'s archsim.capture.role_schedule.RoleSchedule).
     """
     import torch
 
@@ -134,8 +136,7 @@ def capture(
     device = check_device(device)
     with tempfile.TemporaryDirectory(prefix="archsim-capture-") as tmp:
         tmp_dir = Path(tmp)
-        torch_schedule = None
-        if schedule is not None:
+        if torch_schedule is None and schedule is not None:
             torch_schedule = torch.profiler.schedule(
                 skip_first=schedule.skip_first,
                 wait=schedule.wait,
