@@ -84,7 +84,9 @@ def test_global_reduction_adds_l2_round_trips() -> None:
     assert floor is not None
     assert floor[0] == pytest.approx(1.566e-6 + 4 * 434e-9 + 3 * 101.4e-9)
     assert floor[0] == pytest.approx(3.6062e-6, rel=1e-4)
-    assert body_seconds(ops, MI300X)[0] == pytest.approx(3.6062e-6, rel=1e-4)
+    # in series with its 2,568 SIMD cycles of issue on CDNA3 (archsim.perf.reduce_issue_amd,
+    # worked in test_reduce_issue_amd): 4.8291 us
+    assert body_seconds(ops, MI300X)[0] == pytest.approx(3.6062e-6 + 2568 / 2.1e9, rel=1e-4)
     # the idealized DRAM latency and memory system remove both
     ideal = step_floor(ops, (np.array([16.0]), np.array([512.0]), np.array([4.0])),
                        np.array([524296.0]), MI300X.gpu, frozenset({"dram_latency", "memory_system"}))  # fmt: skip

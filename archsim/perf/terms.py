@@ -78,6 +78,7 @@ from archsim.perf.miopen_bn import miopen_bn_bytes_per_thread, miopen_bn_seconds
 from archsim.perf.occupancy import blocks_per_sm
 from archsim.perf.passes import add_pass_terms, row_pass_work
 from archsim.perf.pipeline_fill import latency_with_fill
+from archsim.perf.reduce_issue_amd import reduce_issue_seconds
 from archsim.perf.sectors import strided_traffic
 from archsim.perf.segment_chain import segment_chain_seconds
 from archsim.perf.tensile_loop import lds_serial_factor, tile_bytes_in_flight_per_thread
@@ -255,6 +256,9 @@ def kernel_terms(
     # dependent round trips (the passes' below, the load steps' after) and are a throughput floor
     # of their own (archsim.perf.issue_rate_amd, counted from gfx940 ISA).
     amd_issue = cdna_issue_seconds(ops, (blocks, threads, resident), gpu, gen, idealize)
+    # ... and ATen's reduce_kernel (archsim.perf.reduce_issue_amd, counted from gfx940 ISA): its
+    # thread loop, block tree and global reduce issue in series with its load steps below.
+    amd_issue = amd_issue + reduce_issue_seconds(ops, (blocks, threads, resident), gpu, gen, idealize)
     if row_work is not None:
         mem_before = terms["mem"]
         add_pass_terms(terms, row_work, gpu, idealize)
