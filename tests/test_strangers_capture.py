@@ -244,3 +244,16 @@ def test_role_schedule_keeps_torch_transitions_valid_and_bounds_extra_windows(
         ]
         if missed:  # a step of the missing role started where the user's schedule was idle
             assert recorded == {"actor", "learner"} and sched.extra_windows == 1
+
+
+def test_sys_exit_with_a_message_is_status_1_and_the_message(tmp_path, capsys):
+    """``sys.exit("message")`` exits with status 1 after printing it, as python does; the error
+    said "exited with status config file missing"."""
+    script = _script(tmp_path, "import sys\nsys.exit('config file missing')\n", "quits.py")
+    out = tmp_path / "cap"
+    assert main(["capture", "run", "--out", str(out), "--", script]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "archsim: error: capture run: quits exited with status 1: config file missing; "
+        "nothing was saved"
+    )
+    assert not out.exists()

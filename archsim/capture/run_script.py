@@ -158,8 +158,10 @@ def _run_program(program: Program) -> None:
             runpy.run_module(str(program.module), run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         if exc.code not in (None, 0):
+            # sys.exit("message") exits with status 1 after printing the message, as python does
+            status = exc.code if isinstance(exc.code, int) else f"1: {exc.code}"
             raise ArchsimError(
-                f"capture run: {program.name} exited with status {exc.code}; nothing was saved"
+                f"capture run: {program.name} exited with status {status}; nothing was saved"
             ) from None
     except (ArchsimError, KeyboardInterrupt):
         raise
