@@ -257,3 +257,62 @@ def test_sys_exit_with_a_message_is_status_1_and_the_message(tmp_path, capsys):
         "nothing was saved"
     )
     assert not out.exists()
+
+
+# A loop with a hand-written SGD update (no torch.optim): acts, steps, trains every 2 steps.
+MANUAL_SGD_TOY = (
+    textwrap.dedent(
+        """
+    import sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    """
+    )
+    + TOY_ENV
+    + textwrap.dedent(
+        """
+
+    def sgd_update(net, lr=0.01):
+        with torch.no_grad():
+            for p in net.parameters():
+                p -= lr * p.grad
+                p.grad = None
+
+    if __name__ == "__main__":
+        env, net = ToyEnv(), torch.nn.Linear(4, 2)
+        obs, _ = env.reset()
+        seen = []
+        for t in range(int(sys.argv[1])):
+            with torch.no_grad():
+                action = int(net(torch.as_tensor(obs)).argmax())
+            obs, *_ = env.step(action)
+            seen.append(obs)
+            if t >= 4 and t % 2 == 0:
+                net(torch.as_tensor(np.stack(seen[-4:]))).pow(2).mean().backward()
+                sgd_update(net)
+    """
+    )
+)
+
+
+def test_a_hand_written_update_is_named_and_can_be_marked_as_the_optimizer_step(tmp_path, capsys):
+    """No torch.optim: the capture said "ran 0 steps after its first learner step ... run it
+    longer", which running longer never fixes. It now names the missing optimizer step and the
+    flag; with ``--phase-fn __main__:sgd_update=optimizer_step`` the update closes each learner
+    step and starts the schedule as Optimizer.step does."""
+    script = _script(tmp_path, MANUAL_SGD_TOY, "manual_sgd.py")
+    out = tmp_path / "cap"
+    assert main(["capture", "run", "--out", str(out), *SCHEDULE, "--", script, "40"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "archsim: error: capture run: manual_sgd ran 18 training passes but no "
+        "torch.optim.Optimizer.step, so its training never started for the schedule; mark its "
+        "update function with --phase-fn MODULE:QUALNAME=optimizer_step"
+    )
+    assert not out.exists()
+    marked = ["--phase-fn", "__main__:sgd_update=optimizer_step"]
+    assert main(["capture", "run", "--out", str(out), *SCHEDULE, *marked, "--", script, "40"]) == 0
+    steps = load(out).steps
+    learner = steps[steps["role"] == "learner"]
+    assert len(learner) == 4  # every other step of 2 windows of 6
+    assert learner["optimizer_step_us"].gt(0).all() and learner["train_backward_us"].gt(0).all()

@@ -10,7 +10,8 @@
   rather than grad mode decides because popular loops act with grad on (CleanRL's DQN) and compute
   their TD target under ``no_grad``; grad mode decides only before any environment was seen;
 * ``Tensor.backward`` / ``torch.autograd.backward``: ``train_backward``;
-* ``Optimizer.step`` (torch's global optimizer hooks): ``optimizer_step``, which closes the learner step;
+* ``Optimizer.step`` (torch's global optimizer hooks): ``optimizer_step``, which closes the learner step
+  (so does a hand-written update marked ``--phase-fn MODULE:QUALNAME=optimizer_step``);
 * Stable-Baselines3 ``ReplayBuffer.add/sample`` and TorchRL ``ReplayBuffer.extend/add/sample`` when the
   program has imported them, and any ``--phase-fn MODULE:QUALNAME=PHASE``.
 
@@ -236,6 +237,10 @@ class AutoMarker(EnvMarking):
                 sizes = [a for a in args[1:2] if isinstance(a, int) and not isinstance(a, bool)]
                 if sizes and self._learner is None and sizes[0] > 0:
                     self.learner_batch = sizes[0]
+            if phase == "optimizer_step":  # a hand-written update (--phase-fn ...=optimizer_step)
+                result = self._marked(phase, original, args, kwargs)
+                self._learner_step_done()
+                return result
             return self._marked(phase, original, args, kwargs)
 
         call.__wrapped__ = original  # type: ignore[attr-defined]
@@ -257,6 +262,10 @@ class AutoMarker(EnvMarking):
             return
         marker.__exit__(None, None, None)
         self._depth -= 1
+        self._learner_step_done()
+
+    def _learner_step_done(self) -> None:
+        """An optimizer step ended: it closes the learner step, and training has started."""
         self._close_learner()
         if not self.seen_learner and self._workers is not None:
             self._workers.learning_started()

@@ -248,6 +248,12 @@ def capture_program(
             if roles.extra_windows:
                 _note_extra_windows(roles.extra_windows, schedule)
             worker_counts = workers.env_counts()  # actors in worker processes (mp.Process targets)
+            if counts.learner_steps and not marker.seen_learner:  # no optimizer step closed one
+                raise ArchsimError(
+                    f"capture run: {program.name} ran {counts.learner_steps} training passes but no "
+                    "torch.optim.Optimizer.step, so its training never started for the schedule; "
+                    "mark its update function with --phase-fn MODULE:QUALNAME=optimizer_step"
+                )
             _check_counts(program, counts, schedule, worker_counts.get("env_steps", 0))
             _describe_workload(meta, counts, marker.env_batch, marker.frameskip, worker_counts)
         trace = merge_workers(cap.trace, workers, out_dir, program.name)
