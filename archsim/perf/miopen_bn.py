@@ -71,6 +71,12 @@ CU's waves per SIMD plus the one wave's, and T_min - L the fixed cost in series 
 trips (archsim.perf.memory_parallelism.serial_overhead_seconds). ``s_barrier`` is priced at zero
 beyond the waits, as in block_sync. Little's law gets the counted bytes a thread has in flight per
 round trip (:func:`miopen_bn_bytes_per_thread`) instead of the flat 16 B of unknown kernels.
+CDNA2 (gfx90a: MI210, MI250X) runs the same kernels: the replica compiled with
+``-mcpu=gfx90a`` has the same loads, waits and barriers, so the same round trips, and issues more
+VALU (its 64-bit address arithmetic: 143/43/140/88/89/200 against gfx940's 126/43/116/83/83/180 in
+the table's order), the same SALU, and 0-8 fewer waits and nops; the gfx940 counts stand for both
+(L_lds: MI210's 48 cycles), lest an MI210 price these kernels below the MI300X.
+
 On ``mi300x_normalization_bench`` (model vs measured, us): Norm 8.5 -> 4.16 (4.1-4.3), the
 single-kernel forward 2.26 -> 3.85 (3.9-5.0), backward 2.39 -> 3.39 (4.0-5.1) and 4.28 -> 4.13
 (4.7-5.6), FinalMeanVariance 2.0 -> 2.76 (4.7-6.1), MeanVariance 5.04 -> 2.45 (3.7-4.0 steady,
@@ -97,8 +103,8 @@ from archsim.perf.columns import strings as _strings
 from archsim.perf.issue_rate_amd import WaveCount, cu_rounds, simd_cycles
 from archsim.perf.memory_parallelism import serial_overhead_seconds
 
-# Generations whose ISA the counts stand for (gfx940, module docstring)
-MIOPEN_BN_GENERATIONS = frozenset({"cdna3"})
+# Generations whose ISA the counts stand for (gfx940; gfx90a checked: module docstring)
+MIOPEN_BN_GENERATIONS = frozenset({"cdna3", "cdna2"})
 FLOAT_BYTES = 4  # fp32: MIOPEN_USE_FP32 (other types are not counted)
 VEC = 4  # DefaultConfigSpatialMultiple: float4 where HW % 4 == 0
 NORM_UNROLL = 2  # Norm's opencl_unroll_hint(2)
