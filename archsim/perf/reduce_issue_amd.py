@@ -32,14 +32,14 @@ waits on memory and LDS, which are the chain's (memory_parallelism), not issue.
 Configurations (setReduceConfig of the same Reduce.cuh with USE_ROCM, fp32, on MI300X's 304 CUs and
 2048 threads a CU; both match the launches the mi300x_normalization_bench trace records):
 
-- ``reduce_kernel<512, 1, ReduceOp<float, MeanOps<...>, unsigned int, float, 4, 4>>``, aten::mean
-  of a contiguous [8, 16, 32, 32] to a scalar: the reduction is on the fastest dimension, so the input
+- ``reduce_kernel<512, 1, ReduceOp<float, MeanOps<...>, unsigned int, float, 4, 4>>``, aten::mean of
+  a contiguous [8, 16, 32, 32] to a scalar: the reduction is on the fastest dimension, so the input
   is vectorized (``dim0 >= 128``, one reduced dim: 131072 / 4), block (512, 1); 256 values a thread
   >= min(16 x 1, 256) splits across warps (``input_mult[1]``); one block, so max threads a CU stays
-  2048, target grid 304 x 4; ctas_per_output = max(min(1216, 256 / 16), 1) = 16 (ROCm keeps 16:
-  not above 304 or 152, not below 16): grid (1, 16). A wave: 4 loop steps (a 16-byte load, two
-  v_pk_add_f32), block_y_reduce's store (blockDim.y 1), three LDS tree levels between barriers,
-  6 ``ds_bpermute`` shuffle steps, the committed partial store, two barriers around the semaphore;
+  2048, target grid 304 x 4; ctas_per_output = max(min(1216, 256 / 16), 1) = 16 (ROCm keeps 16: not
+  above 304 or 152, not below 16): grid (1, 16). A wave: 4 loop steps (a 16-byte load, two
+  v_pk_add_f32), block_y_reduce's store (blockDim.y 1), three LDS tree levels between barriers, 6
+  ``ds_bpermute`` shuffle steps, the committed partial store, two barriers around the semaphore;
   wave 0 stores the partial and does the atomic. The last block also loads the 16 partials and runs
   the tree and shuffles again before wave 0 stores ``sum x factor``.
 - ``reduce_kernel<128, 4, ReduceOp<float, func_wrapper_t<float, sum_functor...>, unsigned int,
@@ -65,14 +65,17 @@ reduce_kernel<128, 4>      the wave (offsets x5, combine, 4 stores)     124, 0, 
 
 So the mean's last block issues 289 + 4 x 11 + 201 = 534 instructions a wave (642 in wave 0), two
 waves a SIMD: 2,568 SIMD cycles, 1.22 us at 2.1 GHz; the sum's one wave 326 + 2 x 51 = 428: 1,712
-cycles, 0.82 us. The same source compiled for gfx90a holds 1,899 / 2,622 instructions against
-gfx940's 1,843 / 2,564 (818 / 1,235 VALU against 755 / 1,172), but its paths were not traced:
-CDNA2 gets no term. The counts stand for these launch shapes only: the 512-wide block of the
-vectorized path (three tree levels, six shuffles) with a global reduce, and the output-vectorized
-path over a 2-D input (one output dimension, no block reduction); other reduce_kernel launches get no
-term. The counted instantiations are the fixture's (MeanOps on the first path, sum_functor on the
-second); the other of the two ops on each path differs by its ``project`` (a multiply an output)
-and is given the same count.
+cycles, 0.82 us. The sum's loop also waits for each step's four loads before its adds (``s_waitcnt
+vmcnt(0)``): 2 dependent DRAM round trips where the step floor of memory_parallelism, spreading the
+128 elements over all 32 threads, counts 1; only its 4 output-owning threads load
+(:func:`output_vectorized_steps_seconds`). The same source compiled for gfx90a holds 1,899 /
+2,622 instructions against gfx940's 1,843 / 2,564 (818 / 1,235 VALU against 755 / 1,172), but
+its paths were not traced: CDNA2 gets no term. The counts stand for these launch shapes only: the
+512-wide block of the vectorized path (three tree levels, six shuffles) with a global reduce, and
+the output-vectorized path over a 2-D input (one output dimension, no block reduction); other
+reduce_kernel launches get no term. The counted instantiations are the fixture's (MeanOps on the
+first path, sum_functor on the second); the other of the two ops on each path differs by its
+``project`` (a multiply an output) and is given the same count.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ from archsim.perf.columns import by_unique, parsed_input_dims
 from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
 from archsim.perf.issue_rate_amd import SIMDS_PER_CU, WaveCount, cu_rounds, simd_cycles
+from archsim.perf.memory_parallelism import dependent_step_seconds, serial_overhead_seconds
 
 # Generations whose ISA the counts stand for (module docstring)
 REDUCE_ISSUE_GENERATIONS = frozenset({"cdna3"})
@@ -207,6 +211,45 @@ def reduce_issue_seconds(
     return out
 
 
+def output_vectorized_steps_seconds(
+    ops: pd.DataFrame,
+    launch: tuple[np.ndarray, np.ndarray, np.ndarray],
+    gpu: GpuConfig,
+    generation: str,
+    idealize: frozenset[str],
+) -> np.ndarray:
+    """The dependent load steps of a counted output-vectorized reduce_kernel, after the kernel's
+    fixed cost (memory_parallelism.serial_overhead_seconds): its loop waits for each step's four
+    16-byte loads (``s_waitcnt vmcnt(0)`` before the adds in the gfx940 code), and only the threads
+    that own outputs load, outputs / 4 of them, 16 elements a step: ceil(rows / 4) steps (2 for
+    the bench's [8, 16] sum, where the step floor's even spread over the block's 32 threads gives
+    1). Zero for other kernels, launches and generations (REDUCE_ISSUE_GENERATIONS)."""
+    out = np.zeros(len(ops))
+    if generation not in REDUCE_ISSUE_GENERATIONS or not len(ops):
+        return out
+    path = reduce_path(_strings(ops, "name"))
+    written = np.nan_to_num(_column(ops, "bytes_written", np.nan), nan=0.0)
+    block_x, block_y, grid_y = (np.nan_to_num(_column(ops, c, np.nan), nan=1.0)
+                                for c in ("block_x", "block_y", "grid_y"))  # fmt: skip
+    blocks, _, resident = (np.asarray(a, dtype=float) for a in launch)
+    for i in np.flatnonzero(path == 2):
+        parsed = parsed_input_dims(str(_strings(ops, "input_dims").iloc[i]))
+        first = parsed[0] if parsed else None
+        if not isinstance(first, list) or not all(isinstance(d, int) and d > 0 for d in first):
+            continue
+        outputs = written[i] / 4.0
+        steps = loop_steps(2, first, outputs, block_x[i], block_y[i], grid_y[i])
+        if not np.isfinite(steps):
+            continue
+        owners = np.array([math.ceil(outputs / VECTOR_ELEMENTS)])
+        elements = np.array([float(math.prod(first))])
+        chain = dependent_step_seconds(np.array([VECTOR_ELEMENTS**2]), elements,
+                                       blocks[i : i + 1], owners, resident[i : i + 1], np.zeros(1),
+                                       gpu, idealize)  # fmt: skip
+        out[i] = chain[0] + serial_overhead_seconds(gpu, idealize) if chain[0] > 0 else 0.0
+    return out
+
+
 __all__ = [
     "INPUT_VECTORIZED",
     "INPUT_VECTORIZED_COUNT",
@@ -215,6 +258,7 @@ __all__ = [
     "REDUCE_ISSUE_GENERATIONS",
     "ReduceCount",
     "loop_steps",
+    "output_vectorized_steps_seconds",
     "reduce_issue_seconds",
     "reduce_path",
 ]

@@ -78,7 +78,7 @@ from archsim.perf.miopen_bn import miopen_bn_bytes_per_thread, miopen_bn_seconds
 from archsim.perf.occupancy import blocks_per_sm
 from archsim.perf.passes import add_pass_terms, row_pass_work
 from archsim.perf.pipeline_fill import latency_with_fill
-from archsim.perf.reduce_issue_amd import reduce_issue_seconds
+from archsim.perf.reduce_issue_amd import output_vectorized_steps_seconds, reduce_issue_seconds
 from archsim.perf.sectors import strided_traffic
 from archsim.perf.segment_chain import segment_chain_seconds
 from archsim.perf.tensile_loop import lds_serial_factor, tile_bytes_in_flight_per_thread
@@ -270,6 +270,9 @@ def kernel_terms(
     steps = step_floor(ops, (blocks, threads, resident), dram_bytes, gpu, idealize)
     if steps is not None:
         terms["lat"] = np.maximum(terms["lat"], np.where(steps > 0, steps + amd_issue, 0.0))
+    # ... counted where only some of a block's threads load (archsim.perf.reduce_issue_amd)
+    vec_steps = output_vectorized_steps_seconds(ops, (blocks, threads, resident), gpu, gen, idealize)
+    terms["lat"] = np.maximum(terms["lat"], np.where(vec_steps > 0, vec_steps + amd_issue, 0.0))
     # ... and their round trips, LDS round trips and issue in series (archsim.perf.miopen_bn).
     blocks_resident = (blocks, threads, resident)
     terms["lat"] = np.maximum(terms["lat"], miopen_bn_seconds(ops, blocks_resident, gpu, gen, idealize))
