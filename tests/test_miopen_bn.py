@@ -72,6 +72,9 @@ def test_uncounted_configurations_get_no_term() -> None:
     assert bn_chain(MEAN_VARIANCE, FWD_DIMS.format(n=16), (1, 256, 1), (16, 1, 1)) is None
     assert bn_chain(BWD, BWD_DIMS.format(n=32), (1024, 1, 1), (16, 1, 1)) is None  # N >= 32
     assert bn_chain(BWD, "[[8, 16]]", (1024, 1, 1), (16, 1, 1)) is None  # not NCHW
+    unsaved = "[[8, 16, 32, 32], [8, 16, 32, 32], [16], [], [], [], [], []]"
+    assert bn_chain(BWD, unsaved, (1024, 1, 1), (16, 1, 1)) is None  # recomputes its statistics
+    assert bn_chain(BWD, BWD_DIMS.format(n=8), (1024, 1, 1), (16, 1, 1)) is not None
     assert (
         bn_chain("MIOpenBatchNormFwdTrainSpatial", FWD_DIMS.format(n=8), (1024, 1, 1), (16, 1, 1))
         is None

@@ -189,7 +189,10 @@ def bn_chain(
         one = WaveCount(10, 0, 14, 16) if running else WaveCount(3, 0, 10, 9)
         return BnChain(3 + int(running), 11, WaveCount(83, 1, 25, 78), one, FLOAT_BYTES)
     if _BWD_SINGLE.match(name):
-        if not single or n > BWD_MAX_N:
+        # saved mean and inverse variance (inputs 6 and 7, MIO_BN_USESAVED): without them the
+        # kernel recomputes the statistics first, which was not compiled
+        saved = len(dims) >= 7 and all(isinstance(d, list) and len(d) == 1 for d in dims[5:7])
+        if not single or n > BWD_MAX_N or not saved:
             return None
         # N = 8 less N = 1, over the 7 batch entries between: each entry's loads, FMAs and store
         per_n = WaveCount(180 - 83, 0, 32 - 25, 117 - 83).times(1 / 7)
