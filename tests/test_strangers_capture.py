@@ -316,3 +316,56 @@ def test_a_hand_written_update_is_named_and_can_be_marked_as_the_optimizer_step(
     learner = steps[steps["role"] == "learner"]
     assert len(learner) == 4  # every other step of 2 windows of 6
     assert learner["optimizer_step_us"].gt(0).all() and learner["train_backward_us"].gt(0).all()
+
+
+# The program's thread acts and steps; a learner thread trains on what it is sent.
+THREADED_TOY = (
+    textwrap.dedent(
+        """
+    import queue
+    import threading
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    """
+    )
+    + TOY_ENV
+    + textwrap.dedent(
+        """
+
+    def learn(q, net, updates):
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        for _ in range(updates):
+            loss = net(torch.as_tensor(q.get()).reshape(1, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    if __name__ == "__main__":
+        env, net, q = ToyEnv(), torch.nn.Linear(4, 2), queue.Queue()
+        thread = threading.Thread(target=learn, args=(q, net, 30))
+        thread.start()
+        obs, _ = env.reset()
+        for _ in range(30):
+            with torch.no_grad():
+                action = int(net(torch.as_tensor(obs)).argmax())
+            obs, *_ = env.step(action)
+            q.put(obs)
+        thread.join()
+    """
+    )
+)
+
+
+def test_a_learner_thread_is_named_not_called_untrained(tmp_path, capsys):
+    """Training in a thread of its own: capture run marks the program's thread only, and said the
+    program "made no optimizer step ... run it long enough to train" after 30 of them."""
+    script = _script(tmp_path, THREADED_TOY, "threaded.py")
+    out = tmp_path / "cap"
+    assert main(["capture", "run", "--out", str(out), *SCHEDULE, "--", script]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "archsim: error: capture run: threaded made 30 optimizer steps, all on another thread than "
+        "the one that runs the program, and capture run marks that thread only: train in it "
+        "(actors may run in worker processes)"
+    )
+    assert not out.exists()

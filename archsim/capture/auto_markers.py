@@ -78,6 +78,7 @@ class Counts:
     samples_training: int = 0
     ticks: int = 0  # schedule steps, from the first learner step on
     worker_processes: int = 0  # multiprocessing processes the program started
+    other_thread_optimizer_steps: int = 0  # Optimizer.step calls on threads that are not marked
 
 
 _active: AutoMarker | None = (
@@ -247,6 +248,8 @@ class AutoMarker(EnvMarking):
         return call
 
     def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if _get_ident() != self._thread:  # a learner thread: counted, so the refusal can say so
+            self.counts.other_thread_optimizer_steps += 1
         if not self._outermost():
             self._opt_stack.append(None)
             return

@@ -338,6 +338,12 @@ def _pooled_unprofiled(parent: dict, processes: list[dict]) -> dict:
 
 
 def _check_counts(program: Program, counts: Any, schedule: Any, worker_env_steps: int = 0) -> None:
+    if counts.learner_steps == 0 and counts.other_thread_optimizer_steps:
+        raise ArchsimError(
+            f"capture run: {program.name} made {counts.other_thread_optimizer_steps} optimizer "
+            "steps, all on another thread than the one that runs the program, and capture run "
+            "marks that thread only: train in it (actors may run in worker processes)"
+        )
     if counts.learner_steps == 0:
         raise ArchsimError(
             f"capture run: {program.name} made no optimizer step (torch.optim.Optimizer.step), so it "
