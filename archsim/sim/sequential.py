@@ -14,6 +14,10 @@ trace's train frequency), in seconds on the target:
 - ``learn_s = cpu_l / speed + max(launch_l, gpu_l)``: likewise for one update.
 - ``T = act_s + u x learn_s``; ``env_steps_per_s = e / T``, ``learner_updates_per_s = u / T``.
 
+An actor step that stepped no environment (an A2C's value forward for its bootstrap after the
+rollout) is work of the iterations around it, not an iteration: the actor steps' mean work and act
+share are divided by the share of them that stepped an env.
+
 CPU work is capture-thread seconds (CPU time of the whole step and the loop code between steps,
 ``cpu_us + gap_cpu_us``, with the profiler's cost taken out) divided by the target thread's speed for
 its kind of work (archsim.perf.cpu_speed: env step and display at the emulator speed, the CPU-only
@@ -110,6 +114,17 @@ def check_sequential_trace(trace) -> None:
         raise ArchsimError(f"--loop sequential: the trace is not a single-threaded loop ({why})")
 
 
+def _env_step_share(actor: pd.DataFrame) -> float:
+    """The share of actor steps that stepped the environment, 1 when none did (env steps not
+    marked). An actor step without one (an A2C's value forward for its bootstrap after the rollout,
+    a no-grad forward before training) is still work of the loop: an iteration stepping the env
+    carries the actor steps' mean work divided by this share."""
+    if "env_step_us" not in actor or actor.empty:
+        return 1.0
+    share = float(actor["env_step_us"].notna().mean())
+    return share if share > 0.0 else 1.0
+
+
 def _mean_work_us(rows: pd.DataFrame, gpu_phases: tuple[str, ...]) -> tuple[float, float]:
     """(mean work of a step and the loop code before it, of which in ``gpu_phases``), in us."""
     gap = rows["gap_cpu_us"] if "gap_cpu_us" in rows else pd.Series(0.0, index=rows.index)
@@ -195,6 +210,8 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
     }
     interp = class_speed(hw.cpu, INTERPRETER)
     act_total, act_gpu_part = _mean_work_us(actor, ACT_GPU_PHASES)
+    per_env = _env_step_share(actor)
+    act_total, act_gpu_part = act_total / per_env, act_gpu_part / per_env
     learn_total, learn_gpu_part = _mean_work_us(learner, LEARNER_GPU_PHASES)
     trace_batch = max(1.0, float(learner["batch_size"].median()))
     if hw.gpu is None:
@@ -225,7 +242,7 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
     source = source_hw_for_trace(trace)
     # The act forward of one iteration: a batch of the loop's environments, run when the policy acts
     # (an epsilon-greedy loop skips it on random actions: the share of steps with an act phase).
-    acts = float(actor["act_us"].notna().mean()) if "act_us" in actor else 0.0
+    acts = float(actor["act_us"].notna().mean()) / per_env if "act_us" in actor else 0.0
     inf_ops, inf_steps, _ = representative_ops(trace, PHASE_GROUPS["inference"], "actor")
     act_gpu_s = act_sm = act_bytes = act_launch_s = 0.0
     if inf_ops.empty:  # no policy ops recorded: the act phase stays CPU work, as captured
