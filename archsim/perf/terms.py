@@ -81,7 +81,6 @@ from archsim.perf.pipeline_fill import latency_with_fill
 from archsim.perf.reduce_issue_amd import output_vectorized_steps_seconds, reduce_issue_seconds
 from archsim.perf.sectors import strided_traffic
 from archsim.perf.segment_chain import segment_chain_seconds
-from archsim.perf.sm_in_flight import sm_cap_seconds, traced_loads
 from archsim.perf.tensile_loop import lds_serial_factor, tile_bytes_in_flight_per_thread
 from archsim.perf.tile_padding import accumulator_registers, tile_padding
 from archsim.perf.triton_issue_amd import triton_issue_seconds
@@ -220,10 +219,6 @@ def kernel_terms(
     terms = at_achieved(launch_terms(flops, dram_bytes, blocks, threads, registers, shared, rate, tiled,
                              tile_edge / size, gpu, idealize, padding, per_thread, load, reads),
                       math_fraction, dram_fraction)  # fmt: skip
-    # ... and no faster than the SMs it runs on can keep loads in flight (archsim.perf.sm_in_flight:
-    # a per-SM cap where a published microbenchmark measures one; none elsewhere).
-    known_reads = traced_loads(_column(ops, "bytes_read"), _column(ops, "bytes_written"), reads)
-    terms["lat"] = np.maximum(terms["lat"], sm_cap_seconds(known_reads, blocks, gpu, gen, idealize))
     # Pipeline fill: the first loads' and the last stores' round trips add to the transfer
     # (archsim.perf.pipeline_fill); in the tile search below too, so that it keeps the fastest.
     terms["lat"] = latency_with_fill(terms["lat"], terms["bw"], dram_bytes, gpu, idealize, reads)
