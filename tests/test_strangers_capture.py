@@ -369,3 +369,79 @@ def test_a_learner_thread_is_named_not_called_untrained(tmp_path, capsys):
         "(actors may run in worker processes)"
     )
     assert not out.exists()
+
+
+# Parallel rollouts in a multiprocessing Pool (spawn): the program's process maps a rollout
+# function over the pool's workers each iteration and trains on what they return.
+POOL_TOY = (
+    textwrap.dedent(
+        """
+    import multiprocessing as mp
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    """
+    )
+    + TOY_ENV
+    + textwrap.dedent(
+        """
+
+    def rollout(seed):
+        env, net = ToyEnv(), torch.nn.Linear(4, 2)
+        obs, _ = env.reset(seed=seed)
+        out = []
+        for _ in range(20):
+            with torch.no_grad():
+                action = int(net(torch.as_tensor(obs)).argmax())
+            obs, *_ = env.step(action)
+            out.append(obs)
+        return np.stack(out)
+
+    if __name__ == "__main__":
+        net = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        with mp.get_context("spawn").Pool(1) as pool:  # __exit__ terminates the worker (SIGTERM)
+            for it in range(10):
+                data = torch.as_tensor(np.concatenate(pool.map(rollout, [it])))
+                for mb in data.split(10):
+                    loss = net(mb).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+    """
+    )
+)
+
+
+def test_pool_rollout_workers_are_captured_and_exit_quietly(tmp_path, capsys):
+    """A Pool's workers step the environments: they are captured like any worker process. A
+    worker's SIGTERM after its target ended (a Pool's terminate, then archsim's after the program
+    ended) cut its export, left a traceback on stderr and was named "its schedule recorded no
+    window" (CartPole rollouts in a Pool(2), --wait 5)."""
+    script = _script(tmp_path, POOL_TOY, "pool_toy.py")
+    out = tmp_path / "cap"
+    assert main(["capture", "run", "--out", str(out), *SCHEDULE, "--", script]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "merged the traces of 1 worker process(es)" in err
+    trace = load(out)
+    (worker,) = [p for p in trace.meta["capture"]["processes"] if p["role"] == "actor"]
+    # the pool's exit ends its worker with a sentinel task or, if it is still busy, a SIGTERM
+    assert worker["traced"] and worker["error"] in (None, "terminated by its program (SIGTERM)")
+    steps = trace.steps
+    assert set(steps[steps["role"] == "actor"]["pid"]) == {worker["pid"]}
+    assert len(steps[steps["role"] == "learner"]) == 12  # 2 windows of 6 in the program's process
+
+
+def test_a_sigterm_once_the_target_has_ended_is_held_not_raised():
+    """While a worker exports its windows (its target has returned or was terminated), a further
+    SIGTERM is held: raised there it cut the export (the Pool case above)."""
+    import sys
+
+    from archsim.capture.child_capture import _Terminated, _TermSignal
+
+    term = _TermSignal()
+    with pytest.raises(_Terminated):
+        term.on_signal(15, sys._getframe())
+    term.exporting = True
+    term.on_signal(15, sys._getframe())
+    assert term.pending

@@ -44,6 +44,8 @@ from archsim.capture import env_markers
 # Written by the parent into the workers' folder at its first optimizer step: workers count their
 # schedule from then on, so their recorded windows fall in the training phase as the parent's do.
 LEARNING_STARTED_FILE = "learning-started"
+# Written by the parent when the program has ended, before it stops the workers still running.
+PROGRAM_ENDED_FILE = "program-ended"
 # After the program has ended: how long a worker may take to finish (export its trace) before it is
 # asked to stop, and then before it is killed. A daemon process is what Python's exit terminates at
 # once (multiprocessing's atexit handler; SB3 programs rarely close their SubprocVecEnv): it gets
@@ -74,13 +76,17 @@ def _inside_profiler(frame: Any) -> bool:
 
 class _TermSignal:
     """A worker's SIGTERM: raised at once, or, when it lands inside the profiler's bookkeeping, at
-    the start of the worker's next env step (archsim.capture.env_markers.before_env_step)."""
+    the start of the worker's next env step (archsim.capture.env_markers.before_env_step). Once
+    the target has ended (``exporting``) it is ignored: a second SIGTERM (a Pool's terminate, then
+    archsim's after the program ended) cut the export of the windows recorded, and SIGKILL after
+    TERMINATE_TIMEOUT_S still bounds the worker's life."""
 
     def __init__(self) -> None:
         self.pending = False
+        self.exporting = False
 
     def on_signal(self, signum: int, frame: Any) -> None:
-        if _inside_profiler(frame):
+        if self.exporting or _inside_profiler(frame):
             self.pending = True
             return
         raise _Terminated()
@@ -189,12 +195,15 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
                 result = child.target(*args, **kwargs)
                 sidecar["complete"] = True
             except _Terminated:
-                sidecar["error"] = "terminated by archsim after the program ended"
+                ended = (Path(settings.folder) / PROGRAM_ENDED_FILE).exists()
+                by = "archsim after the program ended" if ended else "its program (SIGTERM)"
+                sidecar["error"] = f"terminated by {by}"
                 result = None
             except BaseException as exc:
                 sidecar["error"] = "".join(traceback.format_exception_only(exc)).strip()
                 raise
             finally:
+                term.exporting = True
                 sidecar["counts"] = dataclasses.asdict(m.counts)
                 if m.frameskip is not None:  # the parent's meta takes it (capture.run_script)
                     sidecar["frameskip"] = dataclasses.asdict(m.frameskip)
@@ -278,6 +287,7 @@ class Workers:
 
     def stop_all(self) -> None:
         """Wait for every worker still running; SIGTERM (it exports what it has), then SIGKILL."""
+        (self.folder / PROGRAM_ENDED_FILE).touch()
         now = time.monotonic()
         for worker in self.started:
             daemon = bool(getattr(worker.process, "daemon", False))
