@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -445,3 +446,19 @@ def test_a_sigterm_once_the_target_has_ended_is_held_not_raised():
     term.exporting = True
     term.on_signal(15, sys._getframe())
     assert term.pending
+
+
+def test_a_program_that_changes_directory_leaves_a_relative_out_where_it_was_asked(
+    tmp_path, monkeypatch
+):
+    """``os.chdir`` in the program moved a relative ``--out`` into the program's new directory,
+    while the summary line named it relative to where archsim was started."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    text = "import os\nos.chdir('elsewhere')\n" + PPO_TOY
+    script = _script(tmp_path, text, "moves.py")
+    argv = ["capture", "run", "--out", "cap", "--wait", "1", "--warmup", "1", "--active", "20"]
+    assert main([*argv, "--repeat", "1", "--", script, "2", "20", "2"]) == 0
+    assert (tmp_path / "cap" / "meta.yaml").is_file()
+    assert not (tmp_path / "elsewhere" / "cap").exists()
+    assert Path.cwd() == tmp_path

@@ -139,14 +139,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class _SysState:
     argv: list[str]
     path: list[str]
+    cwd: str  # a program that changes directory must not move a relative --out
 
 
 def _run_program(program: Program) -> None:
-    """Run it as ``python`` would; restore sys.argv and sys.path after. Its exit status is checked."""
+    """Run it as ``python`` would; restore sys.argv, sys.path and the working directory after. Its
+    exit status is checked."""
     import runpy
     import traceback
 
-    saved = _SysState(list(sys.argv), list(sys.path))
+    saved = _SysState(list(sys.argv), list(sys.path), os.getcwd())
     try:
         if program.script is not None:
             sys.argv = [str(program.script), *program.args]
@@ -173,6 +175,7 @@ def _run_program(program: Program) -> None:
         ) from None
     finally:
         sys.argv, sys.path[:] = saved.argv, saved.path
+        os.chdir(saved.cwd)
 
 
 def _default_device() -> str:
