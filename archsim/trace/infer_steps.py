@@ -72,6 +72,20 @@ def _outermost(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.iloc[keep]
 
 
+def backward_ops(names: pd.Series, fwd_thread: np.ndarray) -> np.ndarray:
+    """Mask of autograd's backward ops: ``autograd::engine::evaluate_function: X`` (today's torch
+    wraps every node in it), else the node itself, which 2021 traces record bare (``MseLossBackward``,
+    ``torch::autograd::AccumulateGrad``) with its forward's thread as 'Fwd thread id' >= 1 where
+    forward ops record 0 (pytorch/kineto tb_plugin/test/gpu_metrics_input.json of May 2021, and
+    the tb_plugin ResNet-50 sample of June 2021, fixture v100_resnet50_train_2021)."""
+    names = names.astype(str)
+    return (
+        names.str.startswith(BACKWARD_OP).to_numpy()
+        | (np.asarray(fwd_thread) >= 1)
+        | (names == "torch::autograd::AccumulateGrad").to_numpy()
+    )
+
+
 def _sequence_numbers(cpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(autograd sequence number of each cpu op or -1, its 'Fwd thread id' or -1)."""
     # read while streaming (archsim.trace.kineto: -1 when absent or not a non-negative int64)
@@ -90,7 +104,7 @@ def infer_steps(
     """
     names = cpu["name"].astype(str)
     seq, fwd_thread = _sequence_numbers(cpu)
-    is_bw = names.str.startswith(BACKWARD_OP).to_numpy()
+    is_bw = backward_ops(names, fwd_thread)
     grad_fwd = (seq >= 0) & ~is_bw & (fwd_thread <= 0) & ~names.str.startswith("autograd::")
     acting = names.isin(FORWARD_OPS).to_numpy() & (seq < 0)
     ops = cpu.assign(seq=seq, is_bw=is_bw, grad_fwd=grad_fwd.to_numpy(), acting=acting)

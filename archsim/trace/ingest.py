@@ -45,6 +45,7 @@ from archsim.trace.kineto import (
 )
 from archsim.trace.link import (
     ancestors_table,
+    correlation_from_external_ids,
     innermost_containing,
     link_to_runtime,
     thread_key,
@@ -105,6 +106,7 @@ def _ingest(
         "ts_rebased_by_us": kt.ts_rebased_by_us,
         "names_repaired": kt.names_repaired,
     }
+    gpu, runtime, counts["linked_by_external_id"] = correlation_from_external_ids(gpu, runtime)
     gpu, counts["prewindow_gpu_events_dropped"] = drop_prewindow(gpu, runtime)
     _refuse_unmodelled_devices(kt, gpu, runtime)  # after the drop: launches left without kernels
     if not len(gpu) and not len(cpu):

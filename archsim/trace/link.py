@@ -3,7 +3,8 @@
 Rules (checked on the real traces the test suite reads; see tests/test_ingest_fixtures.py): a kernel/memcpy/memset joins its launching runtime call
 (``cudaLaunchKernel``, ``hipLaunchKernel``, ``cudaMemcpyAsync``...) by ``args.correlation``; the launch
 then belongs to the innermost ``cpu_op`` on the same pid/tid whose interval contains the launch's
-start. ``External id`` is NOT used: in 2023-era traces it equals the correlation on launches.
+start. ``External id`` is NOT used (in 2023-era traces it equals the correlation on launches),
+except as the correlation of a trace that records none (correlation_from_external_ids).
 
 Interval containment is vectorised: per thread, ops nest, so a stack sweep gives each interval its
 parent once; a query point then starts at the last interval that began at or before it
@@ -135,6 +136,38 @@ def latest_containing(
             found = inside[np.arange(len(qi)), best]
             result[qi] = np.where(found, iv_idx[best], -1)
     return result
+
+
+def correlation_from_external_ids(
+    gpu: pd.DataFrame, runtime: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """(gpu, runtime, GPU events given a correlation here). Only for a trace in which no GPU event
+    and no runtime call records ``correlation`` at all: some ROCm traces (AMD-AGI/TraceLens
+    evals/unit_tests/gemm/*.json) give a kernel and its ``hipExtModuleLaunchKernel`` only a shared
+    ``External id``, which their ac2g flow repeats. The k-th GPU event of an External id (in time
+    order) pairs with the k-th launch or copy call of that id, so an id shared by every launch of
+    one cpu op still pairs each kernel with its own launch. Traces with correlations keep them."""
+    if (gpu["correlation"] >= 0).any() or (runtime["correlation"] >= 0).any():
+        return gpu, runtime, 0
+    launch = runtime["name"].astype(str).str.contains(r"Launch|Memcpy|Memset").to_numpy()
+    rt_ext = np.where(launch & (runtime["external_id"].to_numpy() >= 0), runtime["external_id"], -1)
+    gpu_ext = gpu["external_id"].to_numpy()
+    if not len(gpu) or not (rt_ext >= 0).any():
+        return gpu, runtime, 0
+
+    def ranks(ext: np.ndarray, ts: pd.Series) -> np.ndarray:
+        order = pd.DataFrame({"ext": ext, "ts": ts.to_numpy()}).sort_values("ts", kind="stable")
+        return order.groupby("ext").cumcount().reindex(range(len(ext))).to_numpy()
+
+    ext = np.concatenate([rt_ext, gpu_ext])
+    rank = np.concatenate([ranks(rt_ext, runtime["ts"]), ranks(gpu_ext, gpu["ts"])])
+    key, _ = pd.factorize(pd.MultiIndex.from_arrays([ext, rank]))  # one id per (External id, k)
+    key = np.where(ext >= 0, key, -1)
+    gpu, runtime = gpu.copy(), runtime.copy()
+    runtime["correlation"] = key[: len(runtime)]
+    gpu["correlation"] = key[len(runtime) :]
+    linked = np.isin(gpu["correlation"].to_numpy(), runtime["correlation"].to_numpy()[rt_ext >= 0])
+    return gpu, runtime, int((linked & (gpu_ext >= 0)).sum())
 
 
 def link_to_runtime(gpu: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:

@@ -12,7 +12,8 @@ otherwise the latest-starting one on the same process (autograd runs backward on
 
 Foreign traces (no archsim markers around an op) fall back to what torch itself records, on the same
 thread: inside an ``Optimizer.step#...`` annotation -> ``optimizer_step``; inside an
-``autograd::engine::evaluate_function: ...`` op -> ``train_backward``. Everything else is "other".
+``autograd::engine::evaluate_function: ...`` op (or a 2021 trace's bare autograd node:
+infer_steps.backward_ops) -> ``train_backward``. Everything else is "other".
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.errors import ArchsimError, where
-from archsim.trace.infer_steps import residual_env_step
+from archsim.trace.infer_steps import backward_ops, residual_env_step
 from archsim.trace.link import innermost_containing, latest_containing, thread_key
 from archsim.trace.schema import PHASES, STEP_ROLES, STEPS_COLUMNS, UNKNOWN_PHASE, conform
 
@@ -277,7 +278,8 @@ def assign_phases(
     if len(left) == 0:
         return out
     optimizer = annotations[annotations["name"].str.startswith(FOREIGN_OPTIMIZER_PREFIX)]
-    backward = cpu_ops[cpu_ops["name"].str.startswith(FOREIGN_BACKWARD_PREFIX)]
+    fwd_tid = cpu_ops["fwd_tid"].to_numpy() if "fwd_tid" in cpu_ops else np.full(len(cpu_ops), -1)
+    backward = cpu_ops[backward_ops(cpu_ops["name"], fwd_tid)]
     for intervals, phase in ((optimizer, "optimizer_step"), (backward, "train_backward")):
         if len(intervals) == 0 or len(left) == 0:
             continue
