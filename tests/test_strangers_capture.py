@@ -462,3 +462,26 @@ def test_a_program_that_changes_directory_leaves_a_relative_out_where_it_was_ask
     assert (tmp_path / "cap" / "meta.yaml").is_file()
     assert not (tmp_path / "elsewhere" / "cap").exists()
     assert Path.cwd() == tmp_path
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_os_exit_ends_the_program_not_archsim(tmp_path, capsys, status):
+    """``os._exit`` in the program ended archsim itself: status 0, nothing saved, no message, and
+    the output's temporary folder left beside --out. Now it ends the program: 0 is success and the
+    trace is saved, anything else one line; no temporary folder is left either way."""
+    script = _script(tmp_path, PPO_TOY + f"\n    import os\n    os._exit({status})\n", "quits.py")
+    out = tmp_path / "cap"
+    argv = ["capture", "run", "--out", str(out), *SCHEDULE, "--", script, "2", "20", "2"]
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    if status == 0:
+        assert code == 0 and (out / "meta.yaml").is_file()
+        assert load(out).meta["workload"]["settings"]["counts"]["ended_by_os_exit"] is True
+    else:
+        assert code == 2 and not out.exists()
+        assert err[-1] == (
+            "archsim: error: capture run: quits ended with os._exit(3); nothing was saved"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["quits.py"] + ["cap"] * (not status)
+    )

@@ -79,6 +79,7 @@ class Counts:
     ticks: int = 0  # schedule steps, from the first learner step on
     worker_processes: int = 0  # multiprocessing processes the program started
     other_thread_optimizer_steps: int = 0  # Optimizer.step calls on threads that are not marked
+    ended_by_os_exit: bool = False  # the program ended with os._exit(0) (archsim.capture.program)
 
 
 _active: AutoMarker | None = (

@@ -135,49 +135,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@dataclasses.dataclass
-class _SysState:
-    argv: list[str]
-    path: list[str]
-    cwd: str  # a program that changes directory must not move a relative --out
-
-
-def _run_program(program: Program) -> None:
-    """Run it as ``python`` would; restore sys.argv, sys.path and the working directory after. Its
-    exit status is checked."""
-    import runpy
-    import traceback
-
-    saved = _SysState(list(sys.argv), list(sys.path), os.getcwd())
-    try:
-        if program.script is not None:
-            sys.argv = [str(program.script), *program.args]
-            sys.path.insert(0, str(program.script.resolve().parent))
-            runpy.run_path(str(program.script), run_name="__main__")
-        else:
-            sys.argv = [str(program.module), *program.args]
-            sys.path.insert(0, os.getcwd())
-            runpy.run_module(str(program.module), run_name="__main__", alter_sys=True)
-    except SystemExit as exc:
-        if exc.code not in (None, 0):
-            # sys.exit("message") exits with status 1 after printing the message, as python does
-            status = exc.code if isinstance(exc.code, int) else f"1: {exc.code}"
-            raise ArchsimError(
-                f"capture run: {program.name} exited with status {status}; nothing was saved"
-            ) from None
-    except (ArchsimError, KeyboardInterrupt):
-        raise
-    except Exception as exc:
-        traceback.print_exc()
-        raise ArchsimError(
-            f"capture run: {program.name} raised {type(exc).__name__} (traceback above); "
-            "nothing was saved"
-        ) from None
-    finally:
-        sys.argv, sys.path[:] = saved.argv, saved.path
-        os.chdir(saved.cwd)
-
-
 def _default_device() -> str:
     import torch
 
@@ -207,7 +164,21 @@ def run_capture(args: argparse.Namespace) -> int:
         f"captured {program.name}: {actor_steps} actor steps, {counts.learner_steps} learner "
         f"steps; trace in {args.out}"
     )
+    if counts.ended_by_os_exit:
+        end_as_os_exit()
     return 0
+
+
+def end_as_os_exit() -> None:
+    """The program ended with ``os._exit(0)`` (archsim.capture.program): its trace is saved; end
+    this process the same way when threads it left running would keep Python's exit waiting."""
+    import threading
+
+    main = threading.main_thread()
+    if any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def capture_program(
@@ -224,6 +195,7 @@ def capture_program(
     from archsim.capture.auto_markers import active_marker, auto_markers
     from archsim.capture.child_capture import Workers
     from archsim.capture.cpu_clock import process_cpu_time
+    from archsim.capture.program import run_program
     from archsim.capture.role_schedule import RoleSchedule
     from archsim.capture.session import capture
 
@@ -244,7 +216,7 @@ def capture_program(
                     auto_markers(cap.step, phase_fns, workers=workers) as marker,
                 ):
                     cap._progress.note("until the first optimizer step")
-                    _run_program(program)
+                    marker.counts.ended_by_os_exit = run_program(program)
             finally:
                 workers.stop_all()  # no worker outlives the program, whatever happened
             counts = marker.counts
