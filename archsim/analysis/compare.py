@@ -146,9 +146,12 @@ def _kind(path: Path) -> str:
 
 
 def format_table(table: pd.DataFrame, limit: int = 60) -> str:
-    """Plain-text table of the rows that changed, largest relative change first within each group."""
-    lines = [f"{'group':<32} {'item':<34} {'A':>12} {'B':>12} {'B/A':>8}"]
+    """Plain-text table of the rows that changed, largest relative change first within each group;
+    a group's unit (the ``unit`` column, e.g. ms) follows its name."""
+    lines = [f"{'group (unit)':<36} {'item':<34} {'A':>12} {'B':>12} {'B/A':>8}"]
     for group, rows in table.groupby("group", sort=False):
+        units = {str(u) for u in rows["unit"] if u}
+        label = f"{group} ({units.pop()})" if len(units) == 1 else str(group)
         rows = rows.assign(
             _order=-np.abs(np.log(rows["ratio"].astype(float).where(rows["ratio"] > 0)))
         )
@@ -159,7 +162,7 @@ def format_table(table: pd.DataFrame, limit: int = 60) -> str:
                 else ""
             )
             lines.append(
-                f"{group:<32} {str(r['item'])[:34]:<34} {_cell(r['a']):>12} {_cell(r['b']):>12} {ratio:>8}"
+                f"{label:<36} {str(r['item'])[:34]:<34} {_cell(r['a']):>12} {_cell(r['b']):>12} {ratio:>8}"
             )
     return "\n".join(lines)
 
