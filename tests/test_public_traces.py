@@ -176,6 +176,25 @@ def test_backward_thread_trace(capsys) -> None:
     assert got["measured_gpu_seconds"] == pytest.approx(45e-6)
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 22])
+def test_json_array_format_reads_like_the_object(tmp_path: Path, monkeypatch, chunk: int) -> None:
+    """The Chrome trace format's JSON Array Format (the events alone, no ``traceEvents`` wrapper)
+    gives the same events as the object form, at any read-chunk size. Before: 'not a Kineto trace
+    (expected a JSON object with 'traceEvents')'. An array of non-objects is still refused."""
+    from archsim.trace import stream
+    from archsim.trace.kineto import read_kineto
+
+    with gzip.open(HTA) as f:
+        doc = json.load(f)
+    array = tmp_path / "array.json"
+    array.write_text(json.dumps(doc["traceEvents"], indent=chunk % 3))
+    monkeypatch.setattr(stream, "CHUNK_CHARS", chunk)
+    monkeypatch.setattr(stream, "_LOOKAHEAD", min(chunk, 64))
+    got, want = read_kineto(array).events, read_kineto(HTA).events
+    pd.testing.assert_frame_equal(got.drop(columns="args"), want.drop(columns="args"))
+    assert len(ingest(array).ops) == 1
+
+
 def test_data_readme_names_every_file() -> None:
     """Every checked-in trace has its provenance (repository, path, commit, licence) written down."""
     readme = (DATA / "README.md").read_text()

@@ -136,6 +136,14 @@ def iter_trace(
     progress bar."""
     with open_text(path) as handle:
         buf = _Buffer(handle, Path(path), on_bytes)
+        if buf.skip_ws() == "[" and _array_of_objects(buf):
+            # the Chrome trace format's "JSON Array Format": the events alone, no top-level keys
+            # (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU)
+            buf.pos += 1
+            yield from _events(buf)
+            if buf.skip_ws():
+                raise ArchsimError(where(path, "not JSON (Extra data)"))
+            return
         if buf.skip_ws() != "{":
             # a top-level array, number, ... (or empty file): decode it for the usual message
             if not buf.skip_ws():
@@ -174,6 +182,16 @@ def iter_trace(
             raise ArchsimError(where(path, "not JSON (Extra data)"))
         if not seen_events:
             raise ArchsimError(where(path, "not a Kineto trace (no 'traceEvents' list)"))
+
+
+def _array_of_objects(buf: _Buffer) -> bool:
+    """Whether the array at ``buf.pos`` ('[', not consumed) starts with an object."""
+    while True:
+        found = _NON_WS.search(buf.text, buf.pos + 1)
+        if found:
+            return buf.text[found.start()] == "{"
+        if not buf.fill():  # keeps the text from buf.pos on
+            return False
 
 
 def _events(buf: _Buffer) -> Iterator[tuple[int, Any, str]]:
