@@ -3,12 +3,16 @@ counted, merged with the capture's own meta (which never overrides the ``ingest`
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 
 from archsim.trace.kineto import KinetoTrace, clean_text, clean_value, device_properties
 from archsim.trace.schema import FORMAT_VERSION
+
+# Intel XPU launches as Kineto's PTI plugin names them (urEnqueueKernelLaunch; older SYCL: pi...).
+_XPU_CALLS = re.compile(r"\b(?:urEnqueue|piEnqueue|zeCommandList)")
 
 
 def _plain(value: Any) -> Any:
@@ -35,6 +39,8 @@ def trace_meta(
         device = "cpu"
     elif "hip" in rt_names or "AMD" in str(main.get("name", "")):
         device = "rocm"
+    elif _XPU_CALLS.search(rt_names):  # Level Zero / SYCL runtime calls: an Intel XPU
+        device = "xpu"
     else:
         device = "cuda"
     source = {

@@ -60,6 +60,8 @@ CATEGORY_ALIASES: dict[str, str] = {
     "cuda_runtime": "cuda_runtime",
     "runtime": "cuda_runtime",
     "cuda_driver": "cuda_runtime",  # cuLaunchKernel (Triton etc.) correlates like cudaLaunchKernel
+    # Intel XPU (Kineto's PTI plugin): urEnqueueKernelLaunch carries its kernel's correlation too
+    "xpu_runtime": "cuda_runtime",
     "kernel": "kernel",
     "gpu_memcpy": "gpu_memcpy",
     "memcpy": "gpu_memcpy",
