@@ -23,3 +23,36 @@ def test_compare_of_two_traces_names_each_groups_unit(capsys):
         "recorded (count)",
     }
     assert lines[1].startswith("group (unit)")
+
+
+def _plain_profile(path: Path) -> None:
+    """A user's own torch.profiler trace of a few training steps: no archsim markers."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    net = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(3):
+            loss = net(torch.randn(16, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    prof.export_chrome_trace(str(path))
+
+
+def test_breakdown_refuses_to_resize_a_batch_it_cannot_know(tmp_path, capsys):
+    """A raw trace's learner steps are inferred, their batch the schema's fill value (1):
+    ``--learner-batch 64`` changed nothing and said nothing. Now one line, exit 2, nothing written."""
+    raw = tmp_path / "mine.json"
+    _plain_profile(raw)
+    out = tmp_path / "bd"
+    argv = ["breakdown", str(raw), "--hw", "dgx1-v100", "--phase", "train", "--out", str(out)]
+    assert main([*argv, "--learner-batch", "64"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "archsim: error: --learner-batch: the trace's steps were inferred by ingest (no archsim "
+        "markers), so the batch its ops were captured at is unknown; capture with archsim to "
+        "resize batches"
+    )
+    assert not out.exists()
+    assert main(argv) == 0  # without the flag the trace breaks down as it is

@@ -38,6 +38,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=handle)
 
 
+def _check_batch_known(trace, batches: dict) -> None:
+    """Steps that ingest inferred for a trace without archsim markers carry the schema's fill
+    batch (1), not a measurement: resizing from it would silently change nothing."""
+    from archsim.errors import ArchsimError
+
+    given = [name for name, value in batches.items() if value is not None]
+    if given and (trace.meta.get("ingest") or {}).get("inferred_steps"):
+        flag = "--" + given[0].replace("_", "-")
+        raise ArchsimError(
+            f"{flag}: the trace's steps were inferred by ingest (no archsim markers), so the batch "
+            "its ops were captured at is unknown; capture with archsim to resize batches"
+        )
+
+
 def handle(args: argparse.Namespace) -> int:
     from archsim.analysis.breakdown import breakdown, parse_sm_counts, resize_batches, sm_curve
     from archsim.atomic import atomic_output_dir, check_output_dir
@@ -60,6 +74,7 @@ def handle(args: argparse.Namespace) -> int:
     with name_trace_in_errors(args.trace):  # "trace: no ops in phase ..." names the path
         source = load_hw(args.source_hw) if args.source_hw else source_hw_for_trace(trace)
         ops = lower_trace_ops(trace)  # LSTMs as the kernels a GPU runs for them
+        _check_batch_known(trace, batches)
         ops = resize_batches(ops, trace.steps, **batches, unrolls=_unrolls(trace))
         table = breakdown(ops, hw, args.phase, source, efficiency)
         curve = sm_curve(ops, hw, sm_counts, source, efficiency, args.phase) if sm_counts else None
