@@ -198,6 +198,40 @@ def test_intel_xpu_launches_link_and_say_xpu(tmp_path: Path) -> None:
     assert op.launch_op == "aten::addmm" and op.launch_start_us == 140.0
 
 
+def test_graph_launch_is_one_host_call(tmp_path: Path, capsys) -> None:
+    """A cudaGraphLaunch issues every kernel of its graph in one host call (its traced duration is
+    the whole host cost), so a step of one 3-kernel graph and one memset costs 2 launches, not 4.
+    Before: each graph kernel was charged a cudaLaunchKernel's CPU time."""
+    props = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0,
+             "numSms": 132, "warpSize": 32}  # fmt: skip
+    events = []
+    for step in range(3):
+        t0 = 1000.0 + 1000 * step
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step + 1}", "pid": 1,
+             "tid": 1, "ts": t0, "dur": 900.0, "args": {}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1,
+             "ts": t0 + 10, "dur": 8.0, "args": {"correlation": 100 + step}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemsetAsync", "pid": 1, "tid": 1,
+             "ts": t0 + 190, "dur": 3.0, "args": {"correlation": 200 + step}},
+            {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7,
+             "ts": t0 + 200, "dur": 2.0, "args": {"correlation": 200 + step, "bytes": 4096}},
+        ] + [
+            {"ph": "X", "cat": "kernel", "name": "triton_poi_fused_add_0", "pid": 0, "tid": 7,
+             "ts": t0 + 30 + 20 * k, "dur": 15.0,
+             "args": {"correlation": 100 + step, "grid": [1024, 1, 1], "block": [128, 1, 1],
+                      "graph id": 1, "graph node id": k + 1}}
+            for k in range(3)
+        ]  # fmt: skip
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps({"deviceProperties": [props], "traceEvents": events}))
+    got = _predict_json(capsys, str(path), "--hw", "dgx-h100", "--phase", "all")
+    assert got["launches"] == 2 and got["n_steps"] == 3
+    assert got["launch_overhead_seconds"] == pytest.approx(
+        2 * load_hw("dgx-h100").gpu.launch_overhead_us * 1e-6
+    )
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 1 << 22])
 def test_json_array_format_reads_like_the_object(tmp_path: Path, monkeypatch, chunk: int) -> None:
     """The Chrome trace format's JSON Array Format (the events alone, no ``traceEvents`` wrapper)

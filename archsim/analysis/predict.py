@@ -232,6 +232,7 @@ def predict_phase(
     (FLOPs, bytes, launch geometry), ignoring measured durations.
     """
     from archsim.perf.kernel import cpu_launch_seconds, predict_op_seconds
+    from archsim.perf.launch import launch_calls
     from archsim.perf.source import source_hw_for_trace
 
     if hw.gpu is None:
@@ -259,7 +260,7 @@ def predict_phase(
                 "step": ops[step_key].to_numpy(),
                 "gpu_s": seconds,
                 "launch_s": launch_s,
-                "launches": 1,
+                "launches": launch_calls(ops),  # a graph launch's kernels share one call
             }
         )
         .groupby("step", sort=True)[["gpu_s", "launch_s", "launches"]]

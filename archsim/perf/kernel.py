@@ -53,6 +53,7 @@ from archsim.perf.dispatch_overhead import (
     with_fixed_cost,
 )
 from archsim.perf.efficiency import generation
+from archsim.perf.launch import launch_calls
 from archsim.perf.launch_terms import (
     ENGINE_SATURATING_THREADS_PER_SM,
     SATURATING_THREADS_PER_SM,
@@ -102,7 +103,8 @@ def body_seconds(
         # utilization it is gone (one SM's floor divided by N SMs is not the floor of any kernel).
         floor_s = gpu.kernel_min_us * _US
         if serial:
-            fixed_s = fixed_cost_seconds(gpu.kernel_min_us * _US, gpu.dram_latency_ns * 1e-9)
+            # the card's fixed cost: its floor less ITS round trips (a what-if latency keeps it)
+            fixed_s = fixed_cost_seconds(gpu.kernel_min_us * _US, gpu.card_latency_ns * 1e-9)
             seconds = np.where(is_copy, seconds, with_fixed_cost(seconds, floor_s, fixed_s))
         seconds = np.where(on_device, np.maximum(seconds, floor_s), seconds)
     return _apply_efficiency(ops, seconds, efficiency)
@@ -168,9 +170,10 @@ def predict_op_seconds(
 
 
 def cpu_launch_seconds(ops: pd.DataFrame, target: HardwareConfig) -> np.ndarray:
-    """CPU time the launching thread spends per op (cudaLaunchKernel/cudaMemcpyAsync), for the simulator."""
+    """CPU time the launching thread spends per op (cudaLaunchKernel/cudaMemcpyAsync), for the
+    simulator; the kernels of one graph launch share its one call (archsim.perf.launch)."""
     gpu = _require_gpu(target)
-    return np.full(len(ops), gpu.launch_overhead_us * _US)
+    return launch_calls(ops) * (gpu.launch_overhead_us * _US)
 
 
 __all__ = [

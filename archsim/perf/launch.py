@@ -14,6 +14,9 @@ the Jetson TX1's Cortex-A57, and a faster host is never slower per launch.
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 # measured: median cudaLaunchKernel 5.22 us in fixture v100_cnn_ddp_train x the DGX-1 host's
 # thread_speed_rel 0.773 (hwconfigs/dgx1-v100.yaml) = 4.04 us of a capture-machine thread.
 LAUNCH_CPU_US_AT_CAPTURE_SPEED = 5.22 * 0.773
@@ -25,3 +28,18 @@ def launch_overhead_us(thread_speed_rel: float) -> float:
     if not thread_speed_rel > 0:
         raise ValueError("thread_speed_rel must be > 0")
     return LAUNCH_CPU_US_AT_CAPTURE_SPEED / thread_speed_rel
+
+
+def launch_calls(ops: pd.DataFrame) -> np.ndarray:
+    """Host launch calls each op cost: 1, except that the kernels (and copies) one graph launch
+    issues share its single ``cudaGraphLaunch``/``hipGraphLaunch`` call (one correlation and start
+    per call): fixture a100_80gb_train_prewindow has 345 GPU events from 70 cudaGraphLaunch calls,
+    whose own traced durations are the graph's whole host cost."""
+    calls = np.ones(len(ops))
+    if not len(ops) or "launch_api" not in ops:
+        return calls
+    graph = ops["launch_api"].astype(str).str.contains("GraphLaunch", regex=False).to_numpy()
+    if graph.any():
+        later = ops.loc[graph, ["correlation", "launch_start_us"]].duplicated(keep="first")
+        calls[np.flatnonzero(graph)[later.to_numpy()]] = 0.0
+    return calls
