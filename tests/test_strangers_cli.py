@@ -56,3 +56,20 @@ def test_breakdown_refuses_to_resize_a_batch_it_cannot_know(tmp_path, capsys):
     )
     assert not out.exists()
     assert main(argv) == 0  # without the flag the trace breaks down as it is
+
+
+def test_simulate_refuses_a_learner_batch_it_cannot_resize_from(tmp_path, capsys):
+    """``simulate --learner-batch 64`` on a user's own profile scaled the learner's CPU work from
+    the fill batch 1 to 64 (a PPO trace on --hw local: 121 updates/s became 10.6) and said nothing;
+    sweeps go through the same check."""
+    raw = tmp_path / "mine.json"
+    _plain_profile(raw)
+    out = tmp_path / "sim"
+    argv = ["simulate", str(raw), "--hw", "local", "--learner-batch", "64", "--out", str(out)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "archsim: error: --learner-batch: the trace's steps were inferred by ingest (no archsim "
+        "markers), so the batch its ops were captured at is unknown; capture with archsim to "
+        "resize batches"
+    )
+    assert not out.exists()

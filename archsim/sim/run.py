@@ -233,6 +233,12 @@ def simulate(
     from archsim.sim.recorded import recorded_inference_batch_mean
     from archsim.sim.workload import derive_machine, derive_service_times, trace_learner_batch
 
+    if config.learner_batch is not None and (trace.meta.get("ingest") or {}).get("inferred_steps"):
+        # an inferred step's batch is the schema's fill value (1): resizing from it is fiction
+        raise ArchsimError(
+            "--learner-batch: the trace's steps were inferred by ingest (no archsim markers), so "
+            "the batch its ops were captured at is unknown; capture with archsim to resize batches"
+        )
     learner_batch = config.learner_batch or trace_learner_batch(trace)
     if config.learner_batch is None:
         config = config.replace(learner_batch=learner_batch)
