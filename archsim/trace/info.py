@@ -234,6 +234,12 @@ def format_summary(summary: dict[str, Any]) -> str:
     repairs = describe_repairs(ing)  # what ingest dropped or repaired, counted
     if repairs:
         lines.append(repairs)
+    if ing.get("compiled_graph_calls_cpu"):
+        lines.append(
+            f"torch.compile: {ing['compiled_graph_calls_cpu']:,} calls of compiled graphs on the "
+            "CPU; the kernels Inductor fused in them are not profiler ops, so GPU predictions price "
+            "only the library ops inside (matmuls, convolutions), not the fused elementwise work"
+        )
     for rule in ing.get("inferred_steps") or ():  # no archsim markers: steps from torch's records
         lines.append(f"inferred {rule}")
     lines.append("")

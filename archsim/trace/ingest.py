@@ -114,6 +114,10 @@ def _ingest(
             where(path, "every GPU event was queued before the profiling window: nothing to ingest")
         )
     ops = _gpu_ops(kt, gpu, runtime, cpu, counts) if len(gpu) else _cpu_ops(cpu, counts)
+    # torch.compile'd code on the CPU: Inductor's fused C++ kernels are not profiler ops, so only
+    # the library ops inside its graph calls are priced (archsim.trace.info says so)
+    compiled = annotations["name"].astype(str).str.startswith(COMPILED_GRAPH_PREFIX)
+    counts["compiled_graph_calls_cpu"] = 0 if len(gpu) else int(compiled.sum())
     inferred, counts["inferred_steps"] = None, []
     if not has_step_markers(annotations):
         *inferred, counts["inferred_steps"] = infer_steps(annotations, cpu)
@@ -142,6 +146,8 @@ def _ingest(
     return Trace(meta=merge_meta(source_meta, meta or {}), ops=ops, steps=steps, raw_path=path)
 
 
+# The record_function of a call into a torch.compile'd graph (torch._inductor's output code).
+COMPILED_GRAPH_PREFIX = "## Call CompiledFxGraph"
 # meta["ingest"] counts of what ingest left out or repaired, and how to say each.
 _REPAIRS = (
     ("prewindow_gpu_events_dropped", "GPU events queued before the profiling window dropped"),
