@@ -55,6 +55,7 @@ HW_RANGES: dict[str, Range] = {
     # GPU DRAM latency is hundreds of cycles, well under a microsecond (Jia et al., "Dissecting
     # the NVIDIA Volta GPU Architecture via Microbenchmarking", 2018).
     "gpu.dram_latency_ns": Range(1, 100_000, "over 100x a GPU's sub-microsecond DRAM latency"),
+    "gpu.card_dram_latency_ns": Range(1, 100_000, "over 100x a GPU's sub-microsecond DRAM latency"),
     "gpu.l2_latency_ns": Range(1, 100_000, "over 100x a GPU's sub-microsecond DRAM latency"),
     # Largest last-level cache on a GPU: MI300X's 256 MB Infinity Cache.
     "gpu.l2_size_mb": Range(0.001, 4096, "16x MI300X's 256 MB Infinity Cache"),

@@ -155,8 +155,20 @@ def load_hw(name_or_path: str, overrides: Sequence[str] = ()) -> HardwareConfig:
     """A validated HardwareConfig from a preset name, a YAML path or ``local``, with overrides."""
     data, source = _resolve(name_or_path)
     if isinstance(data, dict) and overrides:
-        data = apply_overrides(_with_physical_sms(data), overrides, source)
+        data = apply_overrides(_with_card_latency(_with_physical_sms(data)), overrides, source)
     return validate_hw(data, source)
+
+
+def _with_card_latency(data: dict[str, Any]) -> dict[str, Any]:
+    """The config with ``gpu.card_dram_latency_ns`` set to its ``gpu.dram_latency_ns`` where it
+    does not say, before overrides: ``--set gpu.dram_latency_ns`` then changes the latency of the
+    same card, whose measured kernel floor (and the fixed cost in it) stays."""
+    gpu = data.get("gpu")
+    latency = gpu.get("dram_latency_ns") if isinstance(gpu, dict) else None
+    number = isinstance(latency, int | float) and not isinstance(latency, bool)
+    if number and gpu.get("card_dram_latency_ns") is None:
+        return {**data, "gpu": {**gpu, "card_dram_latency_ns": latency}}
+    return data
 
 
 def _with_physical_sms(data: dict[str, Any]) -> dict[str, Any]:

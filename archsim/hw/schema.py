@@ -64,6 +64,11 @@ class GpuConfig(_Strict):
     # term. None = no DRAM term (the SMs then take the whole dynamic budget).
     dram_pj_per_bit: float | None = Field(default=None, ge=0)
     dram_latency_ns: float = Field(gt=0)
+    # DRAM latency of the card whose ``kernel_min_us`` was measured, which ``--set
+    # gpu.dram_latency_ns`` leaves alone (as ``physical_sms``): the fixed cost a CDNA3 kernel carries
+    # in series (archsim.perf.dispatch_overhead) is that floor less the CARD's round trips, so a
+    # what-if latency does not re-derive it. None = ``dram_latency_ns``.
+    card_dram_latency_ns: float | None = Field(default=None, gt=0)
     # Load-to-use latency of an L2 hit (a pointer chase within L2), for the model's dependent on-chip
     # round trips (archsim.perf.passes.l2_hit_seconds). None = Volta's 193 cycles at clock_mhz.
     l2_latency_ns: float | None = Field(default=None, gt=0)
@@ -85,6 +90,12 @@ class GpuConfig(_Strict):
     def card_sms(self) -> int:
         """SMs of the physical card (at least the enabled ``sms``): the power model's denominator."""
         return max(self.sms, self.physical_sms or self.sms)
+
+    @property
+    def card_latency_ns(self) -> float:
+        """DRAM latency of the card its ``kernel_min_us`` was measured on (``dram_latency_ns``
+        unless a what-if changed that)."""
+        return self.card_dram_latency_ns or self.dram_latency_ns
 
     @property
     def fp32_peak_flops(self) -> float:

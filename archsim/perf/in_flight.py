@@ -196,24 +196,28 @@ def bytes_in_flight_per_thread(
 
 
 def cat_busy_share(
-    names: pd.Series, input_dims: pd.Series, grid_y: np.ndarray, all_resident: np.ndarray
+    names: pd.Series, input_dims: pd.Series, grid_y: np.ndarray, resident_share: np.ndarray
 ) -> np.ndarray:
     """Share of a Shape.cu cat kernel's resident threads that carry its duration, per op (1 for
     other kernels). ``getCatGrid`` (``getCatGridRocm`` alike) launches the same gridDim.x blocks for
     each input (grid y = inputs), and a slice's threads leave the grid-stride loop after n_i /
     (gridDim.x T) elements, so while the largest input's slice runs the busy threads average
     sum_i min(1, n_i / n_max) / grid_y of them (the H100 TimeSformer: a 768-element class token
-    beside 19.3M elements, 0.50). Only where every block is resident at once (``all_resident``:
-    otherwise a finished block's slot takes a waiting one) and the op's ``Input Dims`` list one
-    shape per grid-y slice."""
+    beside 19.3M elements, 0.50), where the op's ``Input Dims`` list one shape per grid-y slice.
+    ``resident_share``: the share of the grid's blocks resident at once, min(B, slots) / B (1 or
+    True: all). Below 1 a finished block's slot takes a waiting one, so the B x share busy blocks
+    fill min(B x share, slots) of the slots: a share of min(1, share / resident_share) (continuous,
+    and never fewer busy threads for more slots: a step to 1 made one more SM slower)."""
     family, _ = _families(pd.Series(names).reset_index(drop=True))
     out = np.ones(len(family))
     dims = pd.Series(input_dims).reset_index(drop=True).astype("string").fillna("")
     gy = np.nan_to_num(np.asarray(grid_y, dtype=float), nan=0.0)
-    for i in np.flatnonzero((family == _CAT) & np.asarray(all_resident, dtype=bool)):
+    resident = np.broadcast_to(np.asarray(resident_share, dtype=float), out.shape)
+    for i in np.flatnonzero((family == _CAT) & (resident > 0)):
         sizes = _tensor_list_numels(str(dims[i]))
         if len(sizes) == gy[i] and len(sizes) > 1 and max(sizes) > 0:
-            out[i] = sum(min(1.0, n / max(sizes)) for n in sizes) / len(sizes)
+            share = sum(min(1.0, n / max(sizes)) for n in sizes) / len(sizes)
+            out[i] = min(1.0, share / min(resident[i], 1.0))
     return out
 
 

@@ -203,9 +203,10 @@ def kernel_terms(
     per_thread = bytes_in_flight_per_thread(_strings(ops, "name"), _strings(ops, "dtype"),
                                             reads, blocks, threads, dram_bytes)  # fmt: skip
     # Cat kernels: only the slices of inputs still in their grid-stride loop have loads in flight
-    all_resident = blocks <= gpu.sms * blocks_per_sm(threads, registers, shared, gpu)
+    slots = gpu.sms * blocks_per_sm(threads, registers, shared, gpu)
+    resident_share = np.minimum(blocks, slots) / np.maximum(blocks, 1.0)
     per_thread = per_thread * cat_busy_share(_strings(ops, "name"), _strings(ops, "input_dims"),
-                                             _column(ops, "grid_y"), all_resident)  # fmt: skip
+                                             _column(ops, "grid_y"), resident_share)  # fmt: skip
     if row_work is not None:  # ilpReduce rows shorter than ILP x T load one element per step
         per_thread = np.where(np.isfinite(row_work.bytes_per_thread), row_work.bytes_per_thread,
                               per_thread)  # fmt: skip
