@@ -485,3 +485,51 @@ def test_os_exit_ends_the_program_not_archsim(tmp_path, capsys, status):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["quits.py"] + ["cap"] * (not status)
     )
+
+
+# A3C-style: worker processes act, step and train a shared model; the program's process only waits.
+A3C_TOY = (
+    textwrap.dedent(
+        """
+    import multiprocessing as mp
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    """
+    )
+    + TOY_ENV
+    + textwrap.dedent(
+        """
+
+    def worker(updates):
+        env, net = ToyEnv(), torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        obs, _ = env.reset()
+        for _ in range(updates):
+            loss = net(torch.as_tensor(obs)).pow(2).mean()
+            obs, *_ = env.step(0)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    if __name__ == "__main__":
+        proc = mp.get_context("spawn").Process(target=worker, args=(7,))
+        proc.start()
+        proc.join()
+    """
+    )
+)
+
+
+def test_training_only_in_worker_processes_is_named(tmp_path, capsys):
+    """Workers that train (A3C) while the program's process only waits: the refusal said the
+    program "made no optimizer step ... run it long enough to train"."""
+    script = _script(tmp_path, A3C_TOY, "a3c.py")
+    out = tmp_path / "cap"
+    assert main(["capture", "run", "--out", str(out), *SCHEDULE, "--", script]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "archsim: error: capture run: a3c trained in its worker processes (7 training passes "
+        "there, none in its own process), and capture run records a learner in the program's own "
+        "process only (A3C-style workers are not supported)"
+    )
+    assert not out.exists()

@@ -229,7 +229,7 @@ def capture_program(
                     "torch.optim.Optimizer.step, so its training never started for the schedule; "
                     "mark its update function with --phase-fn MODULE:QUALNAME=optimizer_step"
                 )
-            _check_counts(program, counts, schedule, worker_counts.get("env_steps", 0))
+            _check_counts(program, counts, schedule, worker_counts)
             _describe_workload(meta, counts, marker.env_batch, marker.frameskip, worker_counts)
         trace = merge_workers(cap.trace, workers, out_dir, program.name)
     return trace, counts
@@ -312,7 +312,18 @@ def _pooled_unprofiled(parent: dict, processes: list[dict]) -> dict:
     return unprofiled_by_role([{"unprofiled_cpu_us": parent}, *processes])
 
 
-def _check_counts(program: Program, counts: Any, schedule: Any, worker_env_steps: int = 0) -> None:
+def _check_counts(
+    program: Program, counts: Any, schedule: Any, worker_counts: dict[str, int] | None = None
+) -> None:
+    worker_counts = worker_counts or {}
+    worker_env_steps = worker_counts.get("env_steps", 0)
+    if counts.learner_steps == 0 and worker_counts.get("learner_steps", 0):
+        raise ArchsimError(
+            f"capture run: {program.name} trained in its worker processes "
+            f"({worker_counts['learner_steps']} training passes there, none in its own process), "
+            "and capture run records a learner in the program's own process only (A3C-style "
+            "workers are not supported)"
+        )
     if counts.learner_steps == 0 and counts.other_thread_optimizer_steps:
         raise ArchsimError(
             f"capture run: {program.name} made {counts.other_thread_optimizer_steps} optimizer "
