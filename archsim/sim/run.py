@@ -242,11 +242,18 @@ def simulate(
     learner_batch = config.learner_batch or trace_learner_batch(trace)
     if config.learner_batch is None:
         config = config.replace(learner_batch=learner_batch)
+    unpaced_asked = config.replay_ratio is None  # --replay-ratio none, not a trace that is silent
     config, notes = resolve_pacing(trace, config)
     if config.loop != "distributed":  # sequential, or "trace": the trace's own loop if it is one
         from archsim.sim.sequential import resolve_loop, simulate_sequential
 
         config = resolve_loop(trace, config)
+        if config.loop == "sequential" and unpaced_asked:
+            raise ArchsimError(
+                "--replay-ratio none: the single loop (--loop sequential) trains every few env "
+                "steps as the program did, so it cannot run unpaced; give a ratio, or --loop "
+                "distributed (or --actors N) for an unpaced actor/learner system"
+            )
         if config.loop == "sequential":
             result = simulate_sequential(trace, hw, config, learner_batch, timeline, series_bins)
             result.notes = notes
