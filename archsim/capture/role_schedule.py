@@ -6,9 +6,13 @@ PPO or A2C collects a rollout of hundreds or thousands of env steps, then trains
 minibatch updates, and fixed windows can fall in rollouts only (a CartPole PPO with 256-step rollouts
 and 8 updates each recorded 64 actor steps and no learner step) or in one burst only; ``simulate``
 needs both. So while the windows recorded so far lack one role, a step of that role which starts
-while the user's schedule is not recording opens an extra window of ``active`` steps at once (no
-warm-up: the profiler's start-up cost falls before the step begins, outside its markers), at most
-``repeat`` of them (8 when ``repeat`` is 0). The marker says which role the step about to start has
+while the user's schedule is not recording opens an extra window of ``active`` steps at once, at
+most ``repeat`` of them (8 when ``repeat`` is 0). It has no warm-up: a warm-up would use up the
+missing role's steps when a burst has few (an A2C trains once per rollout). Its first step costs
+more than the rest, as the first step of any window does: a CartPole PPO capture with
+OMP_NUM_THREADS=1 on the 2-core development box (2026-11-25, two runs) recorded 2.5 and 2.7 ms of CPU
+for the extra window's first learner step against 1.3-2.4 ms for the next seven, and 0.52 and 0.72 ms
+for the first acting step of a warmed-up window against about 0.33 ms for the next. The marker says which role the step about to start has
 (archsim.capture.auto_markers.AutoMarker.next_role) just before it ticks the profiler.
 """
 
