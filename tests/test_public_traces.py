@@ -18,6 +18,7 @@ import pytest
 from archsim.cli import main
 from archsim.hw import load_hw
 from archsim.hw.arch_table import arch_from_kernel_names
+from archsim.perf.kernel import predict_op_seconds
 from archsim.perf.source import source_hw_for_trace
 from archsim.trace.ingest import ingest
 from archsim.trace.link import correlation_from_external_ids
@@ -230,6 +231,45 @@ def test_graph_launch_is_one_host_call(tmp_path: Path, capsys) -> None:
     assert got["launch_overhead_seconds"] == pytest.approx(
         2 * load_hw("dgx-h100").gpu.launch_overhead_us * 1e-6
     )
+
+
+def test_collective_kernels_keep_their_measured_time(tmp_path: Path) -> None:
+    """NCCL kernels wait on links and peer GPUs, which the SM model does not price. Shape of the
+    pytorch/kineto tb_plugin test 'runtime launch multiple kernels': one
+    cudaLaunchCooperativeKernelMultiDevice issuing a 120.3 ms and a 132.8 ms ncclBroadcast kernel.
+    Before: measured x model(A100)/model(V100) floors = 2.4x, 599 ms on the faster GPU."""
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "Broadcast", "pid": 13721, "tid": "456",
+         "ts": 100, "dur": 300, "args": {"External id": 2}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchCooperativeKernelMultiDevice",
+         "pid": 13721, "tid": "456", "ts": 130, "dur": 20,
+         "args": {"correlation": 335, "external id": 2}},
+        {"ph": "X", "cat": "Kernel", "name": "ncclBroadcastRingLLKernel_copy_i8(ncclColl)",
+         "pid": 0, "tid": "stream 13", "ts": 160, "dur": 120318,
+         "args": {"device": 0, "stream": 13, "correlation": 335}},
+        {"ph": "X", "cat": "Kernel", "name": "ncclBroadcastRingLLKernel_copy_i8(ncclColl)",
+         "pid": 0, "tid": "stream 22", "ts": 170, "dur": 132800,
+         "args": {"device": 0, "stream": 22, "correlation": 335}},
+    ]  # fmt: skip
+    path = tmp_path / "nccl.json"
+    path.write_text(json.dumps(events))
+    ops = ingest(path).ops
+    target = load_hw("dgx-a100")
+    got = predict_op_seconds(ops, target, load_hw("dgx1-v100"), include_launch=False)
+    np.testing.assert_allclose(got, ops["dur_us"].to_numpy() * 1e-6)
+
+
+def test_fixture_nccl_sendrecv_not_faster_on_slower_links() -> None:
+    """Fixture a100_train_shapes: its 60 ncclKernel_SendRecv (163.5 ms on A100s) were predicted at
+    88.8 ms on a DGX-1 V100; they now keep their measured time on every target."""
+    trace = ingest(kineto_fixture("a100_train_shapes.json.gz"))
+    ops = trace.ops
+    nccl = ops["name"].str.startswith("ncclKernel_").to_numpy()
+    assert nccl.sum() == 60
+    got = predict_op_seconds(
+        ops, load_hw("dgx1-v100"), source_hw_for_trace(trace), include_launch=False
+    )
+    assert got[nccl].sum() == pytest.approx(ops.loc[nccl, "dur_us"].sum() * 1e-6)
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 1 << 22])
