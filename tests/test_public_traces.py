@@ -177,7 +177,7 @@ def test_backward_thread_trace(capsys) -> None:
     assert got["measured_gpu_seconds"] == pytest.approx(45e-6)
 
 
-def test_intel_xpu_launches_link_and_say_xpu(tmp_path: Path) -> None:
+def test_intel_xpu_launches_link_and_say_xpu(tmp_path: Path, capsys) -> None:
     """Kineto's Intel XPU plugin (pytorch/kineto libkineto/src/plugin/xpupti) files launches as
     ``xpu_runtime`` (urEnqueueKernelLaunch) with the kernel's correlation. Before: the kernel was
     left unlinked (0% linked) in a trace whose meta said ``device: cuda``. Hand-made in that shape
@@ -197,6 +197,12 @@ def test_intel_xpu_launches_link_and_say_xpu(tmp_path: Path) -> None:
     assert trace.meta["source"]["device"] == "xpu"
     (op,) = trace.ops.itertuples()
     assert op.launch_op == "aten::addmm" and op.launch_start_us == 140.0
+    # no preset describes an XPU: predicting from its measured times asks for --source-hw
+    capsys.readouterr()
+    assert main(["predict", str(path), "--hw", "dgx-a100", "--phase", "all"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Intel XPU" in err and "--source-hw" in err and "\n" not in err
+    assert main(["predict", str(path), "--hw", "dgx-a100", "--phase", "all", "--model-only"]) == 0
 
 
 def test_graph_launch_is_one_host_call(tmp_path: Path, capsys) -> None:

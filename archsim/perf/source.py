@@ -162,6 +162,11 @@ def source_hw_for_trace(trace) -> HardwareConfig | None:  # trace: archsim.trace
     )
     if gpu_name and preset_for_gpu_name(gpu_name) is not None:
         return source_hw_for_gpu_name(gpu_name, num_sms)
+    if device == "xpu":  # archsim.trace.ingest_meta: Level Zero / SYCL launches
+        raise ArchsimError(
+            "trace: measured on an Intel XPU, which no preset or architecture-table row describes; "
+            "pass a config with --source-hw NAME, or predict with --model-only"
+        )
     count = int(source.get("gpu_count") or len(props) or 1)
     if main:
         _checked_sms(num_sms)
