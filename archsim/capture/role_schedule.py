@@ -68,3 +68,14 @@ class RoleSchedule:
         if role is not None and action in (actions.RECORD, actions.RECORD_AND_SAVE):
             self.recorded.add(role)
         return action
+
+    def note_extra_windows(self) -> None:
+        """One note line on stderr when extra windows were opened."""
+        from archsim.capture.child_capture import note
+
+        if self.extra_windows:
+            note(
+                "the schedule's windows held only actor or only learner steps; "
+                f"{self.extra_windows} extra window(s) of {self._active} steps opened at the first "
+                "steps of the missing role (archsim.capture.role_schedule)"
+            )

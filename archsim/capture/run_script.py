@@ -220,8 +220,7 @@ def capture_program(
             finally:
                 workers.stop_all()  # no worker outlives the program, whatever happened
             counts = marker.counts
-            if roles.extra_windows:
-                _note_extra_windows(roles.extra_windows, schedule)
+            roles.note_extra_windows()
             worker_counts = workers.env_counts()  # actors in worker processes (mp.Process targets)
             if counts.learner_steps and not marker.seen_learner:  # no optimizer step closed one
                 raise ArchsimError(
@@ -233,16 +232,6 @@ def capture_program(
             _describe_workload(meta, counts, marker.env_batch, marker.frameskip, worker_counts)
         trace = merge_workers(cap.trace, workers, out_dir, program.name)
     return trace, counts
-
-
-def _note_extra_windows(extra: int, schedule: Any) -> None:
-    from archsim.capture.child_capture import note
-
-    note(
-        f"the schedule's windows held only actor or only learner steps; {extra} extra window(s) of "
-        f"{schedule.active} steps opened at the first steps of the missing role "
-        "(archsim.capture.role_schedule)"
-    )
 
 
 def merge_workers(trace: Any, workers: Any, out_dir: Path, name: str) -> Any:
