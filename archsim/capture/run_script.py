@@ -1,11 +1,15 @@
 """``archsim capture run -- [python] SCRIPT.py [ARGS...]`` (or ``-- -m MODULE``): capture any program.
 
 The program runs in this process as ``python`` would run it (``sys.argv``, ``sys.path[0]``, ``__main__``
-through runpy), with no edits: archsim.capture.auto_markers marks its environment steps, forward and
-backward passes, optimizer steps and replay buffers. The schedule counts steps from the first learner
-step on, and the markers read the whole process's CPU clock (torch's intra-op threads included). At the
-end the capture refuses, in one line, a trace without both actor and learner steps: ``simulate``
-could do nothing with it. Nothing is written to ``--out`` unless the capture succeeds.
+through runpy; archsim.capture.program, which also turns its ``os._exit`` into its end), with no
+edits: archsim.capture.auto_markers marks its environment steps, forward and backward passes,
+optimizer steps and replay buffers. The schedule counts steps from the first learner step on, with
+an extra window at a role its windows missed (archsim.capture.role_schedule: an on-policy loop's
+bursts), and the markers read the whole process's CPU clock (torch's intra-op threads included). At
+the end the capture refuses, in one line, a trace without both actor and learner steps: ``simulate``
+could do nothing with it; a program that trains only on another thread, only in worker processes,
+or without torch.optim is named as such. Nothing is written to ``--out`` unless the capture
+succeeds.
 
 Worker processes the program starts (``multiprocessing``: gymnasium's AsyncVectorEnv, SB3's
 SubprocVecEnv) capture themselves (archsim.capture.child_capture): each marks its env steps as actor
