@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 . .venv/bin/activate
 ruff check archsim workloads tests benchmarks examples
 ruff format --check archsim workloads tests benchmarks examples
-python -m pytest -q "$@"
+# --durations: the slowest tests in the log, to keep the suite under its 10-minute budget
+python -m pytest -q --durations=25 "$@"
