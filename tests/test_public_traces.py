@@ -239,6 +239,24 @@ def test_graph_launch_is_one_host_call(tmp_path: Path, capsys) -> None:
     )
 
 
+def test_simulated_learner_launches_count_graph_calls() -> None:
+    """The simulator charges the learner thread one launch per host call: fixture
+    a100_80gb_train_prewindow's training steps replay 345 GPU events from 70 cudaGraphLaunch
+    calls, so its learner launch time is that of 4630 - (345 - 70) calls over 5 steps, not 4630."""
+    from archsim.sim.gpu_jobs import representative_ops
+    from archsim.sim.learner_work import PHASE_GROUPS, derive_learner_work, trace_learner_batch
+
+    trace = ingest(kineto_fixture("a100_80gb_train_prewindow.json.gz"))
+    hw = load_hw("dgx-a100")
+    work = derive_learner_work(trace, hw, trace_learner_batch(trace), source_hw_for_trace(trace))
+    ops, steps, _ = representative_ops(trace, PHASE_GROUPS["train"], "learner")
+    graph = ops[ops["launch_api"] == "cudaGraphLaunch"]
+    calls = len(ops) - len(graph) + len(graph.groupby(["correlation", "launch_start_us"]))
+    assert calls < len(ops)
+    per_call_s = hw.gpu.launch_overhead_us * 1e-6 * hw.cpu.thread_speed_rel
+    assert work.launch_cpu_s == pytest.approx(calls / steps * per_call_s)
+
+
 def test_collective_kernels_keep_their_measured_time(tmp_path: Path) -> None:
     """NCCL kernels wait on links and peer GPUs, which the SM model does not price. Shape of the
     pytorch/kineto tb_plugin test 'runtime launch multiple kernels': one

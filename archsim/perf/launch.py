@@ -36,7 +36,7 @@ def launch_calls(ops: pd.DataFrame) -> np.ndarray:
     per call): fixture a100_80gb_train_prewindow has 345 GPU events from 70 cudaGraphLaunch calls,
     whose own traced durations are the graph's whole host cost."""
     calls = np.ones(len(ops))
-    if not len(ops) or "launch_api" not in ops:
+    if not len(ops) or not {"launch_api", "correlation", "launch_start_us"} <= set(ops.columns):
         return calls
     graph = ops["launch_api"].astype(str).str.contains("GraphLaunch", regex=False).to_numpy()
     if graph.any():

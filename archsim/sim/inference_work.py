@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.errors import ArchsimError
+from archsim.perf.launch import launch_calls
 from archsim.perf.network import OBS_BYTES, host_copy_seconds
 from archsim.sim.config import SimConfig
 from archsim.sim.gpu_jobs import has_copies, job_times, lowered, representative_ops
@@ -75,7 +76,7 @@ def derive_inference_work(trace, hw, config: SimConfig, source) -> InferenceWork
         inference_bytes[1:] = nbytes + (0.0 if copied else sizes * OBS_BYTES)
         if recorded:
             # On a GPU the policy's ops leave the server thread but each costs a kernel launch.
-            kernels_per_batch = len(inf_ops) / inf_steps
+            kernels_per_batch = launch_calls(inf_ops).sum() / inf_steps  # a graph: one call
             server_cpu_s_per_batch += (
                 kernels_per_batch * hw.gpu.launch_overhead_us * 1e-6 * speed_rel
             )

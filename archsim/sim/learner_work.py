@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.errors import ArchsimError
+from archsim.perf.launch import launch_calls
 from archsim.perf.network import OBS_BYTES, host_copy_seconds
 from archsim.perf.shared_memory import shared_copy_seconds
 from archsim.sim.gpu_jobs import has_copies, job_times, lowered, representative_ops
@@ -90,7 +91,7 @@ def derive_learner_work(trace, hw, learner_batch: int, source) -> LearnerWork:
         copy_s = shared_s
     gpu_s = float(seconds[0]) + copy_s
     learner_frac = float(frac[0]) * float(seconds[0]) / max(gpu_s, 1e-30)
-    kernels_per_step = len(train_ops) / train_steps
+    kernels_per_step = launch_calls(train_ops).sum() / train_steps  # a graph launch: one call
     speed_rel = hw.cpu.thread_speed_rel
     launch_capture_s = kernels_per_step * hw.gpu.launch_overhead_us * 1e-6 * speed_rel
 

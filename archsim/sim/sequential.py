@@ -51,6 +51,7 @@ import pandas as pd
 from archsim.errors import ArchsimError
 from archsim.perf.cpu import place_threads
 from archsim.perf.cpu_speed import EMULATOR, INTERPRETER, SIMD, class_speed
+from archsim.perf.launch import launch_calls
 from archsim.sim.config import LOOP_TRACE, SimConfig
 from archsim.sim.metrics import Recorder, summarize
 from archsim.sim.step_work import has_cpu_time, phases_work_us, step_work_us, typical_us
@@ -259,7 +260,7 @@ def derive_loop_times(trace, hw, config: SimConfig, learner_batch: int) -> LoopT
         act_gpu_s, act_sm = float(inference.gpu_s[envs]), float(inference.sm_fraction[envs])
         if inference.dram_bytes is not None:
             act_bytes = float(inference.dram_bytes[envs])
-        act_launch_s = len(inf_ops) / inf_steps * hw.gpu.launch_overhead_us * 1e-6
+        act_launch_s = launch_calls(inf_ops).sum() / inf_steps * hw.gpu.launch_overhead_us * 1e-6
     learner_work = derive_learner_work(trace, hw, learner_batch, source)
     # the replay sample (in learn_total, at the trace's batch) grows with the batch
     learn_us = learn_total - learn_gpu_part + sample_us(learner) * (learner_batch / trace_batch - 1)
