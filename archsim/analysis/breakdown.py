@@ -55,16 +55,22 @@ def phase_bars(ops: pd.DataFrame, phase: str) -> list[str]:
     return [*groups, "all"] if len(groups) > 1 else ["all"]
 
 
-def steps_recorded(ops: pd.DataFrame) -> int:
-    """Steps these ops ran in: distinct step_id (actor/learner/inference steps), else distinct
-    ProfilerStep# (Kineto traces without step markers), else 1 (the whole trace as one step)."""
+def _step_keys(ops: pd.DataFrame) -> set[tuple[str, float]]:
+    """The steps these ops ran in: distinct step_id (actor/learner/inference steps), else distinct
+    ProfilerStep# (Kineto traces without step markers), else one key (the whole trace as one step).
+    Keys name their column, so the steps of several phase groups can be united without double counting."""
     for column in ("step_id", "profiler_step"):
         if column in ops.columns:
             ids = pd.to_numeric(ops[column], errors="coerce")
-            count = int(ids[ids >= 0].nunique())
-            if count:
-                return count
-    return 1
+            valid = ids[ids >= 0].unique()
+            if len(valid):
+                return {(column, float(i)) for i in valid}
+    return {("trace", 0.0)}
+
+
+def steps_recorded(ops: pd.DataFrame) -> int:
+    """How many steps these ops ran in (``_step_keys``)."""
+    return len(_step_keys(ops))
 
 
 def _bar_groups(ops: pd.DataFrame, bar: str) -> list[str]:
@@ -72,16 +78,24 @@ def _bar_groups(ops: pd.DataFrame, bar: str) -> list[str]:
     return [g for g in GROUPS if _phase_mask(ops, g).any()] if bar == "all" else [bar]
 
 
-def _per_step_weights(ops: pd.DataFrame) -> tuple[np.ndarray, dict[str, int]]:
-    """1 / (steps of its phase group) for every op, and the step count of each group with ops."""
+def _per_step_weights(ops: pd.DataFrame) -> tuple[np.ndarray, dict[str, set]]:
+    """1 / (steps of its phase group) for every op, and the steps (``_step_keys``) of each group
+    with ops."""
     weights = np.zeros(len(ops))
-    counts: dict[str, int] = {}
+    keys: dict[str, set] = {}
     for group in GROUPS:
         mask = _phase_mask(ops, group)
         if mask.any():
-            counts[group] = steps_recorded(ops[mask])
-            weights[mask] = 1.0 / counts[group]
-    return weights, counts
+            keys[group] = _step_keys(ops[mask])
+            weights[mask] = 1.0 / len(keys[group])
+    return weights, keys
+
+
+def _distinct_steps(keys: dict[str, set], groups: Sequence[str]) -> int:
+    """Distinct steps behind ``groups``' bars: a step holding ops of two groups (an actor step's
+    inference and other ops) counts once, so the ``all`` bar never claims more steps than the trace
+    recorded."""
+    return len(set().union(*(keys[g] for g in groups if g in keys)))
 
 
 def resize_batches(
@@ -169,7 +183,8 @@ def breakdown(
 ) -> pd.DataFrame:
     """One row per (bar, component): seconds of GPU time per step attributed to it, its share of the
     bar, and the steps averaged. The ``all`` bar is one step of each phase group, summed; its
-    ``steps`` is the total of the groups' steps."""
+    ``steps`` is the distinct steps those groups' means are over (a step counted once however many
+    groups ran ops in it)."""
     ops = ops.reset_index(drop=True)
     bars = phase_bars(ops, phase)
     for bar in bars:
@@ -180,7 +195,7 @@ def breakdown(
             )
     wanted = np.logical_or.reduce([_phase_mask(ops, b) for b in bars])
     ops = ops[wanted].reset_index(drop=True)
-    weights, counts = _per_step_weights(ops)
+    weights, keys = _per_step_weights(ops)
     stages = [s * weights for s in _stage_seconds(ops, hw, source, efficiency)]
     rows = []
     for bar in bars:
@@ -190,7 +205,7 @@ def breakdown(
         totals = list(np.minimum.accumulate(totals))
         drops = [a - b for a, b in zip(totals, totals[1:], strict=False)] + [totals[-1]]
         base = totals[0]
-        steps = sum(counts[g] for g in _bar_groups(ops, bar))
+        steps = _distinct_steps(keys, _bar_groups(ops, bar))
         for component, seconds in zip(COMPONENTS, drops, strict=True):
             rows.append(
                 {
@@ -244,7 +259,7 @@ def sm_curve(
     ops = ops[_phase_mask(ops, phase)].reset_index(drop=True)
     if ops.empty:
         raise ArchsimError(f"trace: no ops in phase {phase!r}")
-    weights, counts = _per_step_weights(ops)
+    weights, keys = _per_step_weights(ops)
     rows = []
     for sms in sm_counts:
         variant = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"sms": int(sms)})})
@@ -253,5 +268,5 @@ def sm_curve(
     curve = pd.DataFrame(rows)
     curve["slowdown_vs_max_sms"] = curve["seconds"] / curve["seconds"].iloc[-1]
     curve["phase"] = phase
-    curve["steps"] = sum(counts.values())
+    curve["steps"] = _distinct_steps(keys, list(keys))
     return curve

@@ -94,9 +94,14 @@ def handle(args: argparse.Namespace) -> int:
         rows = table[table.phase == bar]
         parts = ", ".join(f"{r.component} {100 * r.share:.1f}%" for r in rows.itertuples())
         steps = int(rows.steps.iloc[0])
+        what = (  # the all bar adds one step of each group above; steps is their distinct count
+            "one step of each phase above added up, over"
+            if bar == "all" and table.phase.nunique() > 1
+            else "mean of"
+        )
         print(
             f"{bar}: {1e3 * rows.seconds.sum():.3f} ms GPU time per step "
-            f"(mean of {steps} step{'s' * (steps != 1)}): {parts}"
+            f"({what} {steps} step{'s' * (steps != 1)}): {parts}"
         )
     print(f"wrote {args.out}")
     return 0
