@@ -8,6 +8,13 @@ from typing import Any
 
 
 def stderr_is_terminal() -> bool:
+    """Whether the user's stderr is a terminal; inside a capture's noise filter (fd 2 a pipe), the
+    stderr it filters into."""
+    from archsim.capture.quiet import outer_stderr_tty
+
+    outer = outer_stderr_tty()
+    if outer is not None:
+        return outer
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):

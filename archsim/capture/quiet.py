@@ -18,6 +18,30 @@ from collections.abc import Iterator
 
 # Lines that say nothing to a user: Kineto's USDT probes, and its per-window activity-profiler notes.
 NOISE = re.compile(rb"^(USDT:|STAGE:|\[W\d+ .*(kineto|ActivityProfiler))")
+# A probe written while a progress bar is drawn lands after the bar's text, mid-line.
+USDT_TAIL = re.compile(rb"USDT:\d{4}-\d\d-\d\d [^\r\n]*(\r?\n)?")
+# A segment ends at a newline or a carriage return (a progress bar redraws its line after one).
+SEGMENT = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)")
+# Whether fd 2 was a terminal before quiet_profiler_noise pointed it at its pipe (None outside).
+_outer_stderr_tty: bool | None = None
+
+
+def outer_stderr_tty() -> bool | None:
+    """Inside :func:`quiet_profiler_noise`: whether the real stderr is a terminal; else None."""
+    return _outer_stderr_tty
+
+
+def _filtered(buffer: bytes) -> tuple[bytes, bytes]:
+    """(the complete segments of ``buffer`` without profiler noise, the incomplete rest)."""
+    kept, end = [], 0
+    for match in SEGMENT.finditer(buffer):
+        segment = match.group()
+        if not NOISE.match(segment):
+            kept.append(USDT_TAIL.sub(b"", segment))
+        end = match.end()
+    return b"".join(kept), buffer[end:]
+
+
 # How long the copier may take to drain the pipe after the capture (children that outlive the
 # capture keep the pipe open; their later lines are dropped rather than hang the command).
 DRAIN_TIMEOUT_S = 2.0
@@ -30,13 +54,11 @@ def _copy_lines(read_fd: int, write_fd: int) -> None:
             chunk = source.read(65536)
             if not chunk:
                 break
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            kept = b"".join(line + b"\n" for line in lines if not NOISE.match(line))
+            kept, pending = _filtered(pending + chunk)
             if kept:
                 os.write(write_fd, kept)
         if pending and not NOISE.match(pending):
-            os.write(write_fd, pending)
+            os.write(write_fd, USDT_TAIL.sub(b"", pending))
 
 
 @contextlib.contextmanager
@@ -48,6 +70,9 @@ def quiet_profiler_noise() -> Iterator[None]:
     except (OSError, ValueError):  # no usable fd 2 (embedded interpreters): nothing to filter
         yield
         return
+    global _outer_stderr_tty
+    outer = _outer_stderr_tty
+    _outer_stderr_tty = os.isatty(saved)
     read_fd, write_fd = os.pipe()
     copier = threading.Thread(target=_copy_lines, args=(read_fd, saved), daemon=True)
     copier.start()
@@ -59,6 +84,7 @@ def quiet_profiler_noise() -> Iterator[None]:
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.flush()
         os.dup2(saved, 2)  # closes the pipe's last write end held by this process
+        _outer_stderr_tty = outer
         copier.join(DRAIN_TIMEOUT_S)
         if not copier.is_alive():  # else a child still holds the pipe: the copier keeps ``saved``
             os.close(saved)

@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_capture(args: argparse.Namespace) -> int:
     """Run AlexNet inference under archsim.capture and write the trace to ``args.out``."""
+    from archsim.capture.progress import stderr_is_terminal
     from archsim.capture.session import check_device
     from archsim.capture.workloads import schedule_from_args
     from workloads.alexnet.run import capture_alexnet, default_schedule
@@ -55,7 +56,7 @@ def run_capture(args: argparse.Namespace) -> int:
         capture_dtype=args.capture_dtype,
         force=args.force,
         seed=args.seed,
-        progress=True,
+        progress=stderr_is_terminal(),
     )
     settings = trace.meta["workload"]["settings"]
     print(
