@@ -27,8 +27,11 @@ so they return one round trip L after dispatch and the stores' acknowledgement f
 2 L (the fill's first-load trip is the Little's-law term's one round, counted once). Such a kernel
 stays at T_min; a streaming kernel pays T_fixed on top of its transfer. T_fixed is not a published
 figure: it is the preset's floor (in sample where the accuracy table says so) less two published
-pointer chases (MI300X: 2.0 - 2 x 0.434 = 1.13 us). (The fill once counted a latency-bound kernel's
-first round trip twice, which made body_min 3 L and T_fixed 0.70 us.) A few-block reduction chain
+pointer chases (MI300X: 2.0 - 2 x 0.434 = 1.13 us). It is the card's: a what-if ``--set
+gpu.dram_latency_ns`` keeps it (archsim.perf.kernel takes ``gpu.card_latency_ns``), else a lower
+latency grew it and made compute-bound kernels slower (tests/test_physics_ops.py). (The fill
+once counted a latency-bound kernel's first round trip twice, which made body_min 3 L and T_fixed
+0.70 us.) A few-block reduction chain
 (:mod:`archsim.perf.memory_parallelism`) already puts the fixed cost in series with its round trips
 (T_min - L + steps); with the fixed cost carried here, the chain keeps only its round trips (the
 terms see a floor of body_min = 2 L, so the chain costs L + steps) and the sum is what it was; the
