@@ -31,13 +31,12 @@ from archsim.trace import ingest_cache
 from archsim.trace.format import Trace
 from archsim.trace.gpu_costs import gpu_costs
 from archsim.trace.infer_steps import infer_steps
-from archsim.trace.ingest_meta import merge_meta, trace_meta
+from archsim.trace.ingest_meta import device_properties, merge_meta, trace_meta
 from archsim.trace.kineto import (
     CUPTI_RANGE_CATEGORY,
     FOREIGN_DEVICE_PREFIXES,
     GPU_CATEGORIES,
     KinetoTrace,
-    device_properties,
     gpu_event_fields,
     grid_in_blocks,
     op_shapes,

@@ -8,11 +8,34 @@ from typing import Any
 
 import numpy as np
 
-from archsim.trace.kineto import KinetoTrace, clean_text, clean_value, device_properties
+from archsim.trace.kineto import KinetoTrace, clean_text
+from archsim.trace.kineto_checks import clean_value
 from archsim.trace.schema import FORMAT_VERSION
 
 # Intel XPU launches as Kineto's PTI plugin names them (urEnqueueKernelLaunch; older SYCL: pi...).
 _XPU_CALLS = re.compile(r"\b(?:urEnqueue|piEnqueue|zeCommandList)")
+
+
+# Kineto of spring 2021 (torch 1.8.1) wrote the devices as ``computeProperties`` with cudaDeviceProp's
+# own names (pytorch/kineto tb_plugin/test/gpu_metrics_input.json); later ones as ``deviceProperties``.
+_COMPUTE_PROPERTY_NAMES = {"major": "computeMajor", "minor": "computeMinor",
+                           "multiProcessorCount": "numSms",
+                           "maxThreadsPerMultiProcessor": "maxThreadsPerMultiprocessor"}  # fmt: skip
+
+
+def device_properties(top: dict[str, Any]) -> list[dict[str, Any]]:
+    """``deviceProperties`` (or 2021's ``computeProperties``, renamed to today's keys) as a list of
+    plain dicts (empty for CPU-only traces and for traces that record neither)."""
+    props = top.get("deviceProperties")
+    if not isinstance(props, list) and isinstance(top.get("computeProperties"), list):
+        props = [
+            {_COMPUTE_PROPERTY_NAMES.get(k, k): v for k, v in p.items()}
+            for p in top["computeProperties"]
+            if isinstance(p, dict)
+        ]
+    if not isinstance(props, list):
+        return []
+    return [clean_value(dict(p)) for p in props if isinstance(p, dict)]
 
 
 def _plain(value: Any) -> Any:

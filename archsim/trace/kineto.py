@@ -32,7 +32,6 @@ from archsim.trace.kineto_checks import (
     check_args,
     check_times,
     clean_text,
-    clean_value,
     first_key,
     id_field,
 )
@@ -380,25 +379,3 @@ def op_shapes(args: dict[str, Any]) -> tuple[Any, Any, Any]:
         _as_list(first_key(args, _INPUT_TYPE_KEYS)),
         _as_list(args.get("Concrete Inputs")),
     )
-
-
-# Kineto of spring 2021 (torch 1.8.1) wrote the devices as ``computeProperties`` with cudaDeviceProp's
-# own names (pytorch/kineto tb_plugin/test/gpu_metrics_input.json); later ones as ``deviceProperties``.
-_COMPUTE_PROPERTY_NAMES = {"major": "computeMajor", "minor": "computeMinor",
-                           "multiProcessorCount": "numSms",
-                           "maxThreadsPerMultiProcessor": "maxThreadsPerMultiprocessor"}  # fmt: skip
-
-
-def device_properties(top: dict[str, Any]) -> list[dict[str, Any]]:
-    """``deviceProperties`` (or 2021's ``computeProperties``, renamed to today's keys) as a list of
-    plain dicts (empty for CPU-only traces and for traces that record neither)."""
-    props = top.get("deviceProperties")
-    if not isinstance(props, list) and isinstance(top.get("computeProperties"), list):
-        props = [
-            {_COMPUTE_PROPERTY_NAMES.get(k, k): v for k, v in p.items()}
-            for p in top["computeProperties"]
-            if isinstance(p, dict)
-        ]
-    if not isinstance(props, list):
-        return []
-    return [clean_value(dict(p)) for p in props if isinstance(p, dict)]
