@@ -259,7 +259,9 @@ def kernel_terms(
     amd_issue = cdna_issue_seconds(ops, (blocks, threads, resident), gpu, gen, idealize)
     # ... and ATen's reduce_kernel (archsim.perf.reduce_issue_amd, counted from gfx940 ISA): its
     # thread loop, block tree and global reduce issue in series with its load steps below.
-    amd_issue = amd_issue + reduce_issue_seconds(ops, (blocks, threads, resident), gpu, gen, idealize)
+    amd_issue = amd_issue + reduce_issue_seconds(
+        ops, (blocks, threads, resident), gpu, gen, idealize
+    )
     if row_work is not None:
         mem_before = terms["mem"]
         add_pass_terms(terms, row_work, gpu, idealize)
@@ -272,11 +274,15 @@ def kernel_terms(
     if steps is not None:
         terms["lat"] = np.maximum(terms["lat"], np.where(steps > 0, steps + amd_issue, 0.0))
     # ... counted where only some of a block's threads load (archsim.perf.reduce_issue_amd)
-    vec_steps = output_vectorized_steps_seconds(ops, (blocks, threads, resident), gpu, gen, idealize)
+    vec_steps = output_vectorized_steps_seconds(
+        ops, (blocks, threads, resident), gpu, gen, idealize
+    )
     terms["lat"] = np.maximum(terms["lat"], np.where(vec_steps > 0, vec_steps + amd_issue, 0.0))
     # ... and their round trips, LDS round trips and issue in series (archsim.perf.miopen_bn).
     blocks_resident = (blocks, threads, resident)
-    terms["lat"] = np.maximum(terms["lat"], miopen_bn_seconds(ops, blocks_resident, gpu, gen, idealize))
+    terms["lat"] = np.maximum(
+        terms["lat"], miopen_bn_seconds(ops, blocks_resident, gpu, gen, idealize)
+    )
     # FBGEMM's warp-per-segment kernels: dependent offset loads a warp (archsim.perf.segment_chain).
     chain = segment_chain_seconds(_strings(ops, "name"), blocks, resident, gpu, idealize)
     terms["lat"] = np.maximum(terms["lat"], chain)
