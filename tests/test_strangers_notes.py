@@ -1,16 +1,21 @@
 """Defects found by running strangers' scripts through archsim: the breakdown's ``all`` bar counts each
-step once however many phase groups ran ops in it."""
+step once however many phase groups ran ops in it; bf16 ops on a GPU without BF16 math (V100, T4,
+P100, TX1, 2080 Ti) are priced at its FP32 rate and every prediction says so in one line."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archsim.analysis.breakdown import breakdown, sm_curve
 from archsim.cli import main
 from archsim.hw import load_hw
+from archsim.perf.math_units import math_units
 from archsim.trace.format import Trace, save
 from archsim.trace.schema import OPS_COLUMNS, conform
 
@@ -77,3 +82,69 @@ def test_all_bar_steps_between_largest_group_and_trace_steps(rows) -> None:
     steps = breakdown(ops, V100, "all").groupby("phase").steps.first()
     groups = steps.drop("all") if len(steps) > 1 else steps
     assert groups.max() <= steps["all"] <= min(ops.step_id.nunique(), groups.sum())
+
+
+NO_BF16 = ("dgx1-v100", "t4", "dgx1-p100", "jetson-tx1", "rtx2080ti")
+
+
+def _bf16_kineto(path) -> None:
+    """A real CPU profile of three bf16 512^3 GEMMs and their ReLUs."""
+    a = torch.randn(512, 512, dtype=torch.bfloat16)
+    b = torch.randn(512, 512, dtype=torch.bfloat16)
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True
+    ) as prof:
+        for _ in range(3):
+            torch.relu(a @ b)
+    prof.export_chrome_trace(str(path))
+
+
+def test_presets_without_bf16_math_are_the_pre_ampere_nvidia_ones() -> None:
+    from archsim.hw.presets import list_presets
+
+    without = {name for name in list_presets() if (hw := load_hw(name)).gpu and not hw.gpu.bf16}
+    assert without == set(NO_BF16)
+
+
+def test_bf16_gemm_runs_at_the_fp32_rate_where_there_is_no_bf16_math() -> None:
+    gemm = {"kind": "cpu", "op_class": "gemm", "flops": 2.0 * 512**3, "name": "aten::mm"}
+    kernels = [
+        "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn",
+        "Cijk_Ailk_Bljk_BBS_BH_MT128x128x32_MI16x16x8",
+    ]
+    ops = _ops([{**gemm, "dtype": "bfloat16"}, {**gemm, "dtype": "float32"},
+                {**gemm, "dtype": "float16"}, *[{**gemm, "dtype": "", "name": k} for k in kernels]])  # fmt: skip
+    for name in NO_BF16:
+        gpu = load_hw(name).gpu
+        rate, tensor = math_units(ops, gpu)
+        fp32 = gpu.fp32_flops_per_clk_per_sm * gpu.clock_mhz * 1e6  # per SM
+        bf16 = [0, 3, 4]
+        assert rate[bf16] == pytest.approx(fp32) and not tensor[bf16].any(), name
+        assert rate[2] >= fp32  # fp16 keeps its tensor cores where the GPU has them
+    a100 = load_hw("dgx-a100").gpu
+    rate, tensor = math_units(ops, a100)
+    assert tensor[[0, 3, 4]].all() and rate[0] == pytest.approx(rate[2])  # BF16 = FP16 rate
+
+
+def test_predict_breakdown_simulate_say_bf16_is_not_native(tmp_path, capsys) -> None:
+    trace = tmp_path / "bf16.json"
+    _bf16_kineto(trace)
+    capsys.readouterr()
+    args = ["predict", str(trace), "--phase", "all", "--json"]
+    assert main([*args, "--hw", "dgx1-v100"]) == 0
+    out = capsys.readouterr()
+    result = json.loads(out.out)
+    [note] = result["notes"]
+    assert "bfloat16" in note and "Tesla V100-SXM2 (dgx1-v100)" in note and "FP32 rate" in note
+    assert note in out.err
+    # Three 512^3 GEMMs at the V100's FP32 peak (80 SMs x 128 FLOP/clk x 1530 MHz): 51.4 us at least
+    assert result["gpu_seconds"] >= 3 * 2 * 512**3 / (80 * 128 * 1530e6)
+    # the same trace where bf16 is native: tensor cores, no note
+    assert main([*args, "--hw", "dgx1-v100", "--set", "gpu.bf16=true"]) == 0
+    native = json.loads(capsys.readouterr().out)
+    assert native["notes"] == [] and native["gpu_seconds"] < result["gpu_seconds"] / 2
+    assert main([*args, "--hw", "dgx-a100"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == []
+
+    assert main(["breakdown", str(trace), "--hw", "t4", "--out", str(tmp_path / "bd")]) == 0
+    assert "which Tesla T4 (t4) has no BF16 math" in capsys.readouterr().err

@@ -225,12 +225,14 @@ def predict_phase(
     seconds_per_batch, items_per_s (``rate_unit`` says what an item is), gpu_seconds (predicted),
     measured_gpu_seconds (the device time the trace itself measured per step; None for a CPU
     capture), launch_overhead_seconds, launch_bound, launches, hw, gpu, n_ops (ops per step),
-    n_steps, steps_from, model_only. A trace meta ``target_dtype`` (a CPU capture made for an fp16
+    n_steps, steps_from, model_only, notes (one-line caveats, e.g. bf16 on a GPU without BF16
+    math: archsim.perf.bf16). A trace meta ``target_dtype`` (a CPU capture made for an fp16
     target) is applied to the ops first (:func:`retarget_dtype`). ``efficiency``: the per-class
     overlay of ``archsim calibrate``. ``source``: the hardware the trace was measured on ("trace":
     found from the trace, archsim.perf.source). ``model_only``: every op from the model alone
     (FLOPs, bytes, launch geometry), ignoring measured durations.
     """
+    from archsim.perf.bf16 import emulated_bf16_note
     from archsim.perf.kernel import cpu_launch_seconds, predict_op_seconds
     from archsim.perf.launch import launch_calls
     from archsim.perf.source import source_hw_for_trace
@@ -296,6 +298,7 @@ def predict_phase(
         "n_ops": int(round(len(in_steps) / len(per_step))),
         "n_steps": int(len(per_step)),
         "steps_from": step_key,
+        "notes": [n for n in (emulated_bf16_note(in_steps, hw),) if n],  # one line each
     }
 
 

@@ -6,6 +6,7 @@ optionally GPU time per step versus SM count (``--sms 2,4,...,80``); ``--learner
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from archsim.commands._common import add_out_argument
@@ -103,6 +104,10 @@ def handle(args: argparse.Namespace) -> int:
             f"{bar}: {1e3 * rows.seconds.sum():.3f} ms GPU time per step "
             f"({what} {steps} step{'s' * (steps != 1)}): {parts}"
         )
+    from archsim.perf.bf16 import emulated_bf16_note
+
+    for note in filter(None, [emulated_bf16_note(ops, hw)]):
+        print(f"{args.trace}: {note}", file=sys.stderr)
     print(f"wrote {args.out}")
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,8 @@ def handle(args: argparse.Namespace) -> int:
             trace, hw, args.phase, args.hw, str(args.trace), efficiency, source, args.model_only
         )
     result["calibrated"] = efficiency is not None
+    for note in result.get("notes", []):  # e.g. bf16 ops on a GPU without BF16 math
+        print(f"{args.trace}: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps(result))
     else:

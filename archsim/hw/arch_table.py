@@ -284,6 +284,8 @@ def gpu_overrides(arch: GpuArch, props: Mapping[str, Any] | None, count: int) ->
         "fp16_flops_per_clk_per_sm": arch.fp16_flops_per_clk_per_sm,
         "tensor_flops_per_clk_per_sm": tensor,
         "tf32": arch.tf32,
+        # BF16 math from Ampere (sm_80) on; every CDNA part has it (GpuConfig.bf16)
+        "bf16": not (arch.key.startswith("sm_") and int(arch.key[3:]) < 80),
         "dram_bw_gbs": float(dram),
         "l2_size_mb": arch.ref_l2_size_mb * scale,
         "l2_bw_gbs": arch.ref_l2_bw_gbs * scale,

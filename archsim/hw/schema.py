@@ -59,6 +59,11 @@ class GpuConfig(_Strict):
     # Tensor cores take TF32 (Ampere and later) at half the FP16 tensor rate; PyTorch runs fp32
     # convolutions in TF32 by default (torch.backends.cudnn.allow_tf32 = True).
     tf32: bool = False
+    # Native bfloat16 math (BF16 instructions and tensor-core format): NVIDIA from Ampere on (A100
+    # whitepaper; PyTorch's torch.cuda.is_bf16_supported(including_emulation=False) is compute
+    # capability >= 8.0), every CDNA GPU (bf16 MFMA: CDNA2 whitepaper). False (Maxwell to Turing):
+    # PyTorch still runs bf16 there, in FP32 math (archsim.perf.bf16).
+    bf16: bool = True
     dram_bw_gbs: float = Field(gt=0)
     # DRAM energy per bit moved (memory technology: HBM2, GDDR6, ...), for the power model's DRAM
     # term. None = no DRAM term (the SMs then take the whole dynamic budget).

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.hw.schema import GpuConfig
+from archsim.perf.bf16 import bf16_ops
 from archsim.perf.blocks import TILED_OP_CLASSES
 from archsim.perf.columns import by_unique, parsed_input_dims
 from archsim.perf.columns import strings as _strings
@@ -69,6 +70,12 @@ def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarra
     named_tensor = by_unique(
         names, lambda u: u.str.lower().str.contains(TENSOR_CORE_NAME_PATTERN, regex=True)
     ).astype(bool)
+    if not gpu.bf16:
+        # No BF16 math (Maxwell to Turing): bf16 reaches neither tensor cores nor packed-half pipes;
+        # PyTorch computes it in FP32 there, at the FP32 rate (archsim.perf.bf16).
+        emulated = bf16_ops(ops)
+        half &= ~emulated
+        named_tensor &= ~emulated
     # fp32 convolutions run in TF32 on tensor cores when the GPU has it: PyTorch's default
     # torch.backends.cudnn.allow_tf32 = True (fp32 matmuls default to allow_tf32 = False).
     # Tensor-core convolutions need input channels in multiples of 8 (FP16) or 4 (TF32) (NVIDIA Deep

@@ -239,11 +239,15 @@ def simulate(
             "--learner-batch: the trace's steps were inferred by ingest (no archsim markers), so "
             "the batch its ops were captured at is unknown; capture with archsim to resize batches"
         )
+    from archsim.perf.bf16 import emulated_bf16_note
+
+    caveats = [emulated_bf16_note(trace.ops, hw)]
     learner_batch = config.learner_batch or trace_learner_batch(trace)
     if config.learner_batch is None:
         config = config.replace(learner_batch=learner_batch)
     unpaced_asked = config.replay_ratio is None  # --replay-ratio none, not a trace that is silent
     config, notes = resolve_pacing(trace, config)
+    notes = (*notes, *filter(None, caveats))
     if config.loop != "distributed":  # sequential, or "trace": the trace's own loop if it is one
         from archsim.sim.sequential import resolve_loop, simulate_sequential
 
