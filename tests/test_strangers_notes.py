@@ -1,10 +1,12 @@
 """Defects found by running strangers' scripts through archsim: the breakdown's ``all`` bar counts each
 step once however many phase groups ran ops in it; bf16 ops on a GPU without BF16 math (V100, T4,
-P100, TX1, 2080 Ti) are priced at its FP32 rate and every prediction says so in one line."""
+P100, TX1, 2080 Ti) are priced at its FP32 rate and every prediction says so in one line; an A2C
+capture, whose update runs no forward pass of its own, says its learner batch is unknown."""
 
 from __future__ import annotations
 
 import json
+import textwrap
 
 import pandas as pd
 import pytest
@@ -16,8 +18,9 @@ from archsim.analysis.breakdown import breakdown, sm_curve
 from archsim.cli import main
 from archsim.hw import load_hw
 from archsim.perf.math_units import math_units
-from archsim.trace.format import Trace, save
+from archsim.trace.format import Trace, load, save
 from archsim.trace.schema import OPS_COLUMNS, conform
+from tests.capture_toy import TOY_ENV
 
 V100 = load_hw("dgx1-v100")
 
@@ -148,3 +151,67 @@ def test_predict_breakdown_simulate_say_bf16_is_not_native(tmp_path, capsys) -> 
 
     assert main(["breakdown", str(trace), "--hw", "t4", "--out", str(tmp_path / "bd")]) == 0
     assert "which Tesla T4 (t4) has no BF16 math" in capsys.readouterr().err
+
+
+# A2C as it is usually written: act with grad on (batch of one env), keep the outputs, and after a
+# rollout of ``rollout`` steps back-propagate a loss over them: the update runs no forward of its
+# own, so the capture never sees the learner batch (5 samples an update here). argv: iterations.
+A2C_TOY = (
+    textwrap.dedent(
+        """
+    import sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    """
+    )
+    + TOY_ENV
+    + textwrap.dedent(
+        """
+
+    if __name__ == "__main__":
+        env, net = ToyEnv(), torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        obs, _ = env.reset()
+        for _ in range(int(sys.argv[1])):
+            outs = []
+            for _ in range(5):
+                out = net(torch.as_tensor(obs))
+                obs, *_ = env.step(int(out.argmax()))
+                outs.append(out)
+            loss = torch.stack(outs).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """
+    )
+)
+
+
+def test_an_a2c_capture_says_its_learner_batch_is_unknown(tmp_path, capsys) -> None:
+    script = tmp_path / "a2c_toy.py"
+    script.write_text(A2C_TOY)
+    cap = tmp_path / "cap"
+    schedule = ["--wait", "2", "--warmup", "1", "--active", "6", "--repeat", "2"]
+    assert main(["capture", "run", "--out", str(cap), *schedule, "--", str(script), "8"]) == 0
+    trace = load(cap)
+    learner = trace.steps[trace.steps.role.astype(str) == "learner"]
+    assert len(learner) >= 1 and (learner.batch_size == 1).all()  # the default: no forward seen
+    phases = set(trace.ops[trace.ops.step_id.isin(learner.step_id)].phase.astype(str))
+    assert "train_backward" in phases and "train_forward" not in phases
+    capsys.readouterr()
+
+    assert main(["predict", str(cap), "--hw", "dgx-a100", "--phase", "train", "--json"]) == 0
+    out = capsys.readouterr()
+    result = json.loads(out.out)
+    assert result["batch_known"] is False and result["rate_unit"] != "samples/s"
+    bd = ["breakdown", str(cap), "--hw", "dgx-a100", "--phase", "train", "--force"]
+    assert main([*bd, "--out", str(tmp_path / "plain")]) == 0
+    assert "learner batch" not in capsys.readouterr().err  # no flag, nothing to say
+    assert main([*bd, "--learner-batch", "64", "--out", str(tmp_path / "b64")]) == 0
+    [line] = [x for x in capsys.readouterr().err.splitlines() if "learner batch" in x]
+    assert "learner batch of this trace is unknown" in line
+    assert "--learner-batch 64 resized the train ops from batch 1" in line
+    sim = ["simulate", str(cap), "--hw", "dgx-a100", "--out", str(tmp_path / "sim")]
+    assert main(sim) == 0
+    assert "learner samples count one per update" in capsys.readouterr().err

@@ -155,11 +155,16 @@ def _step_batch_size(trace: Trace, step_ids: np.ndarray, phase: str) -> int | No
     """Batch size of the steps the ops ran in (median over them), else the workload's setting, else
     None (a foreign trace that does not say). Steps that ingest inferred for a trace without archsim
     markers (archsim.trace.infer_steps) carry no batch size of their own: theirs is the schema's
-    fill value, not a measurement."""
+    fill value, not a measurement; so do the learner steps of an on-policy capture that never
+    measured its batch (archsim.trace.learner_batch)."""
+    from archsim.trace.learner_batch import unknown_learner_batch
+
     inferred = bool((trace.meta.get("ingest") or {}).get("inferred_steps"))
     steps = trace.steps[trace.steps["step_id"].isin(step_ids)]
     if inferred:
         steps = steps.iloc[:0]
+    elif unknown_learner_batch(trace):  # an on-policy update's default 1, not a measurement
+        steps = steps[steps["role"].astype(str) != "learner"]
     roles = _GROUP_ROLES.get(phase)
     if roles is not None and not steps.empty and steps["role"].isin(roles).any():
         steps = steps[steps["role"].isin(roles)]

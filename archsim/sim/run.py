@@ -240,8 +240,10 @@ def simulate(
             "the batch its ops were captured at is unknown; capture with archsim to resize batches"
         )
     from archsim.perf.bf16 import emulated_bf16_note
+    from archsim.trace.learner_batch import learner_batch_flag_note
 
-    caveats = [emulated_bf16_note(trace.ops, hw)]
+    asked = config.learner_batch  # None: the trace's own (a default 1 for some on-policy captures)
+    caveats = [emulated_bf16_note(trace.ops, hw), learner_batch_flag_note(trace, asked)]
     learner_batch = config.learner_batch or trace_learner_batch(trace)
     if config.learner_batch is None:
         config = config.replace(learner_batch=learner_batch)
