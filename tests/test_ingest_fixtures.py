@@ -147,9 +147,11 @@ def test_mi250_rocm_trace_without_registers_gets_gemm_flops():
     # Backward weight grad: mm([128,5], [5,128]) = 2 * 128 * 5 * 128 = 163,840 FLOPs.
     assert gemm.loc["aten::mm", "flops"] == 163_840
     helper = ops[(ops["launch_op"] == "aten::addmm") & ~ops["name"].str.startswith("Cijk_")]
-    # The helper gets no FLOPs, and no bytes: ROCm records no grid here to infer them from at ingest
-    # (archsim.trace.gpu_costs.split_op), so the kernel model infers them from its launch estimate.
-    assert len(helper) == 1 and helper["flops"].iloc[0] == 0 and helper["bytes_read"].iloc[0] == 0
+    # The helper gets no FLOPs, and the bytes its grid moves (archsim.trace.gpu_costs): its kernel
+    # event records no grid, its hipLaunchKernel does (grid [3, 1, 1] blocks of 128 threads), so
+    # 3 x 128 threads x 4 elements (ELEMENTS_PER_THREAD) x 4 B (fp32) = 6,144 B each way.
+    assert len(helper) == 1 and helper["flops"].iloc[0] == 0
+    assert helper["grid_x"].iloc[0] == 3 and helper["bytes_read"].iloc[0] == 3 * 128 * 4 * 4
     # hipMemcpyWithStream copies: bytes from the runtime call's size (5 x 128 fp32 = 2,560 B).
     copies = ops[ops["kind"] == "memcpy"]
     assert copies["bytes_written"].tolist() == [2_560.0, 2_560.0]

@@ -115,6 +115,53 @@ def test_external_id_only_rocm_trace_links_every_kernel() -> None:
     assert source_hw_for_trace(trace).name == "trace-gfx942"
 
 
+def test_external_id_kernels_take_the_launch_grid_in_workgroups() -> None:
+    """The TraceLens GEMM's kernels record no grid; their hipExtModuleLaunchKernel says
+    ``grid dim`` [2304, 17, 1], ``block dim`` [256, 1, 1] in work-items (HIP's global work size).
+    Before: grid 0, so the model priced a grid-less GEMM (28.7 us); read as blocks it would be
+    39,168 workgroups. In workgroups it is 2304 / 256 = 9 x 17 = 153: the MT128x64 tile in the
+    kernel's name over the 1025 x 1025 output, ceil(1025 / 128) x ceil(1025 / 64) = 9 x 17."""
+    trace = ingest(TRACELENS_GEMM)
+    ops = trace.ops
+    geometry = ops[["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]].to_numpy()
+    assert (geometry == [9, 17, 1, 256, 1, 1]).all()
+    assert trace.meta["ingest"]["grids_from_launch"] == 10
+    assert trace.meta["ingest"]["grids_converted_from_work_items"] == 10
+    assert math.ceil(1025 / 128) * math.ceil(1025 / 64) == 9 * 17 == 153
+
+
+@pytest.mark.parametrize(
+    ("api", "bare", "own"), [("hipExtModuleLaunchKernel", 4, 8), ("hipLaunchKernel", 1024, 512)]
+)
+def test_launch_grid_fills_a_kernel_without_one(
+    tmp_path: Path, api: str, bare: int, own: int
+) -> None:
+    """A kernel that records no grid takes its launch's (``grid``/``block`` or roctracer's
+    ``grid dim``/``block dim``), in the launch API's units: a work-item API's 1024 work-items of
+    256 are 4 workgroups, hipLaunchKernel's grid is already in blocks. A kernel that records its
+    own grid (512 of 64) keeps it, in the same units."""
+
+    def events(kernel_args: dict) -> list[dict]:
+        return [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 9, "tid": 9, "ts": 100.0,
+             "dur": 50.0, "args": {"External id": 5}},
+            {"ph": "X", "cat": "cuda_runtime", "name": api, "pid": 9, "tid": 9, "ts": 110.0,
+             "dur": 6.0, "args": {"External id": 5, "correlation": 41, "grid dim": [1024, 1, 1],
+                                  "block dim": [256, 1, 1]}},
+            {"ph": "X", "cat": "kernel", "name": "relu_kernel", "pid": 0, "tid": 0, "ts": 150.0,
+             "dur": 9.0, "args": {"External id": 5, "correlation": 41, **kernel_args}},
+        ]  # fmt: skip
+
+    for name, kernel_args, want in (
+        ("bare", {}, bare),
+        ("own", {"grid": [512, 1, 1], "block": [64, 1, 1]}, own),
+    ):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events(kernel_args)}))
+        (op,) = ingest(path).ops.itertuples()
+        assert op.grid_x == want and op.grid_y == 1
+
+
 def test_rocprofiler_sdk_add_never_beats_the_datasheet(capsys) -> None:
     """An MI300X (ROCm 7, rocprofiler-sdk: runtime calls with 'cid', kernels with kind
     '<unknown>' and '[clone .kd]' names, fractional ts after baseTimeNanoseconds): ten fp32

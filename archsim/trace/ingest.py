@@ -42,6 +42,7 @@ from archsim.trace.kineto import (
     op_shapes,
     read_kineto,
 )
+from archsim.trace.kineto_columns import launch_geometry
 from archsim.trace.link import (
     ancestors_table,
     correlation_from_external_ids,
@@ -262,6 +263,7 @@ def _gpu_ops(
     kind = gpu["cat"].map(_KIND_OF_CATEGORY).astype(str).to_numpy()
     launch_api = np.append(runtime["name"].to_numpy(dtype=object), "")[lp]
     fields = gpu_event_fields(kt, gpu)
+    counts["grids_from_launch"] = launch_geometry(fields, runtime["args"].to_numpy(), launch)
     counts["grids_converted_from_work_items"] = grid_in_blocks(fields, launch_api)
     ops = pd.DataFrame(
         {

@@ -45,6 +45,7 @@ from archsim.trace.kineto_columns import (
     as_numpy,
     autograd_id,
     gpu_int_values,
+    runtime_kept,
     shared_args,
 )
 from archsim.trace.kineto_columns import INPUT_TYPE_KEYS as _INPUT_TYPE_KEYS
@@ -246,7 +247,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
         elif cat == "cuda_runtime":
             seq_col.append(-1)
             fwd_col.append(-1)
-            kept = {"size": args["size"]} if "size" in args else _EMPTY
+            kept = runtime_kept(args, shared) or _EMPTY
         else:
             seq_col.append(autograd_id(args.get("Sequence number")))
             fwd_col.append(autograd_id(args.get("Fwd thread id")))

@@ -10,6 +10,7 @@ from array import array
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from archsim.trace.kineto_checks import INPUT_DIMS_KEYS, INT64_LIMIT, _bad_dims, as_int
 
@@ -30,7 +31,8 @@ def as_float(value: Any) -> float:
 
 # args keys anything downstream reads (ingest, gpu_costs, flops, infer_steps); the rest of each event's
 # args is dropped as it streams, so memory holds what is used, not the whole JSON. GPU events keep
-# theirs as typed columns (KinetoTrace.gpu_fields), runtime calls only the copy size (ROCm).
+# theirs as typed columns (KinetoTrace.gpu_fields), runtime calls only a copy's size (ROCm) and a
+# launch's grid/block (runtime_kept).
 # (a cpu op's autograd "Sequence number" and "Fwd thread id" become the int columns seq and fwd_tid)
 HOST_KEPT = frozenset(
     (
@@ -128,6 +130,42 @@ def gpu_int_values(args: dict[str, Any], pid: int, tid: int) -> tuple[int, ...]:
         *(as_int(v, 0) for v in grid),
         *(as_int(v, 0) for v in block),
     )
+
+
+# A launch's geometry under the spelling of Kineto's roctracer logger for hipExtModuleLaunchKernel
+# ("grid dim" / "block dim", e.g. AMD-AGI/TraceLens evals/unit_tests/gemm/*.json, MI300X), whose
+# kernel events record none; the launch's own "grid" / "block" (ROCm 6+) are read too.
+LAUNCH_GEOMETRY_KEYS = (("grid", "grid dim"), ("block", "block dim"))
+
+
+def runtime_kept(args: dict[str, Any], shared: dict[Any, Any]) -> dict[str, Any]:
+    """The args a runtime call keeps: a copy's ``size`` (ROCm) and a launch's ``grid`` / ``block``
+    (for a kernel that records none: launch_geometry), one dict per distinct value."""
+    kept: dict[str, Any] = {"size": args["size"]} if "size" in args else {}
+    for name, spellings in zip(("grid", "block"), LAUNCH_GEOMETRY_KEYS, strict=True):
+        value = next((args[k] for k in spellings if isinstance(args.get(k), list)), None)
+        if value is not None:
+            kept[name] = value
+    return shared.setdefault(("runtime", repr(sorted(kept.items()))), kept) if kept else kept
+
+
+def launch_geometry(fields: pd.DataFrame, rt_args: np.ndarray, launch: np.ndarray) -> int:
+    """Fill ``fields`` grid/block in place from the launch's args for linked kernels that record no
+    grid (ROCm traces whose kernel events carry only an External id); returns how many were filled.
+    The values are the launch's as given: grid_in_blocks then converts a work-item API's grid."""
+    missing = np.flatnonzero((fields["grid_x"].to_numpy() <= 0) & (launch >= 0))
+    rows, values = [], []
+    for i in missing:
+        args = rt_args[launch[i]]
+        if "grid" in args and "block" in args:
+            geometry = gpu_int_values({"grid": args["grid"], "block": args["block"]}, 0, 0)[2:]
+            if geometry[0] > 0:
+                rows.append(i)
+                values.append(geometry)
+    if rows:
+        columns = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+        fields.loc[fields.index[rows], columns] = np.asarray(values, dtype=np.int64)
+    return len(rows)
 
 
 def strides_json(cpu_args: np.ndarray, op_pos: np.ndarray) -> np.ndarray:
