@@ -94,6 +94,8 @@ def detect_gpu() -> GpuConfig | None:
         fp32_flops_per_clk_per_sm=128,
         fp16_flops_per_clk_per_sm=256,
         tensor_flops_per_clk_per_sm=1024 if props.major >= 7 else 0,
+        # as torch.cuda.is_bf16_supported(including_emulation=False): ROCm, or CUDA cc >= 8.0
+        bf16=bool(torch.version.hip) or props.major >= 8,
         dram_bw_gbs=900,
         dram_pj_per_bit=3.9,  # HBM2 (O'Connor et al., MICRO 2017), with the V100 bandwidth
         dram_latency_ns=500,
