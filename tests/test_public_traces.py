@@ -20,6 +20,8 @@ from archsim.hw import load_hw
 from archsim.hw.arch_table import arch_from_kernel_names
 from archsim.perf.kernel import predict_op_seconds
 from archsim.perf.source import source_hw_for_trace
+from archsim.perf.terms import kernel_terms, launch_shape
+from archsim.perf.tile_padding import tile_padding
 from archsim.trace.ingest import ingest
 from archsim.trace.link import correlation_from_external_ids
 from tests.conftest import kineto_fixture
@@ -160,6 +162,25 @@ def test_launch_grid_fills_a_kernel_without_one(
         path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events(kernel_args)}))
         (op,) = ingest(path).ops.itertuples()
         assert op.grid_x == want and op.grid_y == 1
+
+
+def test_tensile_gemm_priced_on_its_153_workgroups() -> None:
+    """With the launch's grid the MI300X prices the GEMM as its 153 workgroups run it: 153 of 304
+    CUs busy, each with one whole MT128x64 tile (padding 9 x 128 x 17 x 64 / 1025^2 = 1.193), and
+    K = 8192 in 128 DepthU-64 steps, each waiting at least one DRAM round trip (PGR2: one step of
+    cover, archsim.perf.gemm_latency). The model (64.2 us) may sit under the measured 107 us but
+    never under either floor: a busy CU's tile at its peak rate, or the K loop's round trips."""
+    ops = ingest(TRACELENS_GEMM).ops
+    hw = load_hw("mi300x")
+    tiled = np.ones(len(ops), dtype=bool)
+    blocks = launch_shape(ops)[0]
+    assert (blocks == 153).all()
+    assert tile_padding(ops, blocks, tiled) == pytest.approx(9 * 128 * 17 * 64 / 1025**2)
+    terms = kernel_terms(ops, hw.gpu, config_name=hw.name)
+    seconds = predict_op_seconds(ops, hw)
+    tile_at_peak_s = terms["math"] * 304 / 153 * (9 * 128 * 17 * 64 / 1025**2)
+    assert (seconds >= tile_at_peak_s).all()
+    assert (seconds >= 128 * hw.gpu.dram_latency_ns * 1e-9).all()
 
 
 def test_rocprofiler_sdk_add_never_beats_the_datasheet(capsys) -> None:
