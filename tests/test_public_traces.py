@@ -183,6 +183,28 @@ def test_tensile_gemm_priced_on_its_153_workgroups() -> None:
     assert (seconds >= 128 * hw.gpu.dram_latency_ns * 1e-9).all()
 
 
+def test_legacy_autograd_profiler_array_says_what_it_is(tmp_path: Path, capsys) -> None:
+    """torch <= 1.7's ``torch.autograd.profiler`` ``export_chrome_trace`` wrote a bare JSON array
+    of "X" events with no ``cat`` (``"pid": "CPU functions"`` / ``"CUDA functions"``; only its
+    cpu-to-cuda flow arrows had one). Before: 'no cpu_op, kernel, memcpy or memset events: nothing
+    to ingest', which did not say why. Now the one line names the legacy format and the fix."""
+    events = [
+        {"name": "aten::add", "ph": "X", "ts": 86.1, "dur": 13.1, "tid": 0,
+         "pid": "CPU functions", "args": {}},
+        {"name": "aten::add", "ph": "s", "ts": 90.0, "tid": 0, "pid": "CPU functions", "id": 1,
+         "cat": "cpu_to_cuda", "args": {}},
+        {"name": "aten::add", "ph": "X", "ts": 101.0, "dur": 2.0, "tid": 0,
+         "pid": "CUDA functions", "args": {}},
+    ]  # fmt: skip
+    path = tmp_path / "legacy.json"
+    path.write_text(json.dumps(events))
+    capsys.readouterr()
+    assert main(["ingest", str(path), "--out", str(tmp_path / "tr")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "2 events without 'cat'" in err and "pre-Kineto" in err and "torch.profiler" in err
+    assert "\n" not in err
+
+
 def test_rocprofiler_sdk_add_never_beats_the_datasheet(capsys) -> None:
     """An MI300X (ROCm 7, rocprofiler-sdk: runtime calls with 'cid', kernels with kind
     '<unknown>' and '[clone .kd]' names, fractional ts after baseTimeNanoseconds): ten fp32

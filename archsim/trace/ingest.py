@@ -98,8 +98,14 @@ def _ingest(
     gpu = ev[ev["cat"].isin(GPU_CATEGORIES)].reset_index(drop=True)
     runtime = ev[ev["cat"] == "cuda_runtime"].reset_index(drop=True)
     if not len(gpu) and not len(cpu) and not kt.other_device_events:
+        legacy = (  # torch <= 1.7's export_chrome_trace: "X" events without "cat"
+            f" ({kt.uncategorized_events} events without 'cat': this looks like the legacy "
+            "pre-Kineto torch.autograd.profiler format; profile with torch.profiler instead)"
+            if kt.uncategorized_events
+            else ""
+        )
         raise ArchsimError(
-            where(path, "no cpu_op, kernel, memcpy or memset events: nothing to ingest")
+            where(path, f"no cpu_op, kernel, memcpy or memset events{legacy}: nothing to ingest")
         )
     counts: dict[str, Any] = {
         "duplicate_events_removed": kt.duplicates_removed,

@@ -103,6 +103,7 @@ class KinetoTrace:
     # Complete events of categories ingest does not read but must not ignore silently (counts by
     # category): foreign-accelerator device events and CUPTI range-profiler ranges.
     other_device_events: dict[str, int] = field(default_factory=dict)
+    uncategorized_events: int = 0  # complete events with no "cat" at all (pre-Kineto exports)
     # GPU events' launch geometry, registers and bytes (GPU_INT_FIELDS + GPU_FLOAT_FIELDS), one row
     # per kernel/memcpy/memset event, indexed by the event's position in traceEvents ("index").
     gpu_fields: pd.DataFrame | None = None
@@ -162,7 +163,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
     other_device: dict[str, int] = {}
     names: dict[str, str] = {}  # one string object per distinct name (kernel names repeat)
     shared: dict[Any, Any] = {}  # one object per distinct shape list and args dict (never mutated)
-    names_repaired = 0
+    names_repaired = uncategorized = 0
     n_events = 0
     for index, event, text in events:
         n_events = index + 1
@@ -179,6 +180,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
         if cat is None:
             if raw_cat.startswith(FOREIGN_DEVICE_PREFIXES) or raw_cat == CUPTI_RANGE_CATEGORY:
                 other_device[raw_cat] = other_device.get(raw_cat, 0) + 1
+            uncategorized += "cat" not in event  # torch <= 1.7's autograd profiler wrote none
             continue
         ts, dur = event.get("ts"), event.get("dur")
         if not (  # the common case checked inline; check_times says what is wrong otherwise
@@ -305,6 +307,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
         ts_rebased_by_us=rebase,
         names_repaired=int(names_repaired),
         other_device_events=other_device,
+        uncategorized_events=uncategorized,
         gpu_fields=gpu_fields,
     )
 
