@@ -126,6 +126,34 @@ def test_more_cpu_threads_never_lower_throughput(preset, trace, actors, cpu_sche
     _not_lower(a.metrics, b.metrics, f"{preset} {cpu_sched} cpu_threads {low} -> {high}")
 
 
+# Pinned runs that once lost throughput with more threads (actors owning a thread each ran in
+# lockstep behind a batch of every actor; time-sharing threads hides inference latency; or a tiny
+# machine's actors left the learner's threads for one core of their own): archsim.sim.placement.
+THREAD_REGRESSIONS = (
+    ("dgx1-v100", "r2d2-seed-2x2-cpu", 16, 8, 16),  # was 19,964 -> 19,136 frames/s
+    ("rtx4090", "r2d2-seed-2x2-cpu", 64, 11, 16),  # was 68,307 -> 54,613 frames/s
+    ("jetson-agx-orin", "r2d2-seed-2x2-cpu", 16, 8, 12),  # was -3.9%
+    ("jetson-tx1", "dqn-pong-cpu", 64, 2, 3),  # learner/actor sharing: was 4,453 -> 2,547 frames/s
+    ("jetson-tx1", "r2d2-seed-2x2-cpu", 64, 2, 3),  # the same on R2D2: was -22%
+)
+
+
+@pytest.mark.parametrize(("preset", "trace", "actors", "low", "high"), THREAD_REGRESSIONS)
+def test_more_cpu_threads_never_lower_throughput_regressions(preset, trace, actors, low, high):
+    a = _run(trace, preset, actors=actors, cpu_threads=low)
+    b = _run(trace, preset, actors=actors, cpu_threads=high)
+    _not_lower(
+        a.metrics, b.metrics, f"{preset} {trace} {actors} actors cpu_threads {low} -> {high}"
+    )
+
+
+def test_more_cores_never_lower_throughput_on_orin():
+    """jetson-agx-orin, R2D2, 16 actors: 12 -> 24 cores once lost 6.4% of its frames."""
+    a = _run("r2d2-seed-2x2-cpu", "jetson-agx-orin", ("cpu.cores_per_socket=12",), actors=16)
+    b = _run("r2d2-seed-2x2-cpu", "jetson-agx-orin", ("cpu.cores_per_socket=24",), actors=16)
+    _not_lower(a.metrics, b.metrics, "jetson-agx-orin cores_per_socket 12 -> 24")
+
+
 @pytest.mark.parametrize("preset", ALL_PRESETS)
 @pytest.mark.parametrize("trace", TRACES)
 def test_power_of_every_device_within_idle_and_tdp(preset, trace):

@@ -39,6 +39,7 @@ class ThreadLayout:
     speed: np.ndarray  # per hardware thread, relative to the capture machine's thread
     placement: np.ndarray  # software thread index -> hardware thread
     shared: np.ndarray  # per hardware thread: its core's other thread also hosts software
+    note: str = ""  # for the user: why the actors use fewer threads than the default (or "")
 
     def core_of(self, thread: int) -> int:
         return thread % self.cores
@@ -58,21 +59,19 @@ def place_threads(
     cores_per_socket: int,
     thread_speed_rel: float,
     smt_yield: float,
+    actor_threads: int | None = None,
 ) -> ThreadLayout:
     """Pin ``n_reserved`` learner threads, then ``n_actors`` actors (placement lists the learner's
-    threads first), onto ``hw_threads``, and derive each hardware thread's speed."""
+    threads first), onto ``hw_threads``, and derive each hardware thread's speed. ``actor_threads``
+    (None: the default below) spreads the actors over that many threads of
+    :func:`actor_thread_order` instead (archsim.sim.placement chooses it)."""
     if hw_threads < 1:
         raise ValueError("hw_threads must be >= 1")
     cores = min(cores, hw_threads)
     reserved = np.arange(n_reserved) % hw_threads
-    learner_cores = set((reserved % cores).tolist())
-    # Threads are numbered first threads of every core, then second siblings, so this order fills
-    # idle cores before any SMT sibling.
-    own_cores = [t for t in range(n_reserved, hw_threads) if t % cores not in learner_cores]
-    # The learner process keeps its cores to itself, as a deployment that pins it does: the SMT
-    # siblings of its cores take actors only when no other core is left.
-    siblings = [t for t in range(n_reserved, hw_threads) if t % cores in learner_cores]
-    order = np.array(own_cores or siblings or range(hw_threads), dtype=int)
+    order, default = actor_thread_order(n_reserved, hw_threads, cores)
+    used = default if actor_threads is None else max(1, min(actor_threads, len(order)))
+    order = np.array(order[:used], dtype=int)
     actors = order[np.arange(n_actors) % len(order)]
     placement = np.concatenate([reserved, actors]).astype(int)
     occupied = np.zeros(hw_threads, dtype=bool)
@@ -90,6 +89,24 @@ def place_threads(
         placement=placement,
         shared=shared,
     )
+
+
+def actor_thread_order(n_reserved: int, hw_threads: int, cores: int) -> tuple[list[int], int]:
+    """The hardware threads actors may use, in the order they take them, and how many the default
+    placement uses: threads of cores the learner does not use (numbered first threads of every core,
+    then second siblings, so idle cores fill before any SMT sibling), then the SMT siblings of the
+    learner's cores, then the learner's own threads: its inference server threads before its
+    training loop's (thread 0, the learner's critical path). The default keeps the learner's cores
+    to itself, as a deployment that pins it does: its siblings take actors only when no other core
+    is left, its own threads only when nothing else is."""
+    cores = min(cores, hw_threads)
+    reserved = (np.arange(n_reserved) % hw_threads).tolist()
+    learner = list(dict.fromkeys(reserved[1:] + reserved[:1]))  # servers, then the training loop
+    learner_cores = {t % cores for t in learner}
+    own_cores = [t for t in range(n_reserved, hw_threads) if t % cores not in learner_cores]
+    siblings = [t for t in range(n_reserved, hw_threads) if t % cores in learner_cores]
+    default = len(own_cores) or len(siblings) or len(learner)
+    return own_cores + siblings + learner, default
 
 
 def smt_speeds(

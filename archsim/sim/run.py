@@ -22,12 +22,13 @@ import numpy as np
 import simpy
 
 from archsim.errors import ArchsimError
-from archsim.perf.cpu import ThreadLayout, place_threads, smt_speeds
+from archsim.perf.cpu import ThreadLayout, smt_speeds
 from archsim.sim.assemble import build_run
 from archsim.sim.config import SimConfig
 from archsim.sim.limits import check_simulated_work
 from archsim.sim.metrics import Recorder, power_series, summarize
 from archsim.sim.nodes import node_layout
+from archsim.sim.placement import choose_placement
 from archsim.sim.replay_server import (
     check_network_knobs,
     network_in_use,
@@ -88,7 +89,9 @@ def simulate_system(
     rec, engine, events = _run(
         times, layout, machine, config, learner_batch, timeline, series_bins, net_setup
     )
-    return summarize_run(rec, layout, machine, config, learner_batch, net_setup, engine, events)
+    result = summarize_run(rec, layout, machine, config, learner_batch, net_setup, engine, events)
+    result.notes = (*result.notes, *filter(None, [layout.note]))
+    return result
 
 
 def prepare_layout(
@@ -116,16 +119,12 @@ def prepare_layout(
     net_setup = None
     if network_in_use(config):
         layout, net_setup = node_layout(config, machine, hw_threads, network, traffic)
-    else:
-        layout = place_threads(
-            n_reserved=config.learner_threads,
-            n_actors=config.actors,
-            hw_threads=hw_threads,
-            cores=machine.cores,
-            sockets=machine.sockets,
-            cores_per_socket=machine.cores_per_socket,
-            thread_speed_rel=machine.thread_speed_rel,
-            smt_yield=machine.smt_yield,
+    else:  # the actors' threads: the best of a few placements (archsim.sim.placement)
+        layout = choose_placement(
+            machine,
+            config,
+            hw_threads,
+            lambda lay, short: _run(times, lay, machine, short, learner_batch, False, 0)[0],
         )
     if calibrate and calibrates_smt(layout, machine, config):
         short = config.replace(sim_seconds=config.sim_seconds * SMT_CALIBRATION_FRACTION)

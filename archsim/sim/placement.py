@@ -1,0 +1,102 @@
+"""How many hardware threads the actors use (pinned CPU, one machine): the placement a rational
+deployment picks, so that more CPU threads never lower throughput at a fixed actor count.
+
+Why not always every thread: an actor that owns its thread leaves it idle while it waits for its
+action, and with central inference a batch of every actor puts all of them in lockstep (step, wait
+for the batch, step). Actors that time-share a thread overlap one's env step with another's wait, as
+SEED RL runs many environments per actor thread to hide inference latency (Espeholt et al., "SEED RL:
+Scalable and Efficient Deep-RL with Accelerated Central Inference", ICLR 2020, section 3), so the
+same actors on fewer threads can run faster (dgx1-v100, r2d2, 16 actors: 6 actor threads gave 5%
+more frames than 14). A machine with more threads can still run that schedule (a deployment that
+pins actors may leave threads unused), so the simulated placement must never do worse than one on
+fewer threads.
+
+The rule: candidates are the default placement (``archsim.perf.cpu.actor_thread_order``), every
+when the actors have fewer threads of their own than the learner has, every thread but the
+learner's training loop's (the machine with one thread fewer has actors on all the learner's
+threads: one thread of their own must not take those away), and ``ceil(actors / k)`` threads for ``k`` in ``ACTORS_PER_THREAD``
+(SEED's actors run a few to tens of environments per thread). Each runs for the whole window (a
+shorter one ranks the unpaced start, before the replay rate limiter binds: dgx1-v100, r2d2, 64
+actors, 56 threads picked 52 actor threads on a quarter window, 6% slower than 22); the one with the
+most env steps, then learner updates (ties keep the earlier, the default first), is used. The
+learner's rate is the tie-break: frames are the rate the actor placement sets, and a paced learner
+follows them. Deterministic (the runs are); it costs up to ``len(ACTORS_PER_THREAD) + 1`` runs of
+the fast engines, which take a fraction of a second against the trace's derivation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+from archsim.perf.cpu import ThreadLayout, actor_thread_order, place_threads
+
+# Actors per thread tried besides the default: SEED RL's actors run several environments per
+# thread to hide inference latency (Espeholt et al. 2020); 1 is one actor per thread.
+ACTORS_PER_THREAD = (1, 2, 3, 4, 6, 8)
+# Each candidate runs for this fraction of the window: all of it (see the module docstring).
+CANDIDATE_FRACTION = 1.0
+
+
+def candidate_actor_threads(
+    n_reserved: int, n_actors: int, hw_threads: int, cores: int
+) -> list[int]:
+    """Actor thread counts to try, the default first; counts beyond ``n_actors`` are one placement."""
+    order, default = actor_thread_order(n_reserved, hw_threads, cores)
+    if default < min(n_reserved, hw_threads):
+        # Fewer threads of their own than the learner has: the actors also take the learner's
+        # threads but its training loop's, as the machine with no thread of their own takes them all
+        # (jetson-tx1 at 2 threads), so one more thread never takes threads away from the actors
+        # and the training loop gains its thread back.
+        default = max(default, len(order) - 1)
+    wanted = [default] + [math.ceil(n_actors / k) for k in ACTORS_PER_THREAD]
+    out: list[int] = []
+    for m in wanted:
+        m = min(max(1, m), default, n_actors)
+        if m not in out:
+            out.append(m)
+    return out
+
+
+def choose_placement(machine, config, hw_threads: int, run_short: Callable) -> ThreadLayout:
+    """The layout whose actors use the best of :func:`candidate_actor_threads`, by runs of
+    ``run_short(layout, config) -> Recorder``. Its ``note`` says when actors time-share
+    threads although others were left unused."""
+
+    def layout_for(m: int | None) -> ThreadLayout:
+        return place_threads(
+            n_reserved=config.learner_threads,
+            n_actors=config.actors,
+            hw_threads=hw_threads,
+            cores=machine.cores,
+            sockets=machine.sockets,
+            cores_per_socket=machine.cores_per_socket,
+            thread_speed_rel=machine.thread_speed_rel,
+            smt_yield=machine.smt_yield,
+            actor_threads=m,
+        )
+
+    candidates = candidate_actor_threads(
+        config.learner_threads, config.actors, hw_threads, min(machine.cores, hw_threads)
+    )
+    default = layout_for(candidates[0])
+    if config.cpu_sched == "shared" or config.actors < 2 or len(candidates) < 2:
+        return default
+    short = config.replace(sim_seconds=config.sim_seconds * CANDIDATE_FRACTION)
+    best, best_score, best_m = default, (-1, -1), candidates[0]
+    for m in candidates:
+        layout = default if m == candidates[0] else layout_for(m)
+        rec = run_short(layout, short)
+        score = (rec.env_steps, rec.learner_updates)
+        if score > best_score:
+            best, best_score, best_m = layout, score, m
+    if best_m == candidates[0]:
+        return default
+    used = len(set(best.placement[config.learner_threads :].tolist()))
+    note = (
+        f"placement: {config.actors} actors on {used} actor threads (not the default "
+        f"{candidates[0]}): time-sharing threads ran faster, as SEED RL's many "
+        "environments per thread hide inference latency; the other threads stay idle"
+    )
+    return dataclasses.replace(best, note=note)
