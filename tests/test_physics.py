@@ -109,7 +109,7 @@ def test_more_bandwidth_clock_or_cores_never_lower_throughput(preset, trace, act
     _not_lower(a.metrics, b.metrics, f"{preset} {low} -> {high}")
 
 
-@EXAMPLES
+@settings(EXAMPLES, max_examples=24)  # twice the others: placement is where draws once failed
 @given(
     preset=st.sampled_from(ALL_PRESETS),
     trace=st.sampled_from(TRACES),
@@ -118,6 +118,9 @@ def test_more_bandwidth_clock_or_cores_never_lower_throughput(preset, trace, act
     fractions=st.tuples(st.floats(0.05, 1.0), st.floats(0.05, 1.0)).map(sorted),
 )
 def test_more_cpu_threads_never_lower_throughput(preset, trace, actors, cpu_sched, fractions):
+    """Pinned, the actors' placement is the best of a few that the fewer threads also allow
+    (archsim.sim.placement), so one more thread never forces a worse schedule; time-shared, the OS
+    spreads every runnable thread over all of them."""
     hw_threads = load_hw(preset).cpu.hw_threads
     central_min = 2  # the learner process's train loop and inference server threads
     low, high = (max(central_min, math.ceil(f * hw_threads)) for f in fractions)
