@@ -83,7 +83,9 @@ def choose_placement(machine, config, hw_threads: int, run_short: Callable) -> T
     default = layout_for(candidates[0])
     if config.cpu_sched == "shared" or config.actors < 2 or len(candidates) < 2:
         return default
-    short = config.replace(sim_seconds=config.sim_seconds * CANDIDATE_FRACTION)
+    # "auto": the fast engine wherever it is exact (the same metrics as "simpy", a fraction of the
+    # time; docs/SIMULATOR.md "Engines")
+    short = config.replace(sim_seconds=config.sim_seconds * CANDIDATE_FRACTION, engine="auto")
     best, best_score, best_m = default, (-1, -1), candidates[0]
     for m in candidates:
         layout = default if m == candidates[0] else layout_for(m)
