@@ -36,9 +36,9 @@ def test_actor_threads_spreads_actors_over_that_many_threads():
 
 
 def test_candidates_worked_by_hand():
-    # 16 actors, 16 threads on 16 cores: default 14, then ceil(16 / k) for k = 1, 2, 3, 4, 6, 8
-    # is 16 (capped at 14), 8, 6, 4, 3, 2
-    assert candidate_actor_threads(2, 16, 16, 16) == [14, 8, 6, 4, 3, 2]
+    # 16 actors, 16 threads on 16 cores: default 14, then ceil(16 / k) for k = 1, 2, 3, 4, 6, 8,
+    # 12, 16, 24, 32 is 16 (capped at 14), 8, 6, 4, 3, 2, 2, 1, 1, 1
+    assert candidate_actor_threads(2, 16, 16, 16) == [14, 8, 6, 4, 3, 2, 1]
     # 3 threads, learner on 2: one thread of their own is fewer than the learner's two, so the
     # actors also take the inference server's thread (at 2 threads they share both of the
     # learner's); 64 / k all cap at 2

@@ -36,8 +36,11 @@ from collections.abc import Callable
 from archsim.perf.cpu import ThreadLayout, actor_thread_order, place_threads
 
 # Actors per thread tried besides the default: SEED RL's actors run several environments per
-# thread to hide inference latency (Espeholt et al. 2020); 1 is one actor per thread.
-ACTORS_PER_THREAD = (1, 2, 3, 4, 6, 8)
+# thread to hide inference latency (Espeholt et al. 2020); 1 is one actor per thread. Steps of at most
+# 1.5x, so the default of a machine with fewer threads is never far from a candidate (rtx4090, r2d2,
+# 64 actors, 3 learner threads, 15 threads: 4, 5 and 6 actor threads give 66.5K-67.7K frames/s, 11
+# give 60.7K; a list that stopped at 8 per thread missed them).
+ACTORS_PER_THREAD = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 # Each candidate runs for this fraction of the window: all of it (see the module docstring).
 CANDIDATE_FRACTION = 1.0
 
