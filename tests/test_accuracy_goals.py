@@ -44,16 +44,17 @@ def _miss(reason: str):
             "mi300x_normalization_bench.json.gz",
             marks=_miss(
                 "total -28.3% (reductions' 5-7 us short of measured beyond their counted "
-                "gfx940 issue, archsim.perf.issue_rate_amd; ~1 us first-iteration cost unmodelled)"
+                "gfx940 issue, archsim.perf.reduce_issue_amd; MIOpen's MeanVariance/Final beyond "
+                "their counted round trips, archsim.perf.miopen_bn; ~1 us first-iteration cost)"
             ),
         ),
         # met: -16.2% (-20.03% before the instruction issue of the softmax passes, the legacy copies
         # and the cat kernels, archsim.perf.issue_rate, counted from SASS at published issue rates)
         "h100_timesformer_inference.json.gz",
-        "mi300x_sd35_inference.json.gz",  # -12.7% (-14.7% before the Tensile K loop and issue)
+        "mi300x_sd35_inference.json.gz",  # -12.8% (-14.7% before the Tensile K loop and issue)
         pytest.param(
             "mi250_mlp_train.json.gz",
-            marks=_miss("total -56.5% (2-18 us kernels on an idle GPU, gaps under 10 ms)"),
+            marks=_miss("total -54.8% (2-18 us kernels on an idle GPU, gaps under 10 ms)"),
         ),
     ],
 )
@@ -67,7 +68,7 @@ def test_model_only_total_within_20_percent(name: str) -> None:
     "name, measured",
     [
         ("v100_resnet50_train_2021.json.gz", None),  # met: 25%
-        ("mi300x_normalization_bench.json.gz", "36%"),
+        ("mi300x_normalization_bench.json.gz", "34%"),
         # met: 21% (34% before the softmax/layer-norm row walks, archsim.perf.passes, the reductions'
         # round trips in series with the kernel floor, archsim.perf.memory_parallelism, the
         # pipeline fill, archsim.perf.pipeline_fill, DRAM latency under load, and the cat kernels'
@@ -78,7 +79,7 @@ def test_model_only_total_within_20_percent(name: str) -> None:
         # (archsim.perf.triton_issue_amd); CDNA3's fixed cost still derives from the mi300x kernel
         # floor read off this very fixture (2.0 us, docs/ACCURACY.md "in sample")
         ("mi300x_sd35_inference.json.gz", None),
-        ("mi250_mlp_train.json.gz", "51%"),
+        ("mi250_mlp_train.json.gz", "46%"),
     ],
 )
 def test_per_kernel_median_error_within_30_percent(
