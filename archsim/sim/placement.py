@@ -18,7 +18,8 @@ and one thread of their own must not take those away), and ``ceil(actors / k)`` 
 ``ACTORS_PER_THREAD``. Each runs for the whole window (a shorter one ranks the unpaced start, before
 the replay rate limiter binds: dgx1-v100, r2d2, 64 actors, 56 threads picked 52 actor threads on a
 quarter window, 6% slower than 22). Among those with at least the default's env steps and its
-learner updates (both: a placement that buys frames with learner steps trades one output for the
+learner updates (less one step of each actor and one learner step, which straddle the end of the
+window; both: a placement that buys frames with learner steps trades one output for the
 other, and a knob that flips such a choice would lower one of them: apex-dqn-cpu, dgx-a100, 16
 actors, replay ratio 24, 2 actor threads gave 2,830 frames/s and 460 updates/s against the
 default's 2,560 and 542), the one with the most env steps, then learner updates, is used (ties keep
@@ -96,8 +97,14 @@ def choose_placement(machine, config, hw_threads: int, run_short: Callable) -> T
     # time; docs/SIMULATOR.md "Engines")
     short = config.replace(sim_seconds=config.sim_seconds * CANDIDATE_FRACTION, engine="auto")
     rec = run_short(default, short)
-    floor = (rec.env_steps, rec.learner_updates)  # the default's: a choice must match both
-    best, best_score, best_m = default, floor, candidates[0]
+    # The default's counts, less what straddles the end of the window (one env step of every
+    # actor, one learner step), which a placement that does as well can miss: a choice must reach
+    # both.
+    floor = (
+        rec.env_steps - config.actors * config.envs_per_actor,
+        rec.learner_updates - 1,
+    )
+    best, best_score, best_m = default, (rec.env_steps, rec.learner_updates), candidates[0]
     for m in candidates[1:]:
         layout = layout_for(m)
         rec = run_short(layout, short)
