@@ -69,9 +69,12 @@ def candidate_actor_threads(
     return out
 
 
-def choose_placement(machine, config, hw_threads: int, run_short: Callable) -> ThreadLayout:
+def choose_placement(
+    machine, config, hw_threads: int, run_short: Callable, settle: Callable = lambda layout: layout
+) -> ThreadLayout:
     """The layout whose actors use the best of :func:`candidate_actor_threads`, by runs of
-    ``run_short(layout, config) -> Recorder``. Its ``note`` says when actors time-share
+    ``run_short(layout, config) -> Recorder`` of each candidate after ``settle(layout)`` (its SMT
+    speeds calibrated, as the run that follows uses them). Its ``note`` says when actors time-share
     threads although others were left unused."""
 
     def layout_for(m: int | None) -> ThreadLayout:
@@ -90,7 +93,7 @@ def choose_placement(machine, config, hw_threads: int, run_short: Callable) -> T
     candidates = candidate_actor_threads(
         config.learner_threads, config.actors, hw_threads, min(machine.cores, hw_threads)
     )
-    default = layout_for(candidates[0])
+    default = settle(layout_for(candidates[0]))
     if config.cpu_sched == "shared" or config.actors < 2 or len(candidates) < 2:
         return default
     # "auto": the fast engine wherever it is exact (the same metrics as "simpy", a fraction of the
@@ -106,7 +109,7 @@ def choose_placement(machine, config, hw_threads: int, run_short: Callable) -> T
     )
     best, best_score, best_m = default, (rec.env_steps, rec.learner_updates), candidates[0]
     for m in candidates[1:]:
-        layout = layout_for(m)
+        layout = settle(layout_for(m))
         rec = run_short(layout, short)
         score = (rec.env_steps, rec.learner_updates)
         if score[0] >= floor[0] and score[1] >= floor[1] and score > best_score:

@@ -117,21 +117,30 @@ def prepare_layout(
             )
         hw_threads = config.cpu_threads
     net_setup = None
-    if network_in_use(config):
-        layout, net_setup = node_layout(config, machine, hw_threads, network, traffic)
-    else:  # the actors' threads: the best of a few placements (archsim.sim.placement)
-        layout = choose_placement(
-            machine,
-            config,
-            hw_threads,
-            lambda lay, short: _run(times, lay, machine, short, learner_batch, False, 0)[0],
-        )
-    if calibrate and calibrates_smt(layout, machine, config):
+
+    def settle(layout: ThreadLayout) -> ThreadLayout:
+        """``layout`` with its SMT siblings' calibrated speeds (when they are calibrated)."""
+        if not (calibrate and calibrates_smt(layout, machine, config)):
+            return layout
         short = config.replace(sim_seconds=config.sim_seconds * SMT_CALIBRATION_FRACTION)
         for _ in range(SMT_CALIBRATION_PASSES):
             rec, _, _ = _run(times, layout, machine, short, learner_batch, False, 0, net_setup)
             busy = rec.cpu_busy_s / short.sim_seconds
             layout = smt_speeds(layout, busy, machine.thread_speed_rel, machine.smt_yield)
+        return layout
+
+    if network_in_use(config):
+        layout, net_setup = node_layout(config, machine, hw_threads, network, traffic)
+        return settle(layout), net_setup
+    # the actors' threads: the best of a few placements, each ranked at its settled SMT speeds
+    # (archsim.sim.placement)
+    layout = choose_placement(
+        machine,
+        config,
+        hw_threads,
+        lambda lay, short: _run(times, lay, machine, short, learner_batch, False, 0)[0],
+        settle,
+    )
     return layout, net_setup
 
 
