@@ -274,8 +274,17 @@ SHORT_STEPS, LONG_STEPS = 300, 900
 SHOW_BOUND = 0.25
 
 
+# Below this share of a core (the program's CPU seconds over its wall seconds) the machine is busy
+# enough that other jobs' cache and memory traffic inflate the program's own CPU time: under two
+# `yes` loops on the 2-core box the program got 63% of a core and measured 100.5 env steps per
+# CPU-second against 125.7 predicted from a capture made beside the same load (+25%), while quiet
+# runs get 99-100% of a core. The comparison is then not of the model but of the load, so it skips.
+BUSY_CORE_SHARE = 0.85
+
+
 def _program_cpu_s(steps: int) -> float:
-    """The example's own CPU-second count (time.process_time around its loop), run as is."""
+    """The example's own CPU-second count (time.process_time around its loop), run as is; skips
+    the calling test when the program got under BUSY_CORE_SHARE of a core (a busy machine)."""
     import re
     import subprocess
     import sys
@@ -283,7 +292,14 @@ def _program_cpu_s(steps: int) -> float:
     args = [sys.executable, str(EXAMPLE), "--total-timesteps", str(steps)]
     args += ["--learning-starts", str(LEARNING_STARTS), "--torch-threads", "1", "--no-cuda"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=900, check=True)
-    return float(re.search(r"CPU: ([0-9.]+) s", done.stdout).group(1))
+    wall_s = float(re.search(r"wall: ([0-9.]+) s", done.stdout).group(1))
+    cpu_s = float(re.search(r"CPU: ([0-9.]+) s", done.stdout).group(1))
+    if cpu_s < BUSY_CORE_SHARE * wall_s:
+        pytest.skip(
+            f"busy machine: the program got {cpu_s / wall_s:.0%} of a core ({cpu_s:.2f} CPU-s in "
+            f"{wall_s:.2f} s), and other jobs' cache traffic inflates its own CPU time"
+        )
+    return cpu_s
 
 
 @pytest.mark.slow
