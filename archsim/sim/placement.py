@@ -45,8 +45,6 @@ from archsim.perf.cpu import ThreadLayout, actor_thread_order, place_threads
 # 64 actors, 3 learner threads, 15 threads: 4, 5 and 6 actor threads give 66.5K-67.7K frames/s, 11
 # give 60.7K; a list that stopped at 8 per thread missed them).
 ACTORS_PER_THREAD = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-# Each candidate runs for this fraction of the window: all of it (see the module docstring).
-CANDIDATE_FRACTION = 1.0
 
 
 def candidate_actor_threads(
@@ -98,7 +96,8 @@ def choose_placement(
         return default
     # "auto": the fast engine wherever it is exact (the same metrics as "simpy", a fraction of the
     # time; docs/SIMULATOR.md "Engines")
-    short = config.replace(sim_seconds=config.sim_seconds * CANDIDATE_FRACTION, engine="auto")
+    # each candidate runs the whole window (a shorter one ranks the unpaced start: module docstring)
+    short = config.replace(engine="auto")
     rec = run_short(default, short)
     # The default's counts, less what straddles the end of the window (one env step of every
     # actor, one learner step), which a placement that does as well can miss: a choice must reach
