@@ -21,8 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from archsim.capture.session import CaptureSchedule
+
 # Extra windows when the user's schedule repeats until the end (repeat=0): as many as the default's.
-EXTRA_WINDOWS_UNBOUNDED = 8
+EXTRA_WINDOWS_UNBOUNDED = CaptureSchedule.repeat
 
 
 class RoleSchedule:
