@@ -93,6 +93,29 @@ def place_threads(
     )
 
 
+def place_threads_on(
+    cpu,
+    n_reserved: int,
+    n_actors: int,
+    hw_threads: int | None = None,
+    actor_threads: int | None = None,
+) -> ThreadLayout:
+    """:func:`place_threads` on a CPU config (anything with ``hw_threads``, ``cores``, ``sockets``,
+    ``cores_per_socket``, ``thread_speed_rel`` and ``smt_yield``), so callers do not repeat its
+    figures; ``hw_threads`` overrides the config's (a run that uses fewer threads)."""
+    return place_threads(
+        n_reserved=n_reserved,
+        n_actors=n_actors,
+        hw_threads=cpu.hw_threads if hw_threads is None else hw_threads,
+        cores=cpu.cores,
+        sockets=cpu.sockets,
+        cores_per_socket=cpu.cores_per_socket,
+        thread_speed_rel=cpu.thread_speed_rel,
+        smt_yield=cpu.smt_yield,
+        actor_threads=actor_threads,
+    )
+
+
 def actor_thread_order(n_reserved: int, hw_threads: int, cores: int) -> tuple[list[int], int]:
     """The hardware threads actors may use, in the order they take them, and how many the default
     placement uses: threads of cores the learner does not use (numbered first threads of every core,

@@ -37,7 +37,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 
-from archsim.perf.cpu import ThreadLayout, actor_thread_order, place_threads
+from archsim.perf.cpu import ThreadLayout, actor_thread_order, place_threads_on
 
 # Actors per thread tried besides the default: SEED RL's actors run several environments per
 # thread to hide inference latency (Espeholt et al. 2020); 1 is one actor per thread. Steps of at most
@@ -76,16 +76,8 @@ def choose_placement(
     threads although others were left unused."""
 
     def layout_for(m: int | None) -> ThreadLayout:
-        return place_threads(
-            n_reserved=config.learner_threads,
-            n_actors=config.actors,
-            hw_threads=hw_threads,
-            cores=machine.cores,
-            sockets=machine.sockets,
-            cores_per_socket=machine.cores_per_socket,
-            thread_speed_rel=machine.thread_speed_rel,
-            smt_yield=machine.smt_yield,
-            actor_threads=m,
+        return place_threads_on(
+            machine, config.learner_threads, config.actors, hw_threads=hw_threads, actor_threads=m
         )
 
     candidates = candidate_actor_threads(

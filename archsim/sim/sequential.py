@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.errors import ArchsimError
-from archsim.perf.cpu import place_threads
+from archsim.perf.cpu import place_threads_on
 from archsim.perf.cpu_speed import EMULATOR, INTERPRETER, SIMD, class_speed
 from archsim.perf.launch import launch_calls
 from archsim.sim.config import LOOP_TRACE, SimConfig
@@ -292,16 +292,7 @@ def loop_metrics(
             "trace: a loop iteration takes no time; its throughput would be infinite"
         )
     u, e = times.updates_per_iteration, times.env_steps_per_iteration
-    layout = place_threads(
-        n_reserved=1,
-        n_actors=0,
-        hw_threads=machine.hw_threads,
-        cores=machine.cores,
-        sockets=machine.sockets,
-        cores_per_socket=machine.cores_per_socket,
-        thread_speed_rel=machine.thread_speed_rel,
-        smt_yield=machine.smt_yield,
-    )
+    layout = place_threads_on(machine, n_reserved=1, n_actors=0)
     # One iteration of the mean cycle as the window: the rates are exact, no end effects.
     rec = Recorder(end=t, hw_threads=machine.hw_threads, frames_per_env_step=frames_per_env_step)
     rec.env_steps = e  # type: ignore[assignment]  # a mean count per iteration (float)

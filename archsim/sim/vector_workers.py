@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from archsim.perf.cpu import place_threads
+from archsim.perf.cpu import place_threads_on
 from archsim.perf.cpu_speed import EMULATOR, INTERPRETER, class_speed
 from archsim.sim.step_work import phase_work_us, step_work_us
 
@@ -91,16 +91,7 @@ def worker_phase(draws_s: np.ndarray, n: int, cpu) -> WorkerPhase:
     draws_s = np.asarray(draws_s, dtype=float)
     if n < 1 or len(draws_s) == 0:
         return WorkerPhase(workers=max(n, 0), slowest_s=0.0, busy_s=0.0)
-    layout = place_threads(
-        n_reserved=0,
-        n_actors=n,
-        hw_threads=cpu.hw_threads,
-        cores=cpu.cores,
-        sockets=cpu.sockets,
-        cores_per_socket=cpu.cores_per_socket,
-        thread_speed_rel=cpu.thread_speed_rel,
-        smt_yield=cpu.smt_yield,
-    )
+    layout = place_threads_on(cpu, n_reserved=0, n_actors=n)
     placement = layout.placement
     # the draws are already at the target thread's speed; an SMT-shared thread runs slower
     slow = cpu.thread_speed_rel / layout.speed[placement]
