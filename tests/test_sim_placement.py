@@ -59,7 +59,7 @@ def _frames(preset: str, trace: str, actors: int, threads: int, **knobs):
     r = simulate(
         load(ROOT / "traces" / trace),
         load_hw(preset),
-        SimConfig(actors=actors, cpu_threads=threads, sim_seconds=0.4, **knobs),
+        SimConfig(**{"actors": actors, "cpu_threads": threads, "sim_seconds": 0.4, **knobs}),
     )
     return r.metrics["frames_per_s"], r.notes
 
@@ -77,3 +77,9 @@ def test_time_shared_actors_say_so_and_all_threads_match_fewer(monkeypatch):
     f16_default, notes_default = _frames("dgx1-v100", "r2d2-seed-2x2-cpu", 16, 16)
     assert f16_default < f16
     assert not any(n.startswith("placement:") for n in notes_default)
+
+
+def test_steady_engine_keeps_the_placement_note():
+    # --engine steady places threads as the exact engine does and says so (it used to drop the note)
+    _, notes = _frames("dgx1-v100", "r2d2-seed-2x2-cpu", 16, 16, engine="steady", sim_seconds=4.0)
+    assert any(n.startswith("placement: 16 actors on 3 actor threads") for n in notes)

@@ -353,5 +353,6 @@ def simulate_steady(times, machine, config, learner_batch, timeline, series_bins
         result.timeline, result.power_series = shown_result.timeline, shown_result.power_series
     result.engine = f"steady+{built.path}"
     result.steady = SteadyWindow(tuple(checkpoints), how == "settled", change)
-    result.notes = (*result.notes, result.steady.note(asked))
+    # the placement's note (archsim.sim.placement), as the exact engine's run gives it
+    result.notes = (*result.notes, *filter(None, [layout.note]), result.steady.note(asked))
     return result
