@@ -73,7 +73,9 @@ class Counts:
     learner_steps: int = 0
     samples: int = 0  # learner steps x their batch
     frames: int = 0  # ALE emulator frames (ale_py AtariEnv steps x its frameskip)
-    # the same from the first optimizer step on (the steady state, without the replay fill)
+    # the same in the steady state, without the replay fill: transitions from the first optimizer
+    # step on, samples from the first env step after it (a PPO's first update burst trains on the
+    # rollout before it: counted, its samples were 2.58 per transition where the loop used each twice)
     transitions_training: int = 0
     samples_training: int = 0
     ticks: int = 0  # schedule steps, from the first learner step on
@@ -122,6 +124,7 @@ class AutoMarker(EnvMarking):
         self.obs_ndim: int | None = None
         self.learner_batch = 1
         self.seen_learner = False
+        self.steady = False  # an env step has run since the first optimizer step (Counts)
         self.next_role: str | None = None  # the step about to start, as it ticks the profiler
         self.counts = Counts()
 
@@ -172,7 +175,9 @@ class AutoMarker(EnvMarking):
                 self._learner.__enter__()
                 self.counts.learner_steps += 1
                 self.counts.samples += max(1, self.learner_batch)
-                if self.seen_learner:
+                # a program whose own process steps no env (actors in processes): from the first
+                # optimizer step on, as its workers count their transitions
+                if self.seen_learner and (self.steady or not self.counts.env_steps):
                     self.counts.samples_training += max(1, self.learner_batch)
 
     def _marked(self, phase: str, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:

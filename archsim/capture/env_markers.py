@@ -31,6 +31,7 @@ class EnvMarking:
     frameskip: Any  # archsim.capture.frameskip.FrameSkip of the env last stepped
     obs_ndim: int | None
     seen_learner: bool
+    steady: bool
     _actor_stepped: bool
     _outermost: Callable[[], bool]
     _marked: Callable[..., Any]
@@ -61,6 +62,7 @@ class EnvMarking:
             self.counts.env_steps += 1
             self.counts.transitions += self.env_batch or 1
             if self.seen_learner:
+                self.steady = True
                 self.counts.transitions_training += self.env_batch or 1
             return result
 

@@ -250,6 +250,7 @@ def merge_workers(trace: Any, workers: Any, out_dir: Path, name: str) -> Any:
     for line in notes:
         note(line)
     if not any(part.trace_path for part in parts):
+        _check_vector_workers_recorded(trace, workers, parts, name)
         if workers.started:
             note(
                 f"{name} started {len(workers.started)} worker process(es); none has a trace of "
@@ -273,6 +274,28 @@ def merge_workers(trace: Any, workers: Any, out_dir: Path, name: str) -> Any:
     traced = sum(1 for part in parts if part.trace_path)
     note(f"merged the traces of {traced} worker process(es) with this process's")
     return trace
+
+
+def _check_vector_workers_recorded(trace: Any, workers: Any, parts: list[Any], name: str) -> None:
+    """One-line error when the program's vector env stepped its envs in worker processes and none of
+    them recorded a window: the program's env steps then hold only its send/receive (a CartPole PPO
+    on AsyncVectorEnv: 0.14 ms of CPU in a 1.2 ms env step), and simulate would price the env
+    steps at that. The workers count their schedule in their own env steps, which an on-policy
+    loop's extra window (archsim.capture.role_schedule) does not reach."""
+    from archsim.capture.frameskip import IN_WORKERS
+
+    source = str((trace.meta.get("workload") or {}).get("frames_per_env_step_source", ""))
+    if not parts or IN_WORKERS not in source:
+        return
+    ran = max(int(((p.sidecar or {}).get("counts") or {}).get("ticks", 0)) for p in parts)
+    s = workers.settings.schedule  # the profiled schedule: its skip_first is the user's + 1
+    first = s["skip_first"] - 1 + s["wait"] + s["warmup"]
+    raise ArchsimError(
+        f"capture run: {name}'s vector env stepped its environments in {len(parts)} worker "
+        f"process(es), and none recorded a window: each ran at most {ran} env steps after the "
+        f"first optimizer step, and the schedule records from step {first + 1} on; without them "
+        "the trace holds no env work: run it longer or lower --wait/--warmup"
+    )
 
 
 def _workers_frames(workload: dict[str, Any], parts: list[Any]) -> dict[str, Any]:

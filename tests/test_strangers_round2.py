@@ -1,0 +1,183 @@
+"""``archsim capture run`` on more strangers' RL scripts, written the way RL people write them
+(CleanRL-style single files on real gymnasium environments), each checked against what the script
+itself counted: a PPO with GAE, minibatch epochs, ``clip_grad_norm_`` and learning-rate annealing
+over a ``SyncVectorEnv`` or an ``AsyncVectorEnv`` (subprocess envs)."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import pytest
+
+from archsim.cli import main
+from archsim.trace.format import load
+
+# CleanRL's ppo.py cut down to what shapes its loop (Huang et al. 2022, JMLR 23(274)): dataclass args
+# through argparse, RecordEpisodeStatistics, a rollout of NUM_STEPS vector steps acting under
+# no_grad, a bootstrap value, GAE, EPOCHS x MINIBATCHES updates with clip_grad_norm_ and an annealed
+# learning rate. It prints what it did: COUNTS env_calls=... transitions=... updates=...
+PPO = textwrap.dedent(
+    """
+    import argparse, dataclasses
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    from torch.distributions.categorical import Categorical
+
+    @dataclasses.dataclass
+    class Args:
+        num_envs: int = 4
+        num_steps: int = 16
+        iterations: int = 4
+        update_epochs: int = 2
+        num_minibatches: int = 4
+        learning_rate: float = 2.5e-4
+        async_envs: int = 0
+
+    class Agent(nn.Module):
+        def __init__(self, envs):
+            super().__init__()
+            n = int(np.prod(envs.single_observation_space.shape))
+            self.critic = nn.Sequential(nn.Linear(n, 64), nn.Tanh(), nn.Linear(64, 1))
+            self.actor = nn.Sequential(nn.Linear(n, 64), nn.Tanh(),
+                                       nn.Linear(64, envs.single_action_space.n))
+
+        def get_action_and_value(self, x, action=None):
+            probs = Categorical(logits=self.actor(x))
+            action = probs.sample() if action is None else action
+            return action, probs.log_prob(action), probs.entropy(), self.critic(x)
+
+    if __name__ == "__main__":
+        p = argparse.ArgumentParser()
+        for f in dataclasses.fields(Args):
+            p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+        args = Args(**vars(p.parse_args()))
+        torch.manual_seed(1)
+        torch.backends.cudnn.deterministic = True
+        make = lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))
+        vec = gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv
+        envs = vec([make for _ in range(args.num_envs)])
+        agent = Agent(envs)
+        optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+        shape = (args.num_steps, args.num_envs)
+        obs = torch.zeros(shape + envs.single_observation_space.shape)
+        actions, logprobs, rewards, dones, values = (torch.zeros(shape) for _ in range(5))
+        batch = args.num_envs * args.num_steps
+        minibatch = batch // args.num_minibatches
+        env_calls = transitions = updates = 0
+        next_obs = torch.Tensor(envs.reset(seed=1)[0])
+        next_done = torch.zeros(args.num_envs)
+        for iteration in range(args.iterations):
+            optimizer.param_groups[0]["lr"] = (1 - iteration / args.iterations) * args.learning_rate
+            for step in range(args.num_steps):
+                obs[step], dones[step] = next_obs, next_done
+                with torch.no_grad():
+                    action, logprob, _, value = agent.get_action_and_value(next_obs)
+                values[step], actions[step], logprobs[step] = value.flatten(), action, logprob
+                next_obs, reward, term, trunc, infos = envs.step(action.numpy())
+                env_calls, transitions = env_calls + 1, transitions + args.num_envs
+                rewards[step] = torch.tensor(reward)
+                next_obs = torch.Tensor(next_obs)
+                next_done = torch.Tensor(np.logical_or(term, trunc))
+            with torch.no_grad():
+                next_value = agent.critic(next_obs).reshape(1, -1)
+                advantages, lastgaelam = torch.zeros_like(rewards), 0
+                for t in reversed(range(args.num_steps)):
+                    nonterminal = 1.0 - (next_done if t == args.num_steps - 1 else dones[t + 1])
+                    nextvalues = next_value if t == args.num_steps - 1 else values[t + 1]
+                    delta = rewards[t] + 0.99 * nextvalues * nonterminal - values[t]
+                    advantages[t] = lastgaelam = delta + 0.99 * 0.95 * nonterminal * lastgaelam
+                returns = advantages + values
+            b_obs, b_act = obs.reshape(batch, -1), actions.reshape(-1)
+            b_logp, b_adv, b_ret = logprobs.reshape(-1), advantages.reshape(-1), returns.reshape(-1)
+            inds = np.arange(batch)
+            for epoch in range(args.update_epochs):
+                np.random.shuffle(inds)
+                for start in range(0, batch, minibatch):
+                    mb = inds[start:start + minibatch]
+                    _, newlogp, entropy, newvalue = agent.get_action_and_value(b_obs[mb], b_act[mb])
+                    ratio = (newlogp - b_logp[mb]).exp()
+                    adv = (b_adv[mb] - b_adv[mb].mean()) / (b_adv[mb].std() + 1e-8)
+                    pg = torch.max(-adv * ratio, -adv * torch.clamp(ratio, 0.8, 1.2)).mean()
+                    v_loss = 0.5 * ((newvalue.view(-1) - b_ret[mb]) ** 2).mean()
+                    loss = pg - 0.01 * entropy.mean() + 0.5 * v_loss
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
+                    optimizer.step()
+                    updates += 1
+        envs.close()
+        print(f"COUNTS env_calls={env_calls} transitions={transitions} updates={updates}")
+    """
+)
+
+
+def _script(tmp_path, text: str, name: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def _counts(printed: str) -> dict[str, int]:
+    """What the script counted itself (its ``COUNTS k=v ...`` line)."""
+    (line,) = [x for x in printed.splitlines() if x.startswith("COUNTS ")]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
+
+
+def test_cleanrl_ppo_counts_and_pacing_match_what_the_script_did(tmp_path, capsys):
+    """4 iterations of 16 steps of 4 CartPoles, then 2 epochs of 4 minibatches of 16: the capture's
+    env steps, transitions and updates are the script's own, and the pacing is 2 samples per
+    transition, each transition trained on once per epoch. It was 2.58: samples counted from the
+    first optimizer step on took in the rest of the first burst (31 x 16 samples), whose rollout
+    came before it (3 x 64 transitions)."""
+    out = tmp_path / "cap"
+    script = _script(tmp_path, PPO, "ppo_cleanrl.py")
+    assert main(["capture", "run", "--out", str(out), "--", script]) == 0
+    did = _counts(capsys.readouterr().out)
+    assert did == {"env_calls": 64, "transitions": 256, "updates": 32}
+    trace = load(out)
+    counts = trace.meta["workload"]["settings"]["counts"]
+    assert (counts["env_steps"], counts["transitions"]) == (did["env_calls"], did["transitions"])
+    assert counts["learner_steps"] == did["updates"]
+    assert counts["actor_steps"] == 64 + 4  # and one bootstrap value forward per rollout
+    assert trace.meta["workload"]["samples_per_insert"] == 2.0  # update_epochs
+    steps = trace.steps
+    assert set(steps[steps.role == "learner"].batch_size) == {16}  # the minibatch
+    assert set(steps[steps.role == "actor"].batch_size) == {4}  # the vector env's
+    sim = tmp_path / "sim"
+    assert main(["simulate", str(out), "--hw", "local", "--out", str(sim)]) == 0
+    metrics = json.loads((sim / "metrics.json").read_text())
+    assert metrics["samples_per_insert"] == 2.0
+    # 2 updates of 16 samples per 16 transitions: 1 update per 4-env vector step
+    assert metrics["learner_updates_per_s"] == pytest.approx(metrics["env_steps_per_s"] / 8)
+
+
+def test_async_vector_env_workers_without_a_window_are_refused(tmp_path, capsys):
+    """PPO on an AsyncVectorEnv of 2 CartPoles for 4 iterations of 16 steps: the program's windows
+    get an extra window at its first update burst, but its env workers count their schedule in their
+    own env steps (48 after the first optimizer step, against step 63 of the default schedule) and
+    record none. The capture was saved with a note, and simulate priced each env step at the
+    program's send/receive alone; now one line and nothing written. With --wait 10 the workers
+    record and are merged."""
+    out = tmp_path / "cap"
+    script = _script(tmp_path, PPO, "ppo_async.py")
+    argv = ["--", script, "--num-envs", "2", "--async-envs", "1"]
+    assert main(["capture", "run", "--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert re.fullmatch(
+        r"archsim: error: capture run: ppo_async's vector env stepped its environments in 2 worker "
+        r"process\(es\), and none recorded a window: each ran at most \d+ env steps after the first "
+        r"optimizer step, and the schedule records from step 63 on; without them the trace holds "
+        r"no env work: run it longer or lower --wait/--warmup",
+        err[-1],
+    )
+    assert not out.exists()
+    shorter = ["--wait", "10", "--warmup", "1", "--active", "8"]
+    assert main(["capture", "run", "--out", str(out), *shorter, *argv]) == 0
+    trace = load(out)
+    workers = [p for p in trace.meta["capture"]["processes"] if p["role"] == "actor"]
+    assert len(workers) == 2 and all(p["traced"] for p in workers)
+    assert trace.meta["workload"]["samples_per_insert"] == 2.0
