@@ -111,6 +111,8 @@ def _ingest(
         "duplicate_events_removed": kt.duplicates_removed,
         "ts_rebased_by_us": kt.ts_rebased_by_us,
         "names_repaired": kt.names_repaired,
+        "begin_end_pairs": kt.pairs.paired,  # "B"/"E" spans read as complete events
+        "unclosed_begin_events": kt.pairs.unclosed_begins,
     }
     gpu, runtime, counts["linked_by_external_id"] = correlation_from_external_ids(gpu, runtime)
     gpu, counts["prewindow_gpu_events_dropped"] = drop_prewindow(gpu, runtime)
@@ -160,6 +162,8 @@ _REPAIRS = (
     ("duplicate_events_removed", "duplicate events removed"),
     ("names_repaired", "names with invalid Unicode repaired"),
     ("ts_rebased_by_us", "us subtracted from every timestamp (kept exact)"),
+    ("begin_end_pairs", "begin/end ('B'/'E') event pairs read as complete events"),
+    ("unclosed_begin_events", "begin ('B') events never ended dropped"),
 )
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.errors import ArchsimError, where
+from archsim.trace.begin_end import PairCounts, paired_complete
 from archsim.trace.infer_steps import ENV_STEP_FUNCTION
 from archsim.trace.kineto_checks import (
     INPUT_DIMS_KEYS,
@@ -104,6 +105,7 @@ class KinetoTrace:
     # category): foreign-accelerator device events and CUPTI range-profiler ranges.
     other_device_events: dict[str, int] = field(default_factory=dict)
     uncategorized_events: int = 0  # complete events with no "cat" at all (pre-Kineto exports)
+    pairs: PairCounts = field(default_factory=PairCounts)  # B/E pairs read as complete events
     # GPU events' launch geometry, registers and bytes (GPU_INT_FIELDS + GPU_FLOAT_FIELDS), one row
     # per kernel/memcpy/memset event, indexed by the event's position in traceEvents ("index").
     gpu_fields: pd.DataFrame | None = None
@@ -165,8 +167,9 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
     shared: dict[Any, Any] = {}  # one object per distinct shape list and args dict (never mutated)
     names_repaired = uncategorized = 0
     n_events = 0
-    for index, event, text in events:
-        n_events = index + 1
+    pairs = PairCounts()
+    for index, event, text in paired_complete(events, pairs):
+        n_events = max(n_events, index + 1)
         if not isinstance(event, dict):
             raise ArchsimError(where(path, f"traceEvents[{index}] is not a JSON object"))
         if event.get("ph") != "X":
@@ -263,6 +266,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
                     raise
         args_col.append(kept)
         del event, args
+    n_events = max(n_events, pairs.entries)  # pairs' end events are not yielded
     ts_values, rebase = _rebased(ts_big if ts_big is not None else ts_col)
     del ts_big, ts_col
     events_table = pd.DataFrame(
@@ -308,6 +312,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
         names_repaired=int(names_repaired),
         other_device_events=other_device,
         uncategorized_events=uncategorized,
+        pairs=pairs,
         gpu_fields=gpu_fields,
     )
 

@@ -28,6 +28,25 @@ TENSOR_TYPES: dict[str, tuple[str, int]] = {
     "c10::complex<double>": ("complex128", 16),
     "c10::Float8_e4m3fn": ("float8_e4m3fn", 1),
     "c10::Float8_e5m2": ("float8_e5m2", 1),
+    # The same element types as other compilers and tools spell them. Kineto writes the C++ type's
+    # demangled name (caffe2::TypeMeta), so int64_t is "long int" under GCC but "long long" under
+    # Clang (macOS: AdamM1909/unsloth_puzzels trace.json, nll_loss's target) and "__int64" under
+    # MSVC; unsigned types are registered in c10/util/typeid.h. ROCm's fp8 types (MI300) are the
+    # *fnuz variants (c10/util/Float8_e4m3fnuz.h); torch 2.7's MX types are one byte each (fp4
+    # packs two values in its byte, c10/util/Float4_e2m1fn_x2.h). ScalarType names (c10/core/
+    # ScalarType.h toString: "BFloat16", "Half", "Float") are what TraceLens's eval traces write.
+    "long long": ("int64", 8),
+    "__int64": ("int64", 8),
+    "unsigned short": ("uint16", 2),
+    "unsigned int": ("uint32", 4),
+    "unsigned long": ("uint64", 8),
+    "c10::Float8_e4m3fnuz": ("float8_e4m3fnuz", 1),
+    "c10::Float8_e5m2fnuz": ("float8_e5m2fnuz", 1),
+    "c10::Float8_e8m0fnu": ("float8_e8m0fnu", 1),
+    "c10::Float4_e2m1fn_x2": ("float4_e2m1fn_x2", 1),
+    "BFloat16": ("bfloat16", 2),
+    "Half": ("float16", 2),
+    "Float": ("float32", 4),
 }
 DEFAULT_DTYPE = ("float32", 4)  # legacy traces without "Input type": assume fp32
 
