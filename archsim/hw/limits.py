@@ -43,6 +43,7 @@ HW_RANGES: dict[str, Range] = {
     "gpu.physical_sms": Range(1, 1024, "3.4x the 304 CUs of AMD MI300X"),
     # GPU boost clocks are under 3 GHz (RTX 4090: 2.52 GHz).
     "gpu.clock_mhz": Range(1, 10_000, "past any shipping GPU clock (under 3 GHz)"),
+    "gpu.card_clock_mhz": Range(1, 10_000, "past any shipping GPU clock (under 3 GHz)"),
     # Ampere/Hopper SMs: 128 FP32 lanes x 2 (FMA) = 256 FLOP/clk; H100 dense FP16 tensor:
     # 989 TFLOPS / (132 SMs x 1.83 GHz) = 4,096 FLOP/clk (NVIDIA H100 datasheet).
     "gpu.fp32_flops_per_clk_per_sm": Range(1, 4096, "16x an Ampere/Hopper SM's 256"),
@@ -50,6 +51,7 @@ HW_RANGES: dict[str, Range] = {
     "gpu.tensor_flops_per_clk_per_sm": Range(0, 65_536, "16x an H100 SM's 4,096 (FP16 dense)"),
     # B200: 8 TB/s of HBM3e (NVIDIA DGX B200 datasheet).
     "gpu.dram_bw_gbs": Range(0.001, 100_000, "12.5x the 8 TB/s of B200 HBM3e"),
+    "gpu.card_dram_bw_gbs": Range(0.001, 100_000, "12.5x the 8 TB/s of B200 HBM3e"),
     # HBM2 ~3.9 pJ/bit, GDDR5 ~14 pJ/bit (O'Connor et al., "Fine-Grained DRAM", MICRO 2017).
     "gpu.dram_pj_per_bit": Range(0, 100, "7x GDDR5's 14 pJ/bit"),
     # GPU DRAM latency is hundreds of cycles, well under a microsecond (Jia et al., "Dissecting

@@ -155,7 +155,8 @@ def load_hw(name_or_path: str, overrides: Sequence[str] = ()) -> HardwareConfig:
     """A validated HardwareConfig from a preset name, a YAML path or ``local``, with overrides."""
     data, source = _resolve(name_or_path)
     if isinstance(data, dict) and overrides:
-        data = apply_overrides(_with_card_latency(_with_physical_sms(data)), overrides, source)
+        data = _with_card_latency(_with_physical_sms(data))
+        data = apply_overrides(_with_card_figures(data), overrides, source)
     return validate_hw(data, source)
 
 
@@ -169,6 +170,26 @@ def _with_card_latency(data: dict[str, Any]) -> dict[str, Any]:
     if number and gpu.get("card_dram_latency_ns") is None:
         return {**data, "gpu": {**gpu, "card_dram_latency_ns": latency}}
     return data
+
+
+# What-if fields whose card value the power model keeps (archsim.perf.power): field -> card field.
+CARD_FIGURES = {"clock_mhz": "card_clock_mhz", "dram_bw_gbs": "card_dram_bw_gbs"}
+
+
+def _with_card_figures(data: dict[str, Any]) -> dict[str, Any]:
+    """The config with the card's clock and DRAM bandwidth kept (``CARD_FIGURES``) where it does
+    not say, before overrides: ``--set gpu.clock_mhz`` then runs the same card's SMs at another
+    clock (its SM power scales with it), and ``--set gpu.dram_bw_gbs`` leaves the SMs' power alone."""
+    gpu = data.get("gpu")
+    if not isinstance(gpu, dict):
+        return data
+    card = {}
+    for field, card_field in CARD_FIGURES.items():
+        value = gpu.get(field)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and gpu.get(card_field) is None:
+            card[card_field] = value
+    return {**data, "gpu": {**gpu, **card}} if card else data
 
 
 def _with_physical_sms(data: dict[str, Any]) -> dict[str, Any]:

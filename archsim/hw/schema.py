@@ -53,6 +53,10 @@ class GpuConfig(_Strict):
     # are disabled and draw only idle power (archsim.perf.power). None = ``sms``.
     physical_sms: int | None = Field(default=None, ge=1)
     clock_mhz: float = Field(gt=0)
+    # Clock of the physical card, which ``--set gpu.clock_mhz`` leaves alone (as ``physical_sms``):
+    # its SMs' dynamic power at full load was read at this clock (archsim.perf.power scales it by
+    # clock / card clock). None = ``clock_mhz``.
+    card_clock_mhz: float | None = Field(default=None, gt=0)
     fp32_flops_per_clk_per_sm: float = Field(gt=0)
     fp16_flops_per_clk_per_sm: float = Field(gt=0)
     tensor_flops_per_clk_per_sm: float = Field(ge=0)  # 0 = no tensor cores
@@ -65,6 +69,10 @@ class GpuConfig(_Strict):
     # PyTorch still runs bf16 there, in FP32 math (archsim.perf.bf16).
     bf16: bool = True
     dram_bw_gbs: float = Field(gt=0)
+    # DRAM bandwidth of the physical card, which ``--set gpu.dram_bw_gbs`` leaves alone: the power
+    # model splits the card's TDP into SM and DRAM budgets at it, so a what-if bandwidth does not
+    # change what a busy SM draws (archsim.perf.power). None = ``dram_bw_gbs``.
+    card_dram_bw_gbs: float | None = Field(default=None, gt=0)
     # DRAM energy per bit moved (memory technology: HBM2, GDDR6, ...), for the power model's DRAM
     # term. None = no DRAM term (the SMs then take the whole dynamic budget).
     dram_pj_per_bit: float | None = Field(default=None, ge=0)
@@ -95,6 +103,16 @@ class GpuConfig(_Strict):
     def card_sms(self) -> int:
         """SMs of the physical card (at least the enabled ``sms``): the power model's denominator."""
         return max(self.sms, self.physical_sms or self.sms)
+
+    @property
+    def card_clock(self) -> float:
+        """Clock of the physical card, MHz (``clock_mhz`` unless a what-if changed that)."""
+        return self.card_clock_mhz or self.clock_mhz
+
+    @property
+    def card_dram_bw(self) -> float:
+        """DRAM bandwidth of the physical card, GB/s (``dram_bw_gbs`` unless a what-if changed it)."""
+        return self.card_dram_bw_gbs or self.dram_bw_gbs
 
     @property
     def card_latency_ns(self) -> float:

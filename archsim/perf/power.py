@@ -56,13 +56,24 @@ def gpu_power_w(
     max_w: float,
     dram_bw_gbs: float,
     dram_pj_per_bit: float,
+    clock_rel: float = 1.0,
 ) -> np.ndarray:
     """Power of one GPU whose SMs are busy ``sm_share`` of the card (time mean, in [0, 1]) and whose
-    kernels move ``dram_bytes_per_s`` to and from DRAM; within [idle_w, max_w]."""
+    kernels move ``dram_bytes_per_s`` to and from DRAM; within [idle_w, max_w].
+
+    ``dram_bw_gbs`` is the physical card's (``GpuConfig.card_dram_bw``): a busy SM draws what the
+    card's SMs draw whatever bandwidth a what-if gives the DRAM (a what-if's own figure shrank the SM
+    budget: rtx4090, R2D2, 64 actors at the same work drew 87.0 W at 1,008 GB/s, 34.2 W at 8x).
+    ``clock_rel`` is the what-if clock over the card's: SM dynamic power is alpha C V^2 f (Weste and
+    Harris, "CMOS VLSI Design", 4th ed., sec. 5.1), linear in f at the card's voltage, so a busy
+    SM-second at twice the clock costs twice the energy and the same work costs the same SM energy
+    (before, a faster clock made the same work cheaper: dgx-a100, R2D2, 64 actors, 705 -> 2,820 MHz,
+    96.0 -> 95.2 W at the same 330 updates/s). The voltage a higher clock needs is left out, so this
+    is the least a what-if clock costs."""
     budget_w = max(max_w - idle_w, 0.0)
     dram_w_per_bps = dram_pj_per_bit * PJ * BITS_PER_BYTE
     dram_full_w = min(dram_peak_w(dram_bw_gbs, dram_pj_per_bit), budget_w)
-    sm_dynamic_w = budget_w - dram_full_w
+    sm_dynamic_w = (budget_w - dram_full_w) * max(clock_rel, 0.0)
     share = np.clip(np.asarray(sm_share, dtype=float), 0.0, 1.0)
     dram_w = np.maximum(np.asarray(dram_bytes_per_s, dtype=float), 0.0) * dram_w_per_bps
     return np.clip(idle_w + sm_dynamic_w * share + dram_w, idle_w, max(max_w, idle_w))

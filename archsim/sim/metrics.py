@@ -198,8 +198,9 @@ class PowerModel:
     cpu_max_w: float  # per socket
     gpu_enabled_sms: int = 1  # gpu.sms after --sms
     gpu_card_sms: int = 1  # SMs of the physical card (gpu.physical_sms); the rest draw only idle
-    gpu_dram_bw_gbs: float = 1.0
+    gpu_dram_bw_gbs: float = 1.0  # the physical card's (gpu.card_dram_bw): splits its TDP
     gpu_dram_pj_per_bit: float = 0.0  # 0: no DRAM term
+    gpu_clock_rel: float = 1.0  # gpu.clock_mhz over the card's: scales SM dynamic power
     # 0: unknown, the threads in use on a socket count as its cores (small test machines)
     cores_per_socket: int = 0
     threads_per_core: int = 1
@@ -253,6 +254,7 @@ def _power_w(
             power.gpu_max_w,
             power.gpu_dram_bw_gbs,
             power.gpu_dram_pj_per_bit,
+            power.gpu_clock_rel,
         )
         gpu_w = gpu_w + (power.gpus - 1) * power.gpu_idle_w
     return cpu_w, gpu_w
