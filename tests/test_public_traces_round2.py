@@ -25,12 +25,19 @@ from tests.test_public_traces import HTA, _predict_json
 DATA = Path(__file__).parent / "data"
 KINETO_SYNC = DATA / "kineto_h100_cuda_sync_2026.json.gz"
 TRACELENS_SDPA = DATA / "tracelens_sdpa_flash_bf16.json.gz"
+TRACELENS_FA_MI300X = DATA / "tracelens_mi300x_flash_attn_fwd.json.gz"
 # The TraceLens eval names no GPU (no deviceProperties, a kernel name without an architecture
 # mark): commands that need the measuring GPU are told one, as a user would (--source-hw).
-ROUND2 = [(KINETO_SYNC, []), (TRACELENS_SDPA, ["--source-hw", "mi300x"])]
+ROUND2 = [
+    (KINETO_SYNC, []),
+    (TRACELENS_SDPA, ["--source-hw", "mi300x"]),
+    (TRACELENS_FA_MI300X, []),
+]
 
 
-@pytest.mark.parametrize(("path", "source"), ROUND2, ids=["kineto_sync", "tracelens_sdpa"])
+@pytest.mark.parametrize(
+    ("path", "source"), ROUND2, ids=["kineto_sync", "tracelens_sdpa", "fa_mi300x"]
+)
 def test_every_command_reads_it(path: Path, source: list[str], tmp_path: Path, capsys) -> None:
     """No traceback, no refusal, finite positive times from every command that reads a trace."""
     out = tmp_path / "tr"
@@ -90,6 +97,32 @@ def test_scalar_type_names_price_the_attention(capsys) -> None:
     )
     assert got["dtype"] == "bfloat16" and got["measured_gpu_seconds"] == pytest.approx(0.018)
     assert got["gpu_seconds"] >= SDPA_FLOPS / load_hw("dgx-h100").gpu.tensor_peak_flops
+
+
+def test_rocm7_flash_attention_heads_last(capsys) -> None:
+    """A real MI300X trace (ROCm 7, rocprofiler-sdk, with_stack): SDPA reaches
+    aten::_flash_attention_forward, whose inputs are the same tensors transposed to heads-last
+    [1, 32768, 32, 128]; its hipModuleLaunchKernel and the Triton attn_fwd.kd kernel record grid
+    [0, 0, 0]. The kernel joins the innermost op (External id 9) and is priced at the heads-first
+    SDPA's FLOPs (same attention, other layout), reading q, k, v (3 x 256 MiB) and writing out
+    (256 MiB). The 658 ms hipDeviceSynchronize is host time, not GPU work: measured GPU time is
+    the kernel's 85.232 ms."""
+    trace = ingest(TRACELENS_FA_MI300X)
+    (op,) = trace.ops.itertuples()
+    assert (op.launch_op, op.launch_api) == (
+        "aten::_flash_attention_forward",
+        "hipModuleLaunchKernel",
+    )
+    assert op.flops == SDPA_FLOPS and op.dtype == "bfloat16" and op.grid_x == 0
+    assert (op.bytes_read, op.bytes_written) == (3 * 2**28, 2**28)
+    assert trace.meta["source"]["device"] == "rocm"
+    assert source_hw_for_trace(trace).name == "mi300x"
+    got = _predict_json(capsys, str(TRACELENS_FA_MI300X), "--hw", "mi300x", "--phase", "all")
+    assert got["measured_gpu_seconds"] == pytest.approx(0.085232206)
+    model = _predict_json(
+        capsys, str(TRACELENS_FA_MI300X), "--hw", "mi300x", "--phase", "all", "--model-only"
+    )
+    assert model["gpu_seconds"] >= SDPA_FLOPS / load_hw("mi300x").gpu.tensor_peak_flops
 
 
 @pytest.mark.parametrize(
