@@ -13,11 +13,13 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from archsim.cli import main
 from archsim.hw import load_hw
 from archsim.perf.source import source_hw_for_trace
+from archsim.trace.concurrency import busy_us, concurrency_note
 from archsim.trace.flops.args import parse_args
 from archsim.trace.ingest import ingest
 from tests.test_public_traces import HTA, _predict_json
@@ -177,3 +179,69 @@ def test_begin_end_pairs_read_like_complete_events(tmp_path: Path) -> None:
     assert got.ops[cols].to_dict("records") == want.ops[cols].to_dict("records")
     assert got.meta["ingest"]["begin_end_pairs"] == len(complete)
     assert got.meta["ingest"]["unclosed_begin_events"] == 1
+
+
+def test_busy_time_is_the_union_of_intervals() -> None:
+    """[0, 10) and [5, 20) overlap into 20 us busy; [30, 31) adds 1; [40, 40) adds nothing."""
+    start = np.array([30.0, 0.0, 5.0, 40.0])
+    end = np.array([31.0, 10.0, 20.0, 40.0])
+    assert busy_us(start, end) == pytest.approx(21.0)
+    assert busy_us(np.array([]), np.array([])) == 0.0
+
+
+def _two_gemms_per_step(tmp_path: Path, devices: tuple[int, int], streams: tuple[int, int]) -> Path:
+    """Three ProfilerSteps, each launching two 50 us GEMMs that run at the same time (the shape of
+    nn.DataParallel's replicas on two GPUs, or of two streams of one GPU), or one after the other
+    where both are on one stream of one GPU."""
+    serial = devices[0] == devices[1] and streams[0] == streams[1]
+    props = [
+        {"id": d, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0,
+         "numSms": 108, "warpSize": 32}
+        for d in range(2)
+    ]  # fmt: skip
+    events = []
+    for step in range(1, 4):
+        t0 = 1000.0 * step
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}",
+                       "pid": 9, "tid": 9, "ts": t0, "dur": 900.0, "args": {}})  # fmt: skip
+        for k in range(2):
+            c = 10 * step + k
+            events += [
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 9, "tid": 9,
+                 "ts": t0 + 10 + 100 * k, "dur": 30.0,
+                 "args": {"External id": c, "Input Dims": [[256, 256], [256, 256]],
+                          "Input type": ["float", "float"]}},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9,
+                 "ts": t0 + 15 + 100 * k, "dur": 5.0, "args": {"External id": c, "correlation": c}},
+                {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_64x64_nn", "pid": devices[k],
+                 "tid": streams[k], "ts": t0 + 200 + 50 * k * serial, "dur": 50.0,
+                 "args": {"External id": c, "correlation": c, "stream": streams[k],
+                          "device": devices[k], "grid": [16, 4, 1], "block": [128, 1, 1]}},
+            ]  # fmt: skip
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({"deviceProperties": props, "traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("devices", "streams", "says"),
+    [
+        ((0, 1), (7, 7), "ran on 2 devices (0, 1): predict adds their 0.300 ms"),
+        ((0, 0), (7, 20), "on 2 streams overlapped: the GPU was busy 0.150 ms but the work sums"),
+        ((0, 0), (7, 7), None),  # one stream runs them in turn: no note
+    ],
+)
+def test_concurrent_gpu_work_is_named(tmp_path: Path, capsys, devices, streams, says) -> None:
+    """Per step two 50 us GEMMs side by side: predict sums 100 us of measured GPU time (as one GPU
+    running them in turn). Before: nothing said the GPUs or streams were busy only 50 us a step;
+    now one note does, with the trace's own summed (0.300 ms) and busy (0.150 ms) times."""
+    path = _two_gemms_per_step(tmp_path, devices, streams)
+    got = _predict_json(capsys, str(path), "--hw", "dgx-a100", "--phase", "all")
+    assert got["measured_gpu_seconds"] == pytest.approx(100e-6) and got["n_steps"] == 3
+    notes = [n for n in got["notes"] if "GPU work" in n]
+    assert len(notes) == (0 if says is None else 1)
+    assert says is None or says in notes[0]
+    if says and devices == (0, 1):
+        assert "the busiest device was busy 0.150 ms" in notes[0]
+    for path in (KINETO_SYNC, TRACELENS_FA_MI300X, HTA):  # one kernel at a time: no note
+        assert concurrency_note(ingest(path).ops) is None

@@ -109,6 +109,11 @@ def handle(args: argparse.Namespace) -> int:
             trace, hw, args.phase, args.hw, str(args.trace), efficiency, source, args.model_only
         )
     result["calibrated"] = efficiency is not None
+    from archsim.trace.concurrency import concurrency_note
+
+    overlap = concurrency_note(trace.ops)  # kernels side by side: the sums overstate the step
+    if overlap:
+        result.setdefault("notes", []).append(overlap)
     for note in result.get("notes", []):  # e.g. bf16 ops on a GPU without BF16 math
         print(f"{args.trace}: {note}", file=sys.stderr)
     if args.json:
