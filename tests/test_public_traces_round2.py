@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from archsim.cli import main
+from archsim.errors import ArchsimError
 from archsim.hw import load_hw
 from archsim.perf.source import source_hw_for_trace
 from archsim.trace.concurrency import busy_us, concurrency_note
@@ -245,3 +246,32 @@ def test_concurrent_gpu_work_is_named(tmp_path: Path, capsys, devices, streams, 
         assert "the busiest device was busy 0.150 ms" in notes[0]
     for path in (KINETO_SYNC, TRACELENS_FA_MI300X, HTA):  # one kernel at a time: no note
         assert concurrency_note(ingest(path).ops) is None
+
+
+@pytest.mark.parametrize("tail", ["", ",", ",\n  "])
+def test_json_array_without_its_closing_bracket(tmp_path: Path, tail: str) -> None:
+    """The Chrome format's JSON Array Format may end without its ']' (a tracer that crashed or
+    was killed leaves it out), after the last event or after its ','. Before: 'not JSON (expected
+    ',' or ']' in traceEvents, found end of file)' or 'not JSON (Expecting value)'. HTA's events
+    written that way read like the whole file."""
+    with gzip.open(HTA) as f:
+        events = json.load(f)["traceEvents"]
+    path = tmp_path / "open.json"
+    path.write_text(json.dumps(events, indent=1)[:-1].rstrip() + tail)
+    assert ingest(path).ops[["name", "dur_us"]].to_dict("records") == [
+        {"name": ingest(HTA).ops["name"].iloc[0], "dur_us": 45.0}
+    ]
+
+
+def test_a_cut_trace_says_it_is_cut(tmp_path: Path) -> None:
+    """An object-format trace cut short (a copy that stopped) is still refused, but in one line
+    that says the file ends mid-value, not only 'Unterminated string starting at'."""
+    with gzip.open(KINETO_SYNC, "rt") as f:
+        text = f.read()
+    for cut_at in (len(text) // 2, len(text) - 3):
+        path = tmp_path / "cut.json"
+        path.write_text(text[:cut_at])
+        with pytest.raises(
+            ArchsimError, match=r"not JSON \(.*the file ends mid-value: truncated\?\)"
+        ):
+            ingest(path)

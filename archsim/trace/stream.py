@@ -87,7 +87,11 @@ class _Buffer:
             except json.JSONDecodeError as exc:
                 if self.fill():  # the value may continue in the next chunk
                     continue
-                raise ArchsimError(where(self.path, f"not JSON ({exc.msg})")) from None
+                # a string or value still open at end of file: the file was cut short (a copy or
+                # write that stopped), not a different format
+                cut = exc.msg.startswith("Unterminated") or not self.text[exc.pos :].strip()
+                said = "; the file ends mid-value: truncated?" if cut and self.text.strip() else ""
+                raise ArchsimError(where(self.path, f"not JSON ({exc.msg}{said})")) from None
             except RecursionError:
                 raise ArchsimError(
                     where(self.path, "JSON nested too deeply to be a Kineto trace")
@@ -138,9 +142,10 @@ def iter_trace(
         buf = _Buffer(handle, Path(path), on_bytes)
         if buf.skip_ws() == "[" and _array_of_objects(buf):
             # the Chrome trace format's "JSON Array Format": the events alone, no top-level keys
-            # (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU)
+            # (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU),
+            # whose closing ']' is optional: a tracer that crashed or was killed leaves it out
             buf.pos += 1
-            yield from _events(buf)
+            yield from _events(buf, closing_optional=True)
             if buf.skip_ws():
                 raise ArchsimError(where(path, "not JSON (Extra data)"))
             return
@@ -194,9 +199,10 @@ def _array_of_objects(buf: _Buffer) -> bool:
             return False
 
 
-def _events(buf: _Buffer) -> Iterator[tuple[int, Any, str]]:
+def _events(buf: _Buffer, closing_optional: bool = False) -> Iterator[tuple[int, Any, str]]:
     """The entries of traceEvents, the '[' consumed; fast path: decode straight from the buffer
-    and match the separator with one regex; fall back to the refilling calls near a chunk end."""
+    and match the separator with one regex; fall back to the refilling calls near a chunk end.
+    ``closing_optional``: the file may end after an event (or after its ',') without the ']'."""
     index = 0
     decode = _DECODER.raw_decode
     while True:
@@ -211,9 +217,13 @@ def _events(buf: _Buffer) -> Iterator[tuple[int, Any, str]]:
             if sep is None:
                 raise ValueError
         except (ValueError, AttributeError, IndexError, RecursionError):  # the careful path
+            if closing_optional and index and not buf.skip_ws():
+                return  # the file ends after a ',': the array's ']' left out
             event, pos, end = buf.value(scalar_safe=True)
             yield index, event, buf.text[pos:end] if _needs_text(event) else ""
             index += 1
+            if closing_optional and not buf.skip_ws():
+                return  # the file ends after the event
             if buf.expect(",]", "',' or ']' in traceEvents") == "]":
                 return
             continue
