@@ -4,8 +4,9 @@ The Chrome trace event format allows a span as one complete event (``ph`` "X", w
 a "B" and a later "E" on the same process and thread, properly nested: an "E" closes the most
 recent open "B" of its thread and may omit name and category; its args are merged into the
 begin's (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU, "Duration
-Events"). Kineto writes "X"; converters and other tools write pairs. Before this, ingest read only
-"X" and refused a trace of pairs as having nothing to ingest.
+Events"). Kineto writes "X"; tracers that append as they go write pairs (shish/eventtracer-php's
+``begin()``/``end()``, for one). Before this, ingest read only "X" and refused a trace of pairs as
+having nothing to ingest.
 """
 
 from __future__ import annotations

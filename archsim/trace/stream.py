@@ -143,7 +143,9 @@ def iter_trace(
         if buf.skip_ws() == "[" and _array_of_objects(buf):
             # the Chrome trace format's "JSON Array Format": the events alone, no top-level keys
             # (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU),
-            # whose closing ']' is optional: a tracer that crashed or was killed leaves it out
+            # whose closing ']' is optional: writers that append events as they go leave it out, and
+            # may end on a ',' (Chromium's py_trace_event, commit 8aec0121: "trace_event_viewer
+            # knows how to fixup traces that dont have a close"), as does a tracer killed mid-run
             buf.pos += 1
             yield from _events(buf, closing_optional=True)
             if buf.skip_ws():
