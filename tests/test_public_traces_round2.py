@@ -275,3 +275,28 @@ def test_a_cut_trace_says_it_is_cut(tmp_path: Path) -> None:
             ArchsimError, match=r"not JSON \(.*the file ends mid-value: truncated\?\)"
         ):
             ingest(path)
+
+
+@pytest.mark.parametrize(
+    ("events", "says"),
+    [
+        ([], "(traceEvents is empty)"),
+        (  # another tool's async spans (a ResNet serving benchmark's chrome_trace.json)
+            [{"cat": "resnet50", "name": "1", "id": "1", "ph": ph, "ts": ts, "pid": 0}
+             for ph, ts in (("b", 10.0), ("e", 60.0))],
+            "(none of its 2 events is a complete ('X') or 'B'/'E' span)",
+        ),
+        (
+            [{"ph": "X", "cat": "io", "name": "read", "ts": 1.0, "dur": 2.0, "pid": 0, "tid": 0}] * 2
+            + [{"ph": "X", "cat": "infer", "name": "run", "ts": 5.0, "dur": 2.0, "pid": 0, "tid": 0}],
+            "(its complete events are of categories 'io' (2), 'infer' (1))",
+        ),
+    ],
+)  # fmt: skip
+def test_nothing_to_ingest_says_what_is_there(tmp_path: Path, events: list, says: str) -> None:
+    """A file with nothing archsim reads says, in its one line, what it holds instead."""
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    with pytest.raises(ArchsimError, match="nothing to ingest") as err:
+        ingest(path)
+    assert says in str(err.value) and "\n" not in str(err.value)

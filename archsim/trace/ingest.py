@@ -102,7 +102,7 @@ def _ingest(
             f" ({kt.uncategorized_events} events without 'cat': this looks like the legacy "
             "pre-Kineto torch.autograd.profiler format; profile with torch.profiler instead)"
             if kt.uncategorized_events
-            else ""
+            else _not_profiler_events(kt)
         )
         raise ArchsimError(
             where(path, f"no cpu_op, kernel, memcpy or memset events{legacy}: nothing to ingest")
@@ -152,6 +152,18 @@ def _ingest(
     devices = sorted(int(d) for d in ops.loc[ops["device"] >= 0, "device"].unique())
     source_meta = trace_meta(kt, devices, counts, MAX_UNLINKED_FRACTION)
     return Trace(meta=merge_meta(source_meta, meta or {}), ops=ops, steps=steps, raw_path=path)
+
+
+def _not_profiler_events(kt: KinetoTrace) -> str:
+    """What a trace with nothing to ingest holds instead: the categories of its complete events
+    (another tool's Chrome trace), or that none of its events is a complete or B/E span."""
+    if kt.skipped_categories:
+        top = sorted(kt.skipped_categories.items(), key=lambda kv: -kv[1])[:3]
+        listed = ", ".join(f"'{c}' ({n:,})" for c, n in top)
+        return f" (its complete events are of categories {listed})"
+    if kt.n_events:
+        return f" (none of its {kt.n_events:,} events is a complete ('X') or 'B'/'E' span)"
+    return " (traceEvents is empty)"
 
 
 # The record_function of a call into a torch.compile'd graph (torch._inductor's output code).

@@ -105,6 +105,7 @@ class KinetoTrace:
     # category): foreign-accelerator device events and CUPTI range-profiler ranges.
     other_device_events: dict[str, int] = field(default_factory=dict)
     uncategorized_events: int = 0  # complete events with no "cat" at all (pre-Kineto exports)
+    skipped_categories: dict[str, int] = field(default_factory=dict)  # complete events not read
     pairs: PairCounts = field(default_factory=PairCounts)  # B/E pairs read as complete events
     # GPU events' launch geometry, registers and bytes (GPU_INT_FIELDS + GPU_FLOAT_FIELDS), one row
     # per kernel/memcpy/memset event, indexed by the event's position in traceEvents ("index").
@@ -163,6 +164,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
     gpu_ints = [array("q") for _ in GPU_INT_FIELDS]
     gpu_floats = [array("d") for _ in GPU_FLOAT_FIELDS]
     other_device: dict[str, int] = {}
+    skipped: dict[str, int] = {}
     names: dict[str, str] = {}  # one string object per distinct name (kernel names repeat)
     shared: dict[Any, Any] = {}  # one object per distinct shape list and args dict (never mutated)
     names_repaired = uncategorized = 0
@@ -181,6 +183,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
                 "user_annotation"  # gymnasium Env.step (with_stack traces): an inferred actor step
             )
         if cat is None:
+            skipped[raw_cat] = skipped.get(raw_cat, 0) + 1
             if raw_cat.startswith(FOREIGN_DEVICE_PREFIXES) or raw_cat == CUPTI_RANGE_CATEGORY:
                 other_device[raw_cat] = other_device.get(raw_cat, 0) + 1
             uncategorized += "cat" not in event  # torch <= 1.7's autograd profiler wrote none
@@ -312,6 +315,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
         names_repaired=int(names_repaired),
         other_device_events=other_device,
         uncategorized_events=uncategorized,
+        skipped_categories=skipped,
         pairs=pairs,
         gpu_fields=gpu_fields,
     )
