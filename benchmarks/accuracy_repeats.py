@@ -27,11 +27,19 @@ def launch_keys(ops: pd.DataFrame) -> pd.Series:
     direction) and bytes; where the trace records no size (ROCm's hipMemset events carry none) the
     launching op's input shapes stand in for it, so memsets of different ops stay apart.
     """
-    kind = ops["kind"].astype(str)
-    dims = ops["input_dims"].fillna("").astype(str)
-    kernel_part = ops[KERNEL_KEY].astype(str).agg("|".join, axis=1) + "|" + dims
+
+    def joined(columns: list[str]) -> pd.Series:  # column-wise, not a Python call per row
+        parts = [ops[c].astype(object).astype(str) for c in columns]
+        out = parts[0]
+        for part in parts[1:]:
+            out = out + "|" + part
+        return out
+
+    kind = ops["kind"].astype(object).astype(str)
+    dims = ops["input_dims"].astype(object).fillna("").astype(str)
+    kernel_part = joined(KERNEL_KEY) + "|" + dims
     written = pd.to_numeric(ops["bytes_written"], errors="coerce").fillna(0.0)
-    copy_part = ops[COPY_KEY].astype(str).agg("|".join, axis=1)
+    copy_part = joined(COPY_KEY)
     copy_part = copy_part.where(written > 0, copy_part + "|" + dims)
     return kernel_part.where(kind == "kernel", copy_part)
 
