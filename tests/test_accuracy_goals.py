@@ -45,7 +45,8 @@ def _miss(reason: str):
             marks=_miss(
                 "total -28.3% (reductions' 5-7 us short of measured beyond their counted "
                 "gfx940 issue, archsim.perf.reduce_issue_amd; MIOpen's MeanVariance/Final beyond "
-                "their counted round trips, archsim.perf.miopen_bn; ~1 us first-iteration cost)"
+                "their counted round trips, archsim.perf.miopen_bn; first launches 6.5% of its time over "
+                "their repeats, -22.0% on repeat launches, benchmarks/accuracy_repeats.py)"
             ),
         ),
         # met: -16.2% (-20.03% before the instruction issue of the softmax passes, the legacy copies
