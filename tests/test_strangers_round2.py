@@ -10,7 +10,11 @@ import re
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from archsim.capture.role_schedule import RoleSchedule
+from archsim.capture.session import CaptureSchedule
 from archsim.cli import main
 from archsim.trace.format import load
 
@@ -181,3 +185,101 @@ def test_async_vector_env_workers_without_a_window_are_refused(tmp_path, capsys)
     workers = [p for p in trace.meta["capture"]["processes"] if p["role"] == "actor"]
     assert len(workers) == 2 and all(p["traced"] for p in workers)
     assert trace.meta["workload"]["samples_per_insert"] == 2.0
+
+
+# A loop with no end, as people write them to stop with Ctrl-C: its settings read from a file beside
+# it (through __file__), a print every step, acting under inference_mode, a manual reset at each
+# episode's end, a batch of 16 every 2 env steps; KeyboardInterrupt saves a checkpoint.
+FOREVER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    HERE = Path(__file__).resolve().parent
+    cfg = dict(line.split("=") for line in (HERE / "forever.cfg").read_text().split())
+    torch.set_num_threads(1)
+    env = gym.make(sys.argv[1])
+    q = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2))
+    opt = torch.optim.Adam(q.parameters(), lr=1e-3)
+    obs, _ = env.reset(seed=0)
+    buf, t, updates, episodes = [], 0, 0, 0
+    try:
+        while True:
+            with torch.inference_mode():
+                a = int(q(torch.as_tensor(obs)).argmax())
+            nobs, r, term, trunc, _ = env.step(a)
+            buf.append(obs)
+            obs, t = nobs, t + 1
+            if term or trunc:
+                obs, episodes = env.reset()[0], episodes + 1
+            print(f"step {t} reward {r}")
+            if t > 20 and t % 2 == 0:
+                o = torch.as_tensor(np.array([buf[i] for i in np.random.randint(t, size=16)]))
+                loss = q(o).pow(2).mean()
+                opt.zero_grad(); loss.backward(); opt.step(); updates += 1
+    except KeyboardInterrupt:
+        torch.save(q.state_dict(), HERE / "checkpoint.pt")
+    finally:
+        env.close()
+        print(f"COUNTS env_steps={t} updates={updates} episodes={episodes}")
+    """
+)
+
+
+def test_an_endless_loop_is_stopped_once_its_windows_are_recorded(tmp_path, capsys):
+    """``while True`` could only be captured by a Ctrl-C the program caught; --stop-when-recorded
+    ends it at its first step after the last window (2 of 6 from step 3): its ``finally`` runs,
+    its KeyboardInterrupt handler does not, and the trace is saved with the counts of the steps it
+    ran. The episode's reset after its last step (CartPole episodes of about 20 steps) is env work
+    of that step: it opened an actor step of its own, counting 403 actor steps for 382 env steps."""
+    (tmp_path / "forever.cfg").write_text("unused=1\n")
+    script = _script(tmp_path, FOREVER, "forever.py")
+    out = tmp_path / "cap"
+    schedule = ["--wait", "2", "--warmup", "1", "--active", "6", "--repeat", "2"]
+    argv = ["capture", "run", "--out", str(out), *schedule, "--stop-when-recorded"]
+    assert main([*argv, "--", script, "CartPole-v1"]) == 0
+    printed = capsys.readouterr()
+    did = _counts(printed.out)
+    assert did["episodes"] >= 1 and not (tmp_path / "checkpoint.pt").exists()
+    assert "stopped forever at its step 19 after its first optimizer step" in printed.err
+    counts = load(out).meta["workload"]["settings"]["counts"]
+    assert counts["stopped_when_recorded"] and counts["ticks"] == 19
+    assert counts["env_steps"] == counts["actor_steps"] == did["env_steps"]
+    assert counts["learner_steps"] == did["updates"]
+    assert load(out).meta["workload"]["samples_per_insert"] == 8.0  # 16 every 2 env steps
+    assert main([*argv, "--repeat", "0", "--force", "--", script, "CartPole-v1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "archsim: error: capture run: --stop-when-recorded needs --repeat N > 0 (--repeat 0 "
+        "records until the program ends)"
+    )
+
+
+@settings(max_examples=50)
+@given(
+    wait=st.integers(0, 6),
+    warmup=st.integers(1, 2),
+    active=st.integers(1, 5),
+    repeat=st.integers(0, 3),
+    roles=st.lists(st.sampled_from(["actor", "learner", "learner"]), max_size=80),
+)
+def test_a_finished_schedule_records_nothing_more(wait, warmup, active, repeat, roles):
+    """Invariant of --stop-when-recorded: once RoleSchedule says it has finished, it stays so and
+    every later step is NONE (stopping there loses no window), every window it opened has been
+    saved, and with ``repeat`` 0 it never finishes."""
+    schedule = CaptureSchedule(skip_first=1, wait=wait, warmup=warmup, active=active, repeat=repeat)
+    state = {"role": None}
+    sched = RoleSchedule(schedule, lambda: state["role"])
+    actions, finished = [sched(0).name], []
+    for step, role in enumerate(roles, start=1):
+        state["role"] = role
+        actions.append(sched(step).name)
+        finished.append(sched.finished())
+    if True in finished:
+        first = finished.index(True)
+        assert all(finished[first:]) and repeat > 0
+        assert set(actions[first + 1 :]) == {"NONE"}
+        opened = [a for a in actions[: first + 2] if a.startswith("RECORD")]
+        assert opened and opened[-1] == "RECORD_AND_SAVE" and actions[first] == "RECORD_AND_SAVE"

@@ -82,6 +82,7 @@ class Counts:
     worker_processes: int = 0  # multiprocessing processes the program started
     other_thread_optimizer_steps: int = 0  # Optimizer.step calls on threads that are not marked
     ended_by_os_exit: bool = False  # the program ended with os._exit(0) (archsim.capture.program)
+    stopped_when_recorded: bool = False  # archsim ended it after its last window (--stop-when-...)
 
 
 _active: AutoMarker | None = (
@@ -146,12 +147,13 @@ class AutoMarker(EnvMarking):
             self.counts.ticks += 1
             self._on_tick()
 
-    def _begin(self, phase: str) -> None:
-        """Open the step ``phase`` belongs to, closing what the loop's order says has ended."""
+    def _begin(self, phase: str, *, boundary: bool = True) -> None:
+        """Open the step ``phase`` belongs to, closing what the loop's order says has ended.
+        ``boundary=False``: an actor phase that never starts a step while one is open."""
         if self._pending:
             self._late_patches()
         if phase in _ACTOR:
-            if phase in _BOUNDARY:
+            if phase in _BOUNDARY and boundary:
                 self._close_learner()
                 if self._actor is not None and self._actor_stepped:
                     self._close_actor()
@@ -180,8 +182,10 @@ class AutoMarker(EnvMarking):
                 if self.seen_learner and (self.steady or not self.counts.env_steps):
                     self.counts.samples_training += max(1, self.learner_batch)
 
-    def _marked(self, phase: str, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-        self._begin(phase)
+    def _marked(
+        self, phase: str, fn: Callable[..., Any], args: Any, kwargs: Any, boundary: bool = True
+    ) -> Any:
+        self._begin(phase, boundary=boundary)
         self._depth += 1
         marker = markers.phase(phase)
         marker.__enter__()

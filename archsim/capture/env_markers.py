@@ -79,7 +79,10 @@ class EnvMarking:
                     return original(env, *args, **kwargs)
                 finally:
                     self._depth -= 1
-            return self._marked("env_step", original, (env, *args), kwargs)
+            # an episode's reset after its last step (``if term or trunc: obs = env.reset()``) is
+            # env work of the step that ended it, not an actor step of its own: one was opened per
+            # episode (a CartPole loop counted 403 actor steps for its 382 env steps)
+            return self._marked("env_step", original, (env, *args), kwargs, boundary=False)
 
         return reset
 

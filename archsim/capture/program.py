@@ -3,7 +3,8 @@
 The program gets its own ``sys.argv``, its folder first on ``sys.path`` and ``__main__`` (runpy);
 after it, archsim's ``sys.argv``, ``sys.path`` and working directory are restored (a program that
 changes directory must not move a relative ``--out``). Its exit status is checked: ``sys.exit(0)``
-or falling off the end is success, anything else one line and nothing saved.
+or falling off the end is success, anything else one line and nothing saved. :class:`ProgramStopped`
+(archsim ending an unbounded loop once its windows are recorded) is success too.
 
 ``os._exit`` ends a process at once, skipping Python's exit (RL programs call it to leave threads
 or pools that would not join): in the program's own thread it ended archsim too, with status 0,
@@ -24,6 +25,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from archsim.errors import ArchsimError
+
+
+class ProgramStopped(BaseException):
+    """Raised in the program's thread at a step boundary to end it early (``capture run
+    --stop-when-recorded``): not an Exception, so the program's ``except Exception`` and
+    ``except KeyboardInterrupt`` let it through while its ``finally`` blocks still run."""
 
 
 class ProgramOsExit(BaseException):
@@ -76,6 +83,8 @@ def run_program(program: Any) -> bool:
                 sys.argv = [str(program.module), *program.args]
                 sys.path.insert(0, os.getcwd())
                 runpy.run_module(str(program.module), run_name="__main__", alter_sys=True)
+    except ProgramStopped:
+        return False  # archsim ended it (its windows are all recorded): a success
     except ProgramOsExit as exc:
         if exc.status != 0:
             raise ArchsimError(

@@ -44,6 +44,13 @@ class RoleSchedule:
             repeat=schedule.repeat,
         )
         self._active = schedule.active
+        self._base_steps = (  # profiler steps until the user's last window has ended (0: never)
+            schedule.skip_first
+            + schedule.repeat * (schedule.wait + schedule.warmup + schedule.active)
+            if schedule.repeat
+            else 0
+        )
+        self._step = -1  # the profiler step last asked about
         self._next_role = next_role
         self._extra_left = schedule.repeat or EXTRA_WINDOWS_UNBOUNDED
         self._extra_last = -1  # profiler step that ends the open extra window
@@ -51,6 +58,7 @@ class RoleSchedule:
         self.extra_windows = 0
 
     def __call__(self, step: int) -> Any:
+        self._step = step
         actions = self._actions
         action = self._base(step)
         role = self._next_role()
@@ -70,6 +78,17 @@ class RoleSchedule:
         if role is not None and action in (actions.RECORD, actions.RECORD_AND_SAVE):
             self.recorded.add(role)
         return action
+
+    def finished(self) -> bool:
+        """Every window has been recorded and saved, and none can open any more: the user's last
+        has ended (``repeat`` > 0), no extra window is open, and none is left to open for a missing
+        role. Once the profiler has stepped past a window's last step, it has exported it."""
+        missing_role = len(self.recorded) < 2 and self._extra_left > 0
+        return (
+            0 < self._base_steps <= self._step
+            and self._step > self._extra_last
+            and not missing_role
+        )
 
     def note_extra_windows(self) -> None:
         """One note line on stderr when extra windows were opened."""

@@ -127,6 +127,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "e.g. __main__:ReplayBuffer.sample=replay_sample",
     )
     parser.add_argument(
+        "--stop-when-recorded",
+        action="store_true",
+        help="end the program at its first step after the schedule's last window is saved (an "
+        "unbounded while-True loop, or a run of millions of steps); counts and pacing cover the "
+        "steps it ran. Needs --repeat > 0",
+    )
+    parser.add_argument(
         "--device",
         default=None,
         help="profiler activities: cpu, or cuda to record GPU kernels too "
@@ -156,11 +163,22 @@ def run_capture(args: argparse.Namespace) -> int:
         if spec.module != "__main__":
             check_module(spec.module, program, f"--phase-fn {spec}")
     schedule = schedule_from_args(args, DEFAULT_SCHEDULE)
+    stop = bool(getattr(args, "stop_when_recorded", False))
+    if stop and not schedule.repeat:
+        raise ArchsimError(
+            "capture run: --stop-when-recorded needs --repeat N > 0 (--repeat 0 records until the "
+            "program ends)"
+        )
     device = check_device(args.device or _default_device())
     check_output_dir(args.out, args.force)
     with atomic_output_dir(args.out, args.force) as tmp_out:
         trace, counts = capture_program(
-            program, tmp_out, schedule=schedule, device=device, phase_fns=tuple(args.phase_fn)
+            program,
+            tmp_out,
+            schedule=schedule,
+            device=device,
+            phase_fns=tuple(args.phase_fn),
+            stop_when_recorded=stop,
         )
         check_recorded(trace, counts, schedule)
     actor_steps = _actor_steps_run(trace, counts)
@@ -192,14 +210,17 @@ def capture_program(
     schedule: Any,  # a CaptureSchedule, in steps from the first learner step on
     device: str = "cpu",
     phase_fns: tuple[Any, ...] = (),
+    stop_when_recorded: bool = False,
 ) -> tuple[Any, Any]:
-    """Run ``program`` marked and profiled; save the trace to ``out_dir``. Returns (trace, counts)."""
+    """Run ``program`` marked and profiled; save the trace to ``out_dir``. Returns (trace, counts).
+    ``stop_when_recorded``: end the program (archsim.capture.program.ProgramStopped) at the first
+    step boundary after the schedule's last window has been saved."""
     import tempfile
 
     from archsim.capture.auto_markers import active_marker, auto_markers
-    from archsim.capture.child_capture import Workers
+    from archsim.capture.child_capture import Workers, note
     from archsim.capture.cpu_clock import process_cpu_time
-    from archsim.capture.program import run_program
+    from archsim.capture.program import ProgramStopped, run_program
     from archsim.capture.role_schedule import RoleSchedule
     from archsim.capture.session import capture
 
@@ -214,10 +235,17 @@ def capture_program(
         with capture(
             out_dir, meta, schedule=profiled, device=device, force=True, torch_schedule=roles
         ) as cap:
+
+            def on_tick() -> None:
+                cap.step()  # the profiler exports a window when it steps past its last step
+                if stop_when_recorded and roles.finished():
+                    marker.counts.stopped_when_recorded = True
+                    raise ProgramStopped()
+
             try:
                 with (
                     process_cpu_time(),
-                    auto_markers(cap.step, phase_fns, workers=workers) as marker,
+                    auto_markers(on_tick, phase_fns, workers=workers) as marker,
                 ):
                     cap._progress.note("until the first optimizer step")
                     marker.counts.ended_by_os_exit = run_program(program)
@@ -225,6 +253,11 @@ def capture_program(
                 workers.stop_all()  # no worker outlives the program, whatever happened
             counts = marker.counts
             roles.note_extra_windows()
+            if counts.stopped_when_recorded:
+                note(
+                    f"stopped {program.name} at its step {counts.ticks} after its first optimizer "
+                    "step: the schedule's windows are all recorded (--stop-when-recorded)"
+                )
             worker_counts = workers.env_counts()  # actors in worker processes (mp.Process targets)
             if counts.learner_steps and not marker.seen_learner:  # no optimizer step closed one
                 raise ArchsimError(
