@@ -300,3 +300,21 @@ def test_nothing_to_ingest_says_what_is_there(tmp_path: Path, events: list, says
     with pytest.raises(ArchsimError, match="nothing to ingest") as err:
         ingest(path)
     assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_model_only_says_when_ops_have_nothing_to_price(capsys) -> None:
+    """libkineto's trace records no shapes: its one kernel has no FLOPs or bytes, so --model-only
+    says its time rests on launch geometry alone; the measured path (which scales the measured
+    20 ns) and a trace with shapes (the MI300X flash attention) say nothing of the kind."""
+    args = ["--hw", "dgx-h100", "--phase", "all"]
+    got = _predict_json(capsys, str(KINETO_SYNC), *args, "--model-only")
+    assert [n for n in got["notes"] if "carry no FLOPs" in n] == [
+        "1 of 1 GPU ops carry no FLOPs or bytes (the trace recorded no input shapes: "
+        "record_shapes was off): their model-only time rests on launch geometry and kernel "
+        "names alone"
+    ]
+    assert not any(
+        "carry no FLOPs" in n for n in _predict_json(capsys, str(KINETO_SYNC), *args)["notes"]
+    )
+    shaped = _predict_json(capsys, str(TRACELENS_FA_MI300X), *args, "--model-only")
+    assert not any("carry no FLOPs" in n for n in shaped["notes"])

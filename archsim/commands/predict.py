@@ -94,6 +94,8 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.errors import name_trace_in_errors
     from archsim.hw.args import hw_from_args
     from archsim.perf.source import resolve_source_hw
+    from archsim.trace.concurrency import concurrency_note
+    from archsim.trace.unpriced import unpriced_note
 
     hw = hw_from_args(args)
     efficiency = None
@@ -109,11 +111,12 @@ def handle(args: argparse.Namespace) -> int:
             trace, hw, args.phase, args.hw, str(args.trace), efficiency, source, args.model_only
         )
     result["calibrated"] = efficiency is not None
-    from archsim.trace.concurrency import concurrency_note
-
     overlap = concurrency_note(trace.ops)  # kernels side by side: the sums overstate the step
-    if overlap:
-        result.setdefault("notes", []).append(overlap)
+    shapes = bool(trace.meta.get("ingest", {}).get("shapes_recorded", True))
+    unpriced = unpriced_note(trace.ops, shapes) if args.model_only else None
+    for note in (overlap, unpriced):
+        if note:
+            result.setdefault("notes", []).append(note)
     for note in result.get("notes", []):  # e.g. bf16 ops on a GPU without BF16 math
         print(f"{args.trace}: {note}", file=sys.stderr)
     if args.json:
