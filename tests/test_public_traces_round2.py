@@ -244,6 +244,9 @@ def test_concurrent_gpu_work_is_named(tmp_path: Path, capsys, devices, streams, 
     assert says is None or says in notes[0]
     if says and devices == (0, 1):
         assert "the busiest device was busy 0.150 ms" in notes[0]
+    capsys.readouterr()
+    assert main(["trace", "info", str(path)]) == 0  # trace info says the same line
+    assert (says is None) == ("GPU work" not in capsys.readouterr().out)
     for path in (KINETO_SYNC, TRACELENS_FA_MI300X, HTA):  # one kernel at a time: no note
         assert concurrency_note(ingest(path).ops) is None
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from archsim.trace.concurrency import concurrency_note
 from archsim.trace.format import Trace
 from archsim.trace.ingest import describe_repairs
 from archsim.trace.pacing import workload_pacing
@@ -168,6 +169,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
         },
         "steps": {role: step_times(trace.steps, role) for role in _ROLE_PHASES},
         "ingest": dict(meta.get("ingest", {}) or {}),
+        "concurrency": concurrency_note(ops),  # GPU work side by side, or None
     }
 
 
@@ -242,6 +244,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         )
     for rule in ing.get("inferred_steps") or ():  # no archsim markers: steps from torch's records
         lines.append(f"inferred {rule}")
+    if summary.get("concurrency"):
+        lines.append(summary["concurrency"])
     lines.append("")
     lines.append(f"{'phase':<18}{'ops':>8}{'time':>14}{'FLOPs':>14}{'bytes':>12}")
     for phase, row in summary["ops_by_phase"].items():
