@@ -283,3 +283,77 @@ def test_a_finished_schedule_records_nothing_more(wait, warmup, active, repeat, 
         assert set(actions[first + 1 :]) == {"NONE"}
         opened = [a for a in actions[: first + 2] if a.startswith("RECORD")]
         assert opened and opened[-1] == "RECORD_AND_SAVE" and actions[first] == "RECORD_AND_SAVE"
+
+
+# An off-policy loop that samples its replay through a DataLoader(num_workers=2) (2 forked workers
+# per update), trains under CPU bf16 autocast, accumulates 4 micro-batches of 8 per optimizer step,
+# and acts under inference_mode with torch.set_num_threads(1). argv: env steps.
+DATALOADER = textwrap.dedent(
+    """
+    import sys
+    import gymnasium as gym
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Replay(Dataset):
+        def __init__(self):
+            self.obs = []
+        def __len__(self):
+            return len(self.obs)
+        def __getitem__(self, i):
+            return torch.as_tensor(self.obs[i])
+
+    if __name__ == "__main__":
+        torch.set_num_threads(1)
+        env = gym.make("CartPole-v1")
+        net = torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2))
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        rb, (obs, _) = Replay(), env.reset(seed=0)
+        env_steps = updates = micro = 0
+        for t in range(int(sys.argv[1])):
+            with torch.inference_mode():
+                a = int(net(torch.as_tensor(obs)).argmax())
+            obs2, r, term, trunc, _ = env.step(a)
+            rb.obs.append(obs)
+            obs, env_steps = (env.reset()[0] if term or trunc else obs2), env_steps + 1
+            if t >= 32 and t % 16 == 0:
+                loader = DataLoader(rb, batch_size=8, shuffle=True, num_workers=2)
+                opt.zero_grad()
+                for i, batch in enumerate(loader):
+                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                        loss = net(batch).float().pow(2).mean() / 4
+                    loss.backward()
+                    micro += 1
+                    if i == 3:
+                        break
+                opt.step()
+                updates += 1
+        print(f"COUNTS env_steps={env_steps} updates={updates} micro={micro}")
+    """
+)
+
+
+def test_dataloader_workers_bf16_autocast_and_gradient_accumulation(tmp_path, capsys):
+    """3 updates of 4 accumulated micro-batches: 3 learner steps (not 12), their train ops in bf16.
+    The DataLoader's 6 forked workers are counted but not captured, and named in no note: each
+    started a profiler of its own and was named "forked while the parent's profiler was recording"
+    (22 note lines for 11 updates). Known limit: a learner step's batch is its first forward's (8,
+    a micro-batch), so its samples per transition are a quarter of what the loop draws."""
+    script = _script(tmp_path, DATALOADER, "dl_amp.py")
+    out = tmp_path / "cap"
+    schedule = ["--wait", "2", "--warmup", "1", "--active", "20", "--repeat", "1"]
+    assert main(["capture", "run", "--out", str(out), *schedule, "--", script, "80"]) == 0
+    printed = capsys.readouterr()
+    did = _counts(printed.out)
+    assert (did["updates"], did["micro"]) == (3, 12)
+    assert "archsim: note" not in printed.err
+    trace = load(out)
+    counts = trace.meta["workload"]["settings"]["counts"]
+    assert (counts["env_steps"], counts["learner_steps"]) == (did["env_steps"], did["updates"])
+    assert counts["worker_processes"] == 2 * did["updates"]
+    assert "processes" not in trace.meta["capture"]  # the program's process only
+    learner = trace.steps[trace.steps.role == "learner"]
+    assert len(learner) == 1 and learner.train_backward_us.notna().all()
+    train = trace.ops[trace.ops.step_id.isin(learner.step_id)]
+    matmuls = train[train.name.astype(str).isin(["aten::addmm", "aten::mm"])]
+    assert len(matmuls) and set(matmuls.dtype.astype(str)) == {"bfloat16"}

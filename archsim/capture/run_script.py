@@ -284,9 +284,10 @@ def merge_workers(trace: Any, workers: Any, out_dir: Path, name: str) -> Any:
         note(line)
     if not any(part.trace_path for part in parts):
         _check_vector_workers_recorded(trace, workers, parts, name)
-        if workers.started:
+        started = [w for w in workers.started if not w.library]  # DataLoader workers step no env
+        if started:
             note(
-                f"{name} started {len(workers.started)} worker process(es); none has a trace of "
+                f"{name} started {len(started)} worker process(es); none has a trace of "
                 "env steps, so only this process is in the trace"
             )
         return trace
