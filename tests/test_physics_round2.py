@@ -322,3 +322,18 @@ def test_no_op_speeds_up_by_more_than_its_resource_grew(preset, key, factor):
         after = body_seconds(ops, load_hw(preset, [_scaled(preset, key, factor)]))
         speedup = before / np.maximum(after, 1e-30)
         assert np.all(speedup <= factor * (1 + 1e-9)), f"{name} {preset} {key} x{factor}"
+
+
+def test_a_replay_on_its_own_machine_draws_that_machines_power():
+    """The fault: the replay's host drew nothing (dgx1-v100, apex-dqn-cpu, 16 actors, ratio 8, one
+    actor node and a replay server: 87.9 W of CPU for two machines whose sockets idle at 2 x 2 x 40
+    W). Each machine now draws at least its idle, and a replay moved off the learner's machine onto
+    its own never lowers the CPU power."""
+    hw = load_hw("dgx1-v100")
+    idle_w = hw.cpu.sockets * hw.cpu.idle_power_w
+    run = {"actors": 16, "inference": "local", "replay_ratio": 8.0}
+    learner = _metrics("apex-dqn-cpu", "dgx1-v100", **run)
+    server = _metrics("apex-dqn-cpu", "dgx1-v100", nodes=1, replay_placement="server", **run)
+    assert server["cpu_power_w"] >= 2 * idle_w
+    assert server["cpu_power_w"] > learner["cpu_power_w"]
+    assert server["energy_j"] == pytest.approx(server["avg_power_w"] * SIM_SECONDS, rel=1e-12)

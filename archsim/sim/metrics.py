@@ -327,6 +327,20 @@ def summarize(
     return {name: float(value) for name, value in out.items()}
 
 
+def add_cpu_power(metrics: dict[str, float], watts: float, window_s: float) -> None:
+    """``metrics`` with ``watts`` more CPU power over the whole window (a part outside the simulated
+    sockets: archsim.sim.replay_power), energy and per-frame figures to match."""
+    if watts <= 0:
+        return
+    frames = metrics["frames_per_s"] * window_s
+    metrics["cpu_power_w"] += watts
+    metrics["avg_power_w"] += watts
+    energy = metrics["avg_power_w"] * window_s
+    metrics["energy_j"] = energy
+    metrics["energy_per_mframes_j"] = energy / frames * 1e6 if frames else float("nan")
+    metrics["frames_per_joule"] = frames_per_joule(frames, energy)
+
+
 def power_series(
     rec: Recorder,
     power: PowerModel,

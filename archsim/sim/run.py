@@ -26,9 +26,10 @@ from archsim.perf.cpu import ThreadLayout, smt_speeds
 from archsim.sim.assemble import build_run
 from archsim.sim.config import SimConfig
 from archsim.sim.limits import check_simulated_work
-from archsim.sim.metrics import Recorder, power_series, summarize
+from archsim.sim.metrics import Recorder, add_cpu_power, power_series, summarize
 from archsim.sim.nodes import node_layout
 from archsim.sim.placement import choose_placement
+from archsim.sim.replay_power import replay_host_power_w
 from archsim.sim.replay_server import (
     check_network_knobs,
     network_in_use,
@@ -183,14 +184,25 @@ def summarize_run(
         else 0.0
     )
     detail = None
+    replay_w = 0.0
     if net_setup is not None:
         flat, detail = rec.replay_network.summary()
         metrics.update(flat)
+        # the replay's host, which no node's sockets hold (archsim.sim.replay_power)
+        replay_w = replay_host_power_w(
+            machine.power, config, net_setup[0], flat["replay_server_util"]
+        )
+        add_cpu_power(metrics, replay_w, rec.end)
     else:
         metrics.update(no_network_metrics())
     series = None
     if rec.series_bins:
         series = power_series(rec, power, socket_of_thread, threads_per_socket, smt_sibling)
+        if replay_w > 0:  # its window mean in every bin: the integral is still the energy
+            series = (series[0], series[1] + replay_w)
+            if rec.timeline is not None and rec.timeline.power is not None:
+                starts, cpu_w, gpu_w = rec.timeline.power
+                rec.timeline.power = (starts, cpu_w + replay_w, gpu_w)
     return SimResult(
         metrics=metrics,
         config=config,
