@@ -357,3 +357,107 @@ def test_dataloader_workers_bf16_autocast_and_gradient_accumulation(tmp_path, ca
     train = trace.ops[trace.ops.step_id.isin(learner.step_id)]
     matmuls = train[train.name.astype(str).isin(["aten::addmm", "aten::mm"])]
     assert len(matmuls) and set(matmuls.dtype.astype(str)) == {"bfloat16"}
+
+
+# CleanRL-style SAC on Pendulum (Haarnoja et al. 2018): continuous actions from a squashed Gaussian,
+# twin critics with target networks (Polyak), and three optimizers: critics every env step, the
+# actor and the temperature twice every other step (delayed policy updates). argv: env steps.
+SAC = textwrap.dedent(
+    """
+    import sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    def mlp(i, o):
+        return nn.Sequential(nn.Linear(i, 64), nn.ReLU(), nn.Linear(64, o))
+
+    class Actor(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = mlp(3, 2)
+
+        def forward(self, x):
+            mean, log_std = self.net(x).chunk(2, -1)
+            normal = torch.distributions.Normal(mean, log_std.clamp(-5, 2).exp())
+            u = normal.rsample()
+            logp = (normal.log_prob(u) - torch.log(1 - torch.tanh(u) ** 2 + 1e-6)).sum(-1, True)
+            return 2 * torch.tanh(u), logp
+
+    class Q(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = mlp(4, 1)
+
+        def forward(self, x, a):
+            return self.net(torch.cat([x, a], 1))
+
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1")])
+    actor, q1, q2, t1, t2 = Actor(), Q(), Q(), Q(), Q()
+    t1.load_state_dict(q1.state_dict()); t2.load_state_dict(q2.state_dict())
+    q_opt = torch.optim.Adam([*q1.parameters(), *q2.parameters()], lr=1e-3)
+    pi_opt = torch.optim.Adam(actor.parameters(), lr=3e-4)
+    log_alpha = torch.zeros(1, requires_grad=True)
+    a_opt = torch.optim.Adam([log_alpha], lr=1e-3)
+    n = int(sys.argv[1])
+    O, A, R, N = np.zeros((n, 3), "f"), np.zeros((n, 1), "f"), np.zeros(n, "f"), np.zeros((n, 3), "f")
+    obs, _ = envs.reset(seed=1)
+    c = dict(env_steps=0, q=0, pi=0, alpha=0)
+    for t in range(n):
+        if t < 10:
+            act = np.array([envs.single_action_space.sample()])
+        else:
+            act = actor(torch.Tensor(obs))[0].detach().numpy()
+        nobs, r, term, trunc, _ = envs.step(act)
+        O[t], A[t], R[t], N[t], obs = obs[0], act[0], r[0], nobs[0], nobs
+        c["env_steps"] += 1
+        if t > 10:
+            i = np.random.randint(0, t + 1, 32)
+            o, a, r, no = (torch.as_tensor(x[i]) for x in (O, A, R, N))
+            alpha = log_alpha.exp().item()
+            with torch.no_grad():
+                na, nlogp = actor(no)
+                y = r + 0.99 * (torch.min(t1(no, na), t2(no, na)).view(-1) - alpha * nlogp.view(-1))
+            q_loss = ((q1(o, a).view(-1) - y) ** 2).mean() + ((q2(o, a).view(-1) - y) ** 2).mean()
+            q_opt.zero_grad(); q_loss.backward(); q_opt.step(); c["q"] += 1
+            if t % 2 == 0:
+                for _ in range(2):
+                    pa, logp = actor(o)
+                    pi_loss = (alpha * logp - torch.min(q1(o, pa), q2(o, pa))).mean()
+                    pi_opt.zero_grad(); pi_loss.backward(); pi_opt.step(); c["pi"] += 1
+                    with torch.no_grad():
+                        _, logp = actor(o)
+                    a_loss = (-log_alpha.exp() * (logp + -1.0)).mean()
+                    a_opt.zero_grad(); a_loss.backward(); a_opt.step(); c["alpha"] += 1
+            with torch.no_grad():
+                for net, tgt in ((q1, t1), (q2, t2)):
+                    for p, tp in zip(net.parameters(), tgt.parameters()):
+                        tp.mul_(0.995).add_(0.005 * p)
+    print("COUNTS " + " ".join(f"{k}={v}" for k, v in c.items()))
+    """
+)
+
+
+def test_sac_with_three_optimizers_counts_each_optimizer_step(tmp_path, capsys):
+    """40 Pendulum steps: critics trained at steps 11..39 (29), actor and temperature twice at
+    the even ones from 12 (28 each). Every env step is an actor step of batch 1 (the squashed
+    Gaussian's forward is ``act``), every Optimizer.step a learner step of the sampled 32, so the
+    pacing counts the batch of each of an env step's optimizer steps (README: a learner step is
+    one optimizer step): from env step 12 on, 28 transitions and 28 + 56 steps of 32, 96 per
+    transition. The Polyak update, under no_grad and with no forward, is no step of its own."""
+    script = _script(tmp_path, SAC, "sac_pendulum.py")
+    out = tmp_path / "cap"
+    schedule = ["--wait", "2", "--warmup", "1", "--active", "8", "--repeat", "2"]
+    assert main(["capture", "run", "--out", str(out), *schedule, "--", script, "40"]) == 0
+    did = _counts(capsys.readouterr().out)
+    assert (did["env_steps"], did["q"], did["pi"], did["alpha"]) == (40, 29, 28, 28)
+    trace = load(out)
+    counts = trace.meta["workload"]["settings"]["counts"]
+    assert counts["env_steps"] == counts["actor_steps"] == did["env_steps"]
+    assert counts["learner_steps"] == did["q"] + did["pi"] + did["alpha"]
+    steps = trace.steps
+    assert set(steps[steps.role == "learner"].batch_size) == {32}
+    actor = steps[steps.role == "actor"]
+    assert set(actor.batch_size) == {1} and actor.act_us.notna().all()
+    assert trace.meta["workload"]["samples_per_insert"] == (28 + 56) * 32 / 28
