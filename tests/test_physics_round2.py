@@ -337,3 +337,27 @@ def test_a_replay_on_its_own_machine_draws_that_machines_power():
     assert server["cpu_power_w"] >= 2 * idle_w
     assert server["cpu_power_w"] > learner["cpu_power_w"]
     assert server["energy_j"] == pytest.approx(server["avg_power_w"] * SIM_SECONDS, rel=1e-12)
+
+
+@settings(EXAMPLES, max_examples=5)
+@given(
+    preset=st.sampled_from(("dgx1-v100", "dgx-a100", "rtx4090", "jetson-agx-orin", "mi300x")),
+    trace=st.sampled_from(("dqn-pong-cpu", "r2d2-seed-2x2-cpu")),
+    what_if=st.sampled_from(("cores", "smt")),
+)
+def test_fewer_cores_or_threads_never_draw_more_cpu_power_for_the_same_work(preset, trace, what_if):
+    """The fault: the socket's TDP was spread over the WHAT-IF cores, so disabling cores made each
+    busy one draw more (dgx1-v100, DQN, 16 actors, the same frames and updates: 91.9 W at 20 cores a
+    socket, 103.9 W at 10). The part's cores and threads (``cpu.physical_*``) split it now."""
+    cpu = load_hw(preset).cpu
+    if what_if == "cores":
+        fewer = f"cpu.cores_per_socket={max(1, cpu.cores_per_socket // 2)}"
+    else:
+        fewer = "cpu.threads_per_core=1"
+    a = _metrics(trace, preset, actors=16)
+    b = _metrics(trace, preset, (fewer,), actors=16)
+    if b["frames_per_s"] == a["frames_per_s"] and b["env_steps_per_s"] == a["env_steps_per_s"]:
+        assert b["cpu_power_w"] <= a["cpu_power_w"] * (1 + 1e-9), f"{preset} {fewer}"
+    assert derive_machine(load_hw(preset, [fewer]), SimConfig()).power == (
+        derive_machine(load_hw(preset), SimConfig()).power
+    )

@@ -23,6 +23,8 @@ HW_RANGES: dict[str, Range] = {
     "cpu.cores_per_socket": Range(1, 512, "2.7x the 192 cores of AMD EPYC 9965"),
     # IBM POWER9/POWER10 run 8 hardware threads per core (SMT8), the most of any server CPU.
     "cpu.threads_per_core": Range(1, 8, "IBM POWER10 SMT8"),
+    "cpu.physical_cores_per_socket": Range(1, 512, "2.7x the 192 cores of AMD EPYC 9965"),
+    "cpu.physical_threads_per_core": Range(1, 8, "IBM POWER10 SMT8"),
     # Fastest shipping boost clock 6.2 GHz (Intel Core i9-14900KS); 10 GHz is past any CPU or GPU.
     "cpu.base_clock_mhz": Range(1, 10_000, "past the 6.2 GHz of any shipping CPU"),
     "cpu.boost_clock_mhz": Range(1, 10_000, "past the 6.2 GHz of any shipping CPU"),

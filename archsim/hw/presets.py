@@ -172,24 +172,36 @@ def _with_card_latency(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-# What-if fields whose card value the power model keeps (archsim.perf.power): field -> card field.
-CARD_FIGURES = {"clock_mhz": "card_clock_mhz", "dram_bw_gbs": "card_dram_bw_gbs"}
+# What-if fields whose part's value the power model keeps (archsim.perf.power):
+# section -> {field: the part's field}.
+CARD_FIGURES = {
+    "gpu": {"clock_mhz": "card_clock_mhz", "dram_bw_gbs": "card_dram_bw_gbs"},
+    "cpu": {
+        "cores_per_socket": "physical_cores_per_socket",
+        "threads_per_core": "physical_threads_per_core",
+    },
+}
 
 
 def _with_card_figures(data: dict[str, Any]) -> dict[str, Any]:
-    """The config with the card's clock and DRAM bandwidth kept (``CARD_FIGURES``) where it does
-    not say, before overrides: ``--set gpu.clock_mhz`` then runs the same card's SMs at another
-    clock (its SM power scales with it), and ``--set gpu.dram_bw_gbs`` leaves the SMs' power alone."""
-    gpu = data.get("gpu")
-    if not isinstance(gpu, dict):
-        return data
-    card = {}
-    for field, card_field in CARD_FIGURES.items():
-        value = gpu.get(field)
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if number and gpu.get(card_field) is None:
-            card[card_field] = value
-    return {**data, "gpu": {**gpu, **card}} if card else data
+    """The config with the part's figures kept (``CARD_FIGURES``) where it does not say, before
+    overrides: ``--set gpu.clock_mhz`` then runs the same card's SMs at another clock (its SM power
+    scales with it), ``--set gpu.dram_bw_gbs`` leaves the SMs' power alone, and fewer
+    ``cpu.cores_per_socket`` or ``cpu.threads_per_core`` disable some of the same socket's."""
+    out = data
+    for section, fields in CARD_FIGURES.items():
+        part = data.get(section)
+        if not isinstance(part, dict):
+            continue
+        card = {}
+        for field, card_field in fields.items():
+            value = part.get(field)
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if number and part.get(card_field) is None:
+                card[card_field] = value
+        if card:
+            out = {**out, section: {**part, **card}}
+    return out
 
 
 def _with_physical_sms(data: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,12 @@ class CpuConfig(_Strict):
     sockets: int = Field(ge=1)
     cores_per_socket: int = Field(ge=1)
     threads_per_core: int = Field(ge=1)
+    # Cores and threads of the physical part, which ``--set cpu.cores_per_socket`` /
+    # ``cpu.threads_per_core`` leave alone (as ``gpu.physical_sms``): the power model spreads the
+    # socket's TDP over the part's cores, so a busy core draws the same with fewer enabled
+    # (archsim.perf.power). None = the enabled figure.
+    physical_cores_per_socket: int | None = Field(default=None, ge=1)
+    physical_threads_per_core: int | None = Field(default=None, ge=1)
     base_clock_mhz: float = Field(gt=0)
     boost_clock_mhz: float = Field(gt=0)
     # Per-thread speed relative to the capture machine (1.0 = same speed).
@@ -35,6 +41,16 @@ class CpuConfig(_Strict):
     simd_speed_rel: float | None = Field(default=None, gt=0)
     idle_power_w: float = Field(ge=0)  # per socket
     max_power_w: float = Field(gt=0)  # per socket (TDP)
+
+    @property
+    def power_cores_per_socket(self) -> int:
+        """Cores a socket's TDP is spread over: the part's, or more where a what-if adds cores."""
+        return max(self.cores_per_socket, self.physical_cores_per_socket or 0)
+
+    @property
+    def power_threads_per_core(self) -> int:
+        """Threads per core of that split: the part's, or more where a what-if adds them."""
+        return max(self.threads_per_core, self.physical_threads_per_core or 0)
 
     @property
     def cores(self) -> int:

@@ -33,7 +33,8 @@ def derive_machine(hw, config: SimConfig) -> Machine:
             gpu_dram_bw_gbs=hw.gpu.card_dram_bw if hw.gpu is not None else 1.0,
             gpu_dram_pj_per_bit=(hw.gpu.dram_pj_per_bit or 0.0) if hw.gpu is not None else 0.0,
             gpu_clock_rel=hw.gpu.clock_mhz / hw.gpu.card_clock if hw.gpu is not None else 1.0,
-            cores_per_socket=cpu.cores_per_socket,
-            threads_per_core=cpu.threads_per_core,
+            # the part's (a what-if with fewer cores or threads disables some of them)
+            cores_per_socket=cpu.power_cores_per_socket,
+            threads_per_core=cpu.power_threads_per_core,
         ),
     )
