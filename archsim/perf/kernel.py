@@ -62,6 +62,7 @@ from archsim.perf.launch_terms import (
 from archsim.perf.math_units import HALF_DTYPES, TENSOR_CORE_NAME_PATTERN, math_rate_per_sm
 from archsim.perf.source import source_hw_for_gpu_name, source_hw_for_trace
 from archsim.perf.terms import IDEALIZATIONS, kernel_terms, launch_shape
+from archsim.trace.kernel_dtype import with_named_dtypes
 
 _US = 1e-6
 
@@ -87,6 +88,10 @@ def body_seconds(
         )
     gpu = _require_gpu(hw)
     ops = ops.reset_index(drop=True)
+    # Kernels whose work the launch grid must stand for (no shapes recorded) carry no dtype either:
+    # the one their name spells sizes their elements and picks their math units
+    # (archsim.trace.kernel_dtype; "" where the name says nothing, as before).
+    ops = with_named_dtypes(ops, work_inferred(ops))
     # CDNA3 kernels carry their fixed cost in series with their work (archsim.perf.dispatch_overhead):
     # the terms see the minimal kernel's body as the floor, so a few-block chain counts it once.
     serial = serial_fixed_cost(generation(gpu, hw.name)) and "sm_utilization" not in idealize
