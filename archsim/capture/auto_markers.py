@@ -8,7 +8,10 @@
 * ``nn.Module.__call__`` (outermost module only): ``act`` when no learner step is open and the input's
   batch is the environment's (``num_envs``, 1 for a single env), else ``train_forward``. The batch
   rather than grad mode decides because popular loops act with grad on (CleanRL's DQN) and compute
-  their TD target under ``no_grad``; grad mode decides only before any environment was seen;
+  their TD target under ``no_grad``; grad mode decides only before any environment was seen. A
+  module whose grad-on forward at the environment's batch was last followed by a backward rather
+  than an env step trains at that batch (a PPO whose minibatch equals ``num_envs``): its next such
+  forward is ``train_forward``;
 * ``Tensor.backward`` / ``torch.autograd.backward``: ``train_backward``;
 * ``Optimizer.step`` (torch's global optimizer hooks): ``optimizer_step``, which closes the learner step
   (so does a hand-written update marked ``--phase-fn MODULE:QUALNAME=optimizer_step``);
@@ -124,6 +127,10 @@ class AutoMarker(EnvMarking):
         self.frameskip: Any = None  # archsim.capture.frameskip.FrameSkip, once an env has stepped
         self.obs_ndim: int | None = None
         self.learner_batch = 1
+        # modules whose grad-on forward at the env's batch was followed by a backward (True) or an
+        # env step (False), and those whose such forward awaits either (see _forward_phase)
+        self._trains_at_env_batch: dict[int, bool] = {}
+        self._ambiguous: set[int] = set()
         self.seen_learner = False
         self.steady = False  # an env step has run since the first optimizer step (Counts)
         self.next_role: str | None = None  # the step about to start, as it ticks the profiler
@@ -214,7 +221,14 @@ class AutoMarker(EnvMarking):
                 return int(value.shape[0]) if value.dim() >= 2 else 1
         return None
 
-    def _forward_phase(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    def resolve_ambiguous(self, trained: bool) -> None:
+        """A backward (``trained``) or an env step followed the grad-on forwards at the env's batch
+        since the last of either: what those modules did, for their next such forward."""
+        for key in self._ambiguous:
+            self._trains_at_env_batch[key] = trained
+        self._ambiguous.clear()
+
+    def _forward_phase(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         import torch
 
         batch = self._batch_of(args, kwargs)
@@ -222,6 +236,11 @@ class AutoMarker(EnvMarking):
             phase = "train_forward"
         elif self.env_batch is not None and batch is not None:
             phase = "act" if batch == self.env_batch else "train_forward"
+            if phase == "act" and torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
+                # acting with grad on (CleanRL's DQN), or training at the env's batch
+                self._ambiguous.add(id(module))
+                if self._trains_at_env_batch.get(id(module)):
+                    phase = "train_forward"
         else:
             acting = not torch.is_grad_enabled() or torch.is_inference_mode_enabled()
             phase = "act" if acting else "train_forward"
@@ -235,7 +254,7 @@ class AutoMarker(EnvMarking):
                 self._depth or _get_ident() != self._thread
             ):  # nested (submodules): as fast as can be
                 return original(module, *args, **kwargs)
-            phase = self._forward_phase(args, kwargs)
+            phase = self._forward_phase(module, args, kwargs)
             return self._marked(phase, original, (module, *args), kwargs)
 
         return call
@@ -248,6 +267,8 @@ class AutoMarker(EnvMarking):
                 sizes = [a for a in args[1:2] if isinstance(a, int) and not isinstance(a, bool)]
                 if sizes and self._learner is None and sizes[0] > 0:
                     self.learner_batch = sizes[0]
+            if phase == "train_backward":
+                self.resolve_ambiguous(True)
             if phase == "optimizer_step":  # a hand-written update (--phase-fn ...=optimizer_step)
                 result = self._marked(phase, original, args, kwargs)
                 self._learner_step_done()

@@ -35,6 +35,7 @@ class EnvMarking:
     _actor_stepped: bool
     _outermost: Callable[[], bool]
     _marked: Callable[..., Any]
+    resolve_ambiguous: Callable[[bool], None]
 
     def _note_env(self, env: Any) -> None:
         if id(env) == self._env_id:
@@ -58,6 +59,7 @@ class EnvMarking:
                 return original(env, *args, **kwargs)
             self._note_env(env)
             result = self._marked("env_step", original, (env, *args), kwargs)
+            self.resolve_ambiguous(False)  # the grad-on forwards before it acted
             self._actor_stepped = True
             self.counts.env_steps += 1
             self.counts.transitions += self.env_batch or 1
