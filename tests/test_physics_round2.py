@@ -93,9 +93,7 @@ def test_sm_power_scales_with_the_what_if_clock_worked_by_hand():
         assert float(w) == pytest.approx(want, abs=0.01)
 
 
-@pytest.mark.parametrize(
-    ("preset", "trace"), [("dgx-a100", "r2d2-seed-2x2-cpu"), ("rtx4090", "r2d2-seed-2x2-cpu")]
-)
+@pytest.mark.parametrize(("preset", "trace"), [("dgx-a100", "r2d2-seed-2x2-cpu")])
 def test_a_higher_clock_never_draws_less_for_the_same_work(preset, trace):
     """Held at a replay ratio the learner reaches on either clock, the run does the same work; its
     SMs switch as often per op and more often per second, so GPU power never falls (it did:
@@ -120,7 +118,7 @@ R2D2_GPU_HELPS = (
 )  # fmt: skip
 
 
-@settings(EXAMPLES, max_examples=3)  # 4 runs of R2D2 each: the slowest draws here
+@settings(EXAMPLES, max_examples=2)  # 4 runs of R2D2 each: the slowest draws here
 @given(
     preset=st.sampled_from(GPU_PRESETS),
     knob=st.sampled_from(R2D2_GPU_HELPS),
@@ -339,7 +337,7 @@ def test_a_replay_on_its_own_machine_draws_that_machines_power():
     assert server["energy_j"] == pytest.approx(server["avg_power_w"] * SIM_SECONDS, rel=1e-12)
 
 
-@settings(EXAMPLES, max_examples=5)
+@settings(EXAMPLES, max_examples=3)
 @given(
     preset=st.sampled_from(("dgx1-v100", "dgx-a100", "rtx4090", "jetson-agx-orin", "mi300x")),
     trace=st.sampled_from(("dqn-pong-cpu", "r2d2-seed-2x2-cpu")),
@@ -361,3 +359,43 @@ def test_fewer_cores_or_threads_never_draw_more_cpu_power_for_the_same_work(pres
     assert derive_machine(load_hw(preset, [fewer]), SimConfig()).power == (
         derive_machine(load_hw(preset), SimConfig()).power
     )
+
+
+# --- a machine better on every knob at once --------------------------------------------------------
+
+
+BETTER = (
+    ("gpu.sms", 2.0), ("gpu.clock_mhz", 1.5), ("gpu.dram_bw_gbs", 2.0), ("gpu.l2_size_mb", 2.0),
+    ("gpu.dram_latency_ns", 0.5), ("gpu.launch_overhead_us", 0.5), ("gpu.kernel_min_us", 0.5),
+    ("cpu.thread_speed_rel", 1.5), ("cpu.cores_per_socket", 2.0), ("host_link.bw_gbs", 2.0),
+    ("network.latency_us", 0.5), ("memory.host_dram_bw_gbs", 2.0),
+)  # fmt: skip
+
+
+@settings(EXAMPLES, max_examples=5)
+@given(
+    preset=st.sampled_from(GPU_PRESETS),
+    trace=st.sampled_from(("dqn-pong-cpu", "r2d2-seed-2x2-cpu", "apex-dqn-cpu")),
+    knobs=st.sets(st.sampled_from(BETTER), min_size=2, max_size=6),
+    actors=st.sampled_from((4, 64)),
+)
+def test_a_machine_better_on_several_knobs_at_once_is_never_slower(preset, trace, knobs, actors):
+    """tests/test_physics.py grows one knob at a time; together they never lower throughput either
+    (80 draws over every preset found no exception). Paced so the work is the same: R2D2 at a ratio
+    its learner reaches (above), Ape-X at 8 samples per insert."""
+    hw = load_hw(preset)
+    grown = []
+    for key, factor in sorted(knobs):
+        section, field = key.split(".")
+        value = getattr(getattr(hw, section), field)
+        grown.append(f"{key}={max(value + 1, int(value * factor))}" if isinstance(value, int)
+                     else f"{key}={value * factor}")  # fmt: skip
+    run = {"actors": actors}
+    if trace == "r2d2-seed-2x2-cpu":
+        run["replay_ratio"] = 0.03
+    if trace == "apex-dqn-cpu":
+        run.update(inference="local", replay_ratio=8.0)
+    a = _metrics(trace, preset, **run)
+    b = _metrics(trace, preset, tuple(grown), **run)
+    for metric in ("frames_per_s", "learner_updates_per_s"):
+        assert b[metric] >= a[metric] * (1 - NOISE), f"{preset} {grown}: {metric}"
