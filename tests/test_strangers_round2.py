@@ -200,3 +200,77 @@ def test_a_ppo_minibatch_the_size_of_the_vector_env_is_trained_not_acted(tmp_pat
     assert set(learner.batch_size) == {4} and learner.train_forward_us.notna().all()
     acted = steps[(steps.role == "actor") & steps.env_step_us.isna()]
     assert len(acted) <= 1  # the bootstrap value's step, when a window holds it
+
+
+# An Atari PPO-like loop on real ALE Pong: 2 v5 envs (frameskip 4, sticky actions) in a
+# SyncVectorEnv through gymnasium's own wrappers (RecordEpisodeStatistics, a 2x downsample,
+# FrameStackObservation of 4), a Nature-style CNN whose LazyLinear is sized by a probe forward
+# before training, rollouts of 8 steps and minibatches of 8. argv: iterations.
+ATARI = textwrap.dedent(
+    """
+    import sys
+    import ale_py
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    gym.register_envs(ale_py)
+
+    def make():
+        env = gym.make("ALE/Pong-v5", obs_type="grayscale")
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        space = gym.spaces.Box(0, 255, (105, 80), np.uint8)
+        env = gym.wrappers.TransformObservation(env, lambda o: o[::2, ::2], space)
+        return gym.wrappers.FrameStackObservation(env, 4)
+
+    if __name__ == "__main__":
+        envs = gym.vector.SyncVectorEnv([make, make])
+        net = nn.Sequential(nn.Conv2d(4, 16, 8, 4), nn.ReLU(), nn.Conv2d(16, 32, 4, 2), nn.ReLU(),
+                            nn.Flatten(), nn.LazyLinear(envs.single_action_space.n))
+        obs, _ = envs.reset(seed=0)
+        with torch.no_grad():  # size the LazyLinear: a forward that trains nothing
+            net(torch.zeros((1,) + envs.single_observation_space.shape))
+        opt = torch.optim.Adam(net.parameters(), lr=2.5e-4)
+        env_calls = updates = 0
+        for _ in range(int(sys.argv[1])):
+            rollout = []
+            for _ in range(8):
+                with torch.no_grad():
+                    action = net(torch.as_tensor(obs, dtype=torch.float32) / 255.0).argmax(1)
+                obs, *_ = envs.step(action.numpy())
+                rollout.append(obs)
+                env_calls += 1
+            data = torch.as_tensor(np.concatenate(rollout), dtype=torch.float32) / 255.0
+            for mb in data.split(8):
+                loss = net(mb).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+                opt.step()
+                updates += 1
+        print(f"COUNTS env_calls={env_calls} updates={updates}")
+    """
+)
+
+
+def test_atari_pong_vector_env_counts_frames_and_no_probe_update(tmp_path, capsys):
+    """3 iterations on 2 Pongs: 24 vector steps, 48 transitions, 192 emulator frames (frameskip 4
+    of the v5 env, read through gymnasium's wrappers), 6 updates of 8. The LazyLinear's probe
+    forward (batch 1 against the env's 2: ``train_forward``) was counted as a learner step though
+    it trains nothing: "7 learner steps" for 6; a learner step counts when it runs a backward or an
+    optimizer step."""
+    out = tmp_path / "cap"
+    script = _script(tmp_path, ATARI, "pong_ppo.py")
+    schedule = ["--wait", "2", "--warmup", "1", "--active", "8", "--repeat", "1"]
+    assert main(["capture", "run", "--out", str(out), *schedule, "--", script, "3"]) == 0
+    printed = capsys.readouterr().out
+    did = _counts(printed)
+    assert did == {"env_calls": 24, "updates": 6}
+    assert "captured pong_ppo: 24 actor steps, 6 learner steps" in printed
+    workload = load(out).meta["workload"]
+    counts = workload["settings"]["counts"]
+    assert (counts["env_steps"], counts["transitions"], counts["frames"]) == (24, 48, 192)
+    assert (counts["learner_steps"], counts["samples"]) == (6, 48)
+    assert workload["frames_per_env_step"] == 4.0
+    assert workload["samples_per_insert"] == 1.0  # 16 samples per rollout of 16 transitions

@@ -52,6 +52,8 @@ _get_ident = threading.get_ident
 # Phases that start a new actor step when the open one has already stepped its environment.
 _BOUNDARY = frozenset({"act", "env_step"})
 _ACTOR = frozenset(ACTOR_PHASES)
+# Phases that make a learner step an update (counted in Counts.learner_steps).
+_UPDATES = frozenset({"train_backward", "optimizer_step"})
 # Library vector envs that are not gymnasium's (their step steps every env): (module, class).
 LIBRARY_ENVS = (("stable_baselines3.common.vec_env.base_vec_env", "VecEnv"),)
 # Library replay buffers: (module, class, method, phase).
@@ -73,7 +75,7 @@ class Counts:
     actor_steps: int = 0
     env_steps: int = 0  # outermost env.step calls
     transitions: int = 0  # env steps x envs stepped
-    learner_steps: int = 0
+    learner_steps: int = 0  # those that ran a backward or an optimizer step (an update)
     samples: int = 0  # learner steps x their batch
     frames: int = 0  # ALE emulator frames (ale_py AtariEnv steps x its frameskip)
     # the same in the steady state, without the replay fill: transitions from the first optimizer
@@ -120,6 +122,8 @@ class AutoMarker(EnvMarking):
         self._actor: Any = None  # open actor step context
         self._actor_stepped = False  # the open actor step has stepped its environment
         self._learner: Any = None
+        self._learner_batch = (1, False)  # the open learner step's (batch, in the steady state)
+        self._learner_trained = False  # the open learner step ran a backward or optimizer step
         self._depth = 0  # > 0 inside a marked call
         self._pending = True  # late patches (program's own classes, libraries) not yet done
         self._env_id = 0
@@ -146,6 +150,11 @@ class AutoMarker(EnvMarking):
         if self._learner is not None:
             learner, self._learner = self._learner, None
             learner.__exit__(None, None, None)
+            batch, training = self._learner_batch
+            if self._learner_trained:  # a forward alone (a shape probe at init) updates nothing
+                self.counts.learner_steps += 1
+                self.counts.samples += batch
+                self.counts.samples_training += batch if training else 0
 
     def _tick(self) -> None:
         if not self.seen_learner and self._ready is not None and self._ready():
@@ -182,12 +191,14 @@ class AutoMarker(EnvMarking):
                 self._tick()
                 self._learner = markers.step("learner", batch_size=max(1, self.learner_batch))
                 self._learner.__enter__()
-                self.counts.learner_steps += 1
-                self.counts.samples += max(1, self.learner_batch)
-                # a program whose own process steps no env (actors in processes): from the first
-                # optimizer step on, as its workers count their transitions
-                if self.seen_learner and (self.steady or not self.counts.env_steps):
-                    self.counts.samples_training += max(1, self.learner_batch)
+                # counted when it closes, if it ran a backward or an optimizer step; samples in the
+                # steady state (Counts) where a program's own process steps no env (actors in
+                # processes): from the first optimizer step on, as its workers count transitions
+                training = self.seen_learner and (self.steady or not self.counts.env_steps)
+                self._learner_batch = (max(1, self.learner_batch), training)
+                self._learner_trained = False
+            if phase in _UPDATES:
+                self._learner_trained = True
 
     def _marked(
         self, phase: str, fn: Callable[..., Any], args: Any, kwargs: Any, boundary: bool = True
