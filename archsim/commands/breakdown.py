@@ -56,6 +56,7 @@ def _check_batch_known(trace, batches: dict) -> None:
 def handle(args: argparse.Namespace) -> int:
     from archsim.analysis.breakdown import breakdown, parse_sm_counts, resize_batches, sm_curve
     from archsim.atomic import atomic_output_dir, check_output_dir
+    from archsim.commands._common import refuse_output_over_inputs
     from archsim.commands._trace_input import load_trace_input
     from archsim.hw.args import hw_from_args
     from archsim.hw.presets import load_hw
@@ -63,10 +64,11 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.perf.kernel import source_hw_for_trace
     from archsim.report.breakdown_chart import draw_breakdown, draw_sm_curve
 
+    refuse_output_over_inputs(args.out, args.trace, args.calibration, Path(args.hw))
     check_output_dir(args.out, args.force)
     hw = hw_from_args(args)
     batches = {name: _batch_arg(args, name) for name in ("learner_batch", "inference_batch")}
-    sm_counts = parse_sm_counts(args.sms) if args.sms else None
+    sm_counts = parse_sm_counts(args.sms) if args.sms is not None else None  # "": an error
     efficiency = load_efficiency(args.calibration) if args.calibration else None
     trace = load_trace_input(args.trace)
     from archsim.errors import name_trace_in_errors

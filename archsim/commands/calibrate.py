@@ -30,10 +30,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from archsim.commands._common import refuse_output_over_inputs
     from archsim.commands._trace_input import load_trace_input
     from archsim.hw.args import hw_from_args
     from archsim.perf.calibrate import calibration_document, fit_table, write_calibration
 
+    refuse_output_over_inputs(args.out, args.trace)
     trace = load_trace_input(args.trace)
     if args.hw is None:  # the GPU the trace was measured on
         from archsim.errors import ArchsimError, name_trace_in_errors

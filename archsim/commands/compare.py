@@ -33,8 +33,10 @@ def handle(args: argparse.Namespace) -> int:
 
     from archsim.analysis.compare import format_table, load_pair
     from archsim.atomic import atomic_output_dir
+    from archsim.commands._common import refuse_output_over_inputs
     from archsim.report.compare_chart import compare_chart
 
+    refuse_output_over_inputs(args.out, args.a, args.b)
     kind, table = load_pair(args.a, args.b)
     if args.out is not None:
         with atomic_output_dir(args.out, force=args.force) as tmp:

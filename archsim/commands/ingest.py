@@ -25,9 +25,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from archsim.atomic import check_output_dir
+    from archsim.commands._common import refuse_output_over_inputs
     from archsim.trace.format import save
     from archsim.trace.ingest import describe_repairs
 
+    refuse_output_over_inputs(args.out, args.trace)
     check_output_dir(args.out, args.force)  # refuse before spending time on parsing
     meta = {"workload": {"name": args.name}} if args.name else None
     trace = ingest_with_progress(args.trace, meta)

@@ -41,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from archsim.atomic import atomic_output_dir, check_output_dir
+    from archsim.commands._common import refuse_output_over_inputs
     from archsim.commands._trace_input import load_trace_input
     from archsim.errors import name_trace_in_errors
     from archsim.hw.presets import load_hw
@@ -51,6 +52,7 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.sim.timeline import write_chrome_trace
 
     # The output path first: a path that cannot be written is refused before any work.
+    refuse_output_over_inputs(args.out, args.trace, Path(args.hw))
     check_output_dir(args.out, args.force)
     point = {name: values[0] for name, values in knobs_from_args(args, lists=False).items()}
     sim_knobs, hw_overrides = split_point(point)

@@ -58,9 +58,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from archsim.analysis.sweep import SweepSpec
+    from archsim.commands._common import refuse_output_over_inputs
     from archsim.errors import ArchsimError
     from archsim.sim.knobs import knobs_from_args
 
+    refuse_output_over_inputs(args.out, args.trace, Path(args.hw))
     knobs = knobs_from_args(args, lists=True)
     swept = [name for name, values in knobs.items() if len(values) > 1]
     if not swept:

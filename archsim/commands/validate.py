@@ -59,11 +59,13 @@ def handle(args: argparse.Namespace) -> int:
     import math
 
     from archsim.atomic import atomic_output_dir, check_output_dir
+    from archsim.commands._common import refuse_output_over_inputs
     from archsim.errors import ArchsimError
     from archsim.validate.configs import FULL_PLAN, QUICK_PLAN
     from archsim.validate.report import markdown_table, scatter_chart, summary, write_csv
     from archsim.validate.run import MEASUREMENTS_FILE, repredict, run_validation
 
+    refuse_output_over_inputs(args.out, *(args.pool or ()))
     check_output_dir(args.out, args.force)  # refuse before minutes of runs, not after
     plan = QUICK_PLAN if args.quick else FULL_PLAN
     if args.pool is not None and args.from_dir is not None:
