@@ -228,6 +228,7 @@ def parse_sm_counts(text: str, max_sms: int | None = None) -> list[int]:
             step = second - first
             if step <= 0:
                 raise ValueError
+            _check_sm_range(text, [first, second, last])  # before the range is built in memory
             counts = list(range(first, last + 1, step))
             counts = [*counts[:-1], last] if counts[-1] != last else counts
             counts = sorted({*counts, *[int(p) for p in parts[:-2]]})
@@ -239,7 +240,22 @@ def parse_sm_counts(text: str, max_sms: int | None = None) -> list[int]:
         ) from None
     if not counts or counts[0] < 1:
         raise ArchsimError(f"--sms {text}: SM counts must be positive integers")
+    _check_sm_range(text, counts)
     return counts
+
+
+def _check_sm_range(text: str, counts: Sequence[int]) -> None:
+    """Every SM count within gpu.sms's documented range (archsim.hw.limits), as ``--set gpu.sms``."""
+    from archsim.hw.limits import HW_RANGES
+    from archsim.sim.limits import format_number
+
+    limits = HW_RANGES["gpu.sms"]
+    for count in counts:
+        if not limits.holds(count):
+            raise ArchsimError(
+                f"--sms {text[:60]}: {format_number(count)} SMs is outside the supported range "
+                f"{limits.text()} ({limits.why}; docs/LIMITS.md)"
+            )
 
 
 def sm_curve(
