@@ -57,12 +57,26 @@ def validate_hw(data: Any, source: str) -> HardwareConfig:
     """Validate a parsed mapping as a HardwareConfig; errors name ``source`` and the key."""
     if not isinstance(data, dict):
         raise ArchsimError(f"{source}: expected a mapping with sections cpu, gpu, host_link, ...")
+    _refuse_booleans(data, source)
     try:
         hw = HardwareConfig.model_validate(data)
     except ValidationError as exc:
         raise ArchsimError(_format_validation_error(source, exc)) from None
     check_hw_ranges(hw, source)  # documented ranges (docs/LIMITS.md), before any work
     return hw
+
+
+def _refuse_booleans(data: dict[str, Any], source: str) -> None:
+    """A YAML ``yes``/``true`` where a number goes: pydantic would read it as 1 (``gpu.sms: yes``
+    would be one SM)."""
+    from archsim.hw.limits import HW_RANGES
+
+    for key in HW_RANGES:
+        section, _, field = key.partition(".")
+        value = data.get(section)
+        value = value.get(field) if isinstance(value, dict) else None
+        if isinstance(value, bool):
+            raise ArchsimError(f"{source}: key {key} is {str(value).lower()} (expected a number)")
 
 
 @lru_cache(maxsize=64)
@@ -88,6 +102,11 @@ def _read_yaml(path: Path) -> Any:
 
 
 def _resolve(name_or_path: str) -> tuple[dict[str, Any], str]:
+    if not name_or_path.strip():  # Path("") is ".", a folder: say what was given instead
+        raise ArchsimError(
+            f"{name_or_path!r}: expected a hardware preset name ({', '.join(list_presets())}) "
+            "or a path to a .yaml file"
+        )
     if name_or_path == LOCAL:
         from archsim.hw.local import detect_local
 
