@@ -124,6 +124,9 @@ def _check_meta(path: Path, meta: dict[str, Any]) -> None:
         raise ArchsimError(f"{path}: 'workload.name' is not a string")
     if "settings" in workload and not isinstance(workload["settings"], dict | type(None)):
         raise ArchsimError(f"{path}: 'workload.settings' is not a mapping")
+    from archsim.trace.meta_checks import check_meta_fields
+
+    check_meta_fields(path, meta)
 
 
 def _check_steps(path: Path, steps: pd.DataFrame) -> None:
@@ -143,13 +146,15 @@ def _check_steps(path: Path, steps: pd.DataFrame) -> None:
             f"{path}: row {row} (step_id {int(steps['step_id'].iloc[row])}) has no times at all "
             "(every *_us column is NaN)"
         )
-    dur = steps["dur_us"].to_numpy(dtype=np.float64)
-    bad = (dur < 0) | np.isinf(dur)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise ArchsimError(
-            f"{path}: row {row} has dur_us {dur[row]} (expected a finite duration >= 0)"
-        )
+    for column in [c for c in timed if c != "start_us"]:  # every duration, wall or CPU time
+        dur = steps[column].to_numpy(dtype=np.float64)
+        bad = (dur < 0) | np.isinf(dur)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ArchsimError(
+                f"{path}: row {row} has {column} {dur[row]} (expected a finite duration >= 0)"
+            )
+    _check_finite_times(path, steps, ("start_us",))
     low = steps["batch_size"] < 1
     if low.any():
         row = int(np.flatnonzero(low.to_numpy())[0])
@@ -160,13 +165,33 @@ def _check_steps(path: Path, steps: pd.DataFrame) -> None:
 
 def _check_ops(path: Path, ops: pd.DataFrame) -> None:
     """Measured times and counted work are never negative or infinite (NaN: not recorded)."""
-    for column in ("dur_us", "flops", "bytes_read", "bytes_written"):
+    for column in ("dur_us", "launch_dur_us", "flops", "bytes_read", "bytes_written"):
         values = ops[column].to_numpy(dtype=np.float64)
         bad = (values < 0) | np.isinf(values)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ArchsimError(
                 f"{path}: row {row} has {column} {values[row]} (expected a finite number >= 0)"
+            )
+    _check_finite_times(path, ops, ("start_us", "launch_start_us"))
+    for column in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
+        low = ops[column].to_numpy() < 0  # 0: not recorded
+        if low.any():
+            row = int(np.flatnonzero(low)[0])
+            raise ArchsimError(
+                f"{path}: row {row} has {column} {int(ops[column].iloc[row])} (expected >= 0)"
+            )
+
+
+def _check_finite_times(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) -> None:
+    """Timestamps may be any finite number (NaN: not recorded), never infinite."""
+    for column in columns:
+        values = table[column].to_numpy(dtype=np.float64)
+        bad = np.isinf(values)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ArchsimError(
+                f"{path}: row {row} has {column} {values[row]} (expected a finite timestamp)"
             )
 
 
