@@ -26,9 +26,19 @@ from archsim.perf.power import cpu_per_core_w, cpu_socket_power_w
 from archsim.sim.metrics import PowerModel
 
 
+def replay_host_sockets(power: PowerModel, config, hw_network) -> int:
+    """Sockets of the replay's own host (0 where it runs on node 0 or in switch hardware)."""
+    if config.replay_placement == "learner":
+        return 0
+    if config.replay_placement == "in-network" and hw_network.in_network_service_us is not None:
+        return 0
+    return power.sockets
+
+
 def replay_host_power_w(power: PowerModel, config, hw_network, replay_util: float) -> float:
     """Mean watts the replay adds beyond the nodes' sockets over the window (``power`` is one
-    node's: ``sockets``, idle and TDP per socket, cores and threads per core)."""
+    node's: ``sockets``, idle and TDP per socket, cores and threads per core). The caller keeps the
+    total within every socket's TDP (node 0's may already be near it)."""
     busy = min(max(replay_util, 0.0), 1.0)
     if config.replay_placement == "learner":
         per_core = cpu_per_core_w(

@@ -29,7 +29,7 @@ from archsim.sim.limits import check_simulated_work
 from archsim.sim.metrics import Recorder, add_cpu_power, power_series, summarize
 from archsim.sim.nodes import node_layout
 from archsim.sim.placement import choose_placement
-from archsim.sim.replay_power import replay_host_power_w
+from archsim.sim.replay_power import replay_host_power_w, replay_host_sockets
 from archsim.sim.replay_server import (
     check_network_knobs,
     network_in_use,
@@ -192,6 +192,9 @@ def summarize_run(
         replay_w = replay_host_power_w(
             machine.power, config, net_setup[0], flat["replay_server_util"]
         )
+        host_sockets = replay_host_sockets(machine.power, config, net_setup[0])
+        cap_w = (power.sockets + host_sockets) * power.cpu_max_w  # every socket within its TDP
+        replay_w = max(0.0, min(replay_w, cap_w - metrics["cpu_power_w"]))
         add_cpu_power(metrics, replay_w, rec.end)
     else:
         metrics.update(no_network_metrics())
