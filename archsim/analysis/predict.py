@@ -37,7 +37,9 @@ import pandas as pd
 
 from archsim.errors import ArchsimError
 from archsim.hw.schema import HardwareConfig
+from archsim.perf.classes import work_inferred
 from archsim.trace.format import Trace
+from archsim.trace.kernel_dtype import named_dtypes
 from archsim.trace.schema import PHASE_GROUPS, PHASES, UNKNOWN_PHASE
 
 # Bytes per element of the floating dtypes a target may run in (IEEE 754 sizes).
@@ -121,8 +123,10 @@ def retarget_dtype(ops: pd.DataFrame, target_dtype: str) -> pd.DataFrame:
 
 
 def _dominant_dtype(ops: pd.DataFrame) -> str:
-    """The dtype that carries most FLOPs (the one that sets the speed), else the most common one."""
-    dtypes = ops["dtype"].astype(str).map(normalize_dtype)
+    """The dtype that carries most FLOPs (the one that sets the speed), else the most common one;
+    a shape-less kernel's is the one its name spells, as the kernel model reads it
+    (archsim.trace.kernel_dtype)."""
+    dtypes = named_dtypes(ops, work_inferred(ops)).astype(str).map(normalize_dtype)
     if ops["flops"].sum() > 0:
         return str(ops.groupby(dtypes)["flops"].sum().idxmax())
     counts = dtypes[dtypes != ""].value_counts()

@@ -11,9 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from archsim.perf.classes import work_inferred
 from archsim.trace.concurrency import concurrency_note
 from archsim.trace.format import Trace
 from archsim.trace.ingest import describe_repairs
+from archsim.trace.kernel_dtype import kernel_dtype_counts
 from archsim.trace.pacing import workload_pacing
 from archsim.trace.schema import ACTOR_PHASES, INFERENCE_PHASES, LEARNER_PHASES, PHASES
 
@@ -170,6 +172,8 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "steps": {role: step_times(trace.steps, role) for role in _ROLE_PHASES},
         "ingest": dict(meta.get("ingest", {}) or {}),
         "concurrency": concurrency_note(ops),  # GPU work side by side, or None
+        # element types of the kernels: recorded, or read from the names of shape-less ones
+        "kernel_dtypes": kernel_dtype_counts(ops, work_inferred(ops)),
     }
 
 
@@ -246,6 +250,14 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append(f"inferred {rule}")
     if summary.get("concurrency"):
         lines.append(summary["concurrency"])
+    dtypes = summary.get("kernel_dtypes") or {}
+    if dtypes.get("from_kernel_names") or dtypes.get("unknown"):
+        named = ", ".join(f"{k} {v}" for k, v in dtypes["from_kernel_names"].items()) or "none"
+        unknown = dtypes.get("unknown", 0)
+        lines.append(
+            f"kernel dtypes read from kernel names (no shapes recorded): {named}"
+            + (f"; {unknown} kernels name none (4 B an element assumed)" if unknown else "")
+        )
     lines.append("")
     lines.append(f"{'phase':<18}{'ops':>8}{'time':>14}{'FLOPs':>14}{'bytes':>12}")
     for phase, row in summary["ops_by_phase"].items():

@@ -112,7 +112,8 @@ def _first_group(table: dict[str, str | None]) -> Callable[[re.Match[str]], str 
 _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str | None], str], ...] = (
     # rocBLAS/hipBLASLt (Tensile): Cijk_<A indices>_<B indices>_<data type><B beta><H HPA>...,
     # ProblemType.__str__ in ROCm/Tensile Tensile/SolutionStructs.py; seen: Cijk_Ailk_Bljk_BBS_BH_*
-    # (fixture mi210_gpu_only), Cijk_Alik_Bljk_HHS_BH_* (fixture mi300x_sd35_inference).
+    # (fixtures mi210_gpu_only, mi300x_sd35_inference), Cijk_Alik_Bljk_SB_* (fixture
+    # mi250_mlp_train).
     (
         re.compile(r"^Cijk_A[A-Za-z]+_B[A-Za-z]+_(4xi8|I8|I64|F8B8|B8F8|F8N|B8N|F8|B8|[SDCZHBXI])"),
         _first_group(_TENSILE),
@@ -120,7 +121,9 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str | None], str]
     ),
     # cuBLASLt/cuDNN xmma kernels: sm<arch>_xmma_<op>_<A type><B type>_<C type><acc type>_...;
     # seen: sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_* (fixture
-    # a100_alexnet_forward), sm80_xmma_gemm_f16f16_f16f32_f32_* (tests/data gpumodel3.json).
+    # a100_alexnet_forward), sm90_xmma_gemm_bf16bf16_bf16f32_f32_* (fixture
+    # h100_timesformer_inference), sm80_xmma_gemm_f16f16_f16f32_f32_* (public trace
+    # JeremyMorlier/GPUModel trace3.json, recorded without shapes).
     (
         re.compile(
             r"xmma_(?:[a-z0-9]+_)*?(bf16|f16|tf32|f32|f64|i8|s8|e4m3|e5m2)"
@@ -144,7 +147,7 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str | None], str]
     (
         re.compile(
             r"cutlass_(?:[a-z0-9]+_)*?(?:(bf16|f16|tf32|s8|u8|e4m3|e5m2)_)?"
-            r"([hsdcz])(\d*)(?:gemm|conv|fprop|dgrad|wgrad)"
+            r"([hsdczi])(\d*)(?:gemm|conv|fprop|dgrad|wgrad)"
         ),
         _arch_library,
         "CUTLASS 2",
@@ -315,3 +318,26 @@ def with_named_dtypes(ops: pd.DataFrame, rows: np.ndarray | None = None) -> pd.D
     out = ops.copy()
     out["dtype"] = filled
     return out
+
+
+def kernel_dtype_counts(
+    ops: pd.DataFrame, rows: np.ndarray | None = None
+) -> dict[str, dict[str, int] | int]:
+    """Kernels by element type and where it comes from, for ``trace info``: ``recorded`` (the
+    launching op's Input type), ``from_kernel_names`` (kernels in ``rows`` whose name spells it:
+    the kernel model passes its shape-less ones) and ``unknown`` (neither: 4 B an element)."""
+    if "kind" not in ops.columns or "dtype" not in ops.columns:
+        return {"recorded": {}, "from_kernel_names": {}, "unknown": 0}
+    kernel = (ops["kind"].astype("string") == "kernel").to_numpy(dtype=bool)
+    recorded = ops["dtype"].astype("string").fillna("")[kernel]
+    filled = named_dtypes(ops, rows)[kernel]
+    named = (recorded == "") & (filled != "")
+
+    def counts(values: pd.Series) -> dict[str, int]:
+        return {str(k): int(v) for k, v in values.value_counts().items()}
+
+    return {
+        "recorded": counts(recorded[recorded != ""]),
+        "from_kernel_names": counts(filled[named]),
+        "unknown": int((filled == "").sum()),
+    }
