@@ -263,13 +263,22 @@ _FRAGMENTS = st.sampled_from(
 _ALLOWED = set(DTYPE_BYTES) | {None}
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.one_of(st.text(max_size=400), st.lists(_FRAGMENTS, max_size=40).map("".join)))
+_NAMES = st.one_of(st.text(max_size=400), st.lists(_FRAGMENTS, max_size=40).map("".join))
+
+
+@settings(max_examples=150, deadline=None)
+@given(_NAMES)
 def test_odd_names_never_raise(name: str) -> None:
-    dtype = kernel_name_dtype(name)
-    assert dtype in _ALLOWED
-    ops = _kernel(name)
-    assert named_dtypes(ops, work_inferred(ops)).iloc[0] == (dtype or "")
+    assert kernel_name_dtype(name) in _ALLOWED
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(_NAMES, min_size=1, max_size=20))
+def test_odd_names_in_a_trace_table(names: list[str]) -> None:
+    """A table of such kernels: each empty dtype filled with what its name spells, or left empty."""
+    ops = pd.concat([_kernel(name) for name in names], ignore_index=True)
+    filled = named_dtypes(ops, work_inferred(ops))
+    assert filled.tolist() == [kernel_name_dtype(name) or "" for name in names]
 
 
 @pytest.mark.parametrize("value", [None, float("nan"), 3, b"ampere_sgemm", "", "   "])
