@@ -204,13 +204,23 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str | None], str]
 # beside a float (fft2d_r2c_32x32<float, ...>(float2*, float const*, ...)) reads as float32.
 _CPP_FLOATING = (  # narrowest first: a mixed-precision kernel names its accumulator type beside
     # its storage type (batch_norm_backward_kernel<c10::BFloat16, c10::BFloat16, float, int>)
+    # fp8 (c10/util/Float8_e4m3fn.h and kin; CUDA's cuda_fp8.h, HIP's amd_hip_fp8.h): not sized
     (re.compile(r"c10::Float8_\w+|__nv_fp8_\w+|__hip_fp8_\w+"), None),
+    # ATen's c10::Half (seen: split_embedding_codegen_forward_unweighted_kernel<c10::Half, ...>,
+    # fixture nodevice_sampled_train), CUDA's __half (cuda_fp16.h), Apex's/NCCL's half
     (re.compile(r"c10::Half\b|\b__half\b|\bhalf\b|\bat::Half\b"), "float16"),
+    # ATen's c10::BFloat16 (seen: fixtures mi210_gpu_only, h100_timesformer_inference), cuBLAS's
+    # and cuDNN's __nv_bfloat16 (seen: internal::gemvx::kernel<int, int, __nv_bfloat16, ...>,
+    # cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16, ...>, h100_timesformer_inference)
     (
         re.compile(r"c10::BFloat16\b|\b__nv_bfloat16\b|\b__hip_bfloat16\b|\bat::BFloat16\b"),
         "bfloat16",
     ),
+    # float (seen: AdamFunctor<float>, a100_train_shapes; cudnn::bn_bw_1C11_kernel_new<float, ...>,
+    # v100_cnn_ddp_train; gemmk1_kernel<int, float, ...>, gp100_user_annotation; ATen's
+    # launch_clamp_scalar(...)::{lambda(float)#1}, a100_80gb_train_prewindow)
     (re.compile(r"(?<![\w:])float(?![\w:])"), "float32"),
+    # double (seen: CUDAFunctor_add<double>, a100_80gb_train_prewindow)
     (re.compile(r"(?<![\w:])double(?![\w:])"), "float64"),
 )
 _CPP_COMPLEX = re.compile(r"c10::complex<|thrust::complex<|\bcuComplex\b|\bcuDoubleComplex\b")
@@ -219,7 +229,11 @@ _CPP_COMPLEX = re.compile(r"c10::complex<|thrust::complex<|\bcuComplex\b|\bcuDou
 # FillFunctor<int>, ReduceOp<bool, ...>). Parameter lists, a lambda's included, are skipped: they
 # hold sizes and offsets ({lambda(char*, char const*, long)#1} of ATen's index kernels). Bare
 # ``char`` is ATen's byte pointer (at::detail::Array<char*, N>), and unsigned int/long ATen's and
-# cuBLAS's index types (ReduceOp<..., unsigned int, ...>): not element types.
+# cuBLAS's index types (ReduceOp<..., unsigned int, ...>): not element types. Seen: long
+# (CUDAFunctorOnSelf_add<long>, a100_80gb_train_prewindow), int (ReduceOp<int, ArgMaxOps<int>,
+# ...>, mi300x_sd35_inference), bool (FillFunctor<bool>, nodevice_sampled_train). A heuristic:
+# where the first integer is an index type the read is wrong (vectorized_gather_kernel<16, long>
+# of mi300x_sd35_inference gathers rows of any type by int64 indices: read int64).
 _CPP_INTEGER = re.compile(
     r"(?<![\w:])((?:unsigned |signed )?(?:long long|long|char|short|int)|int64_t|uint8_t|int8_t|"
     r"int16_t|int32_t|bool)(?![\w:])"
