@@ -274,3 +274,41 @@ def test_atari_pong_vector_env_counts_frames_and_no_probe_update(tmp_path, capsy
     assert (counts["learner_steps"], counts["samples"]) == (6, 48)
     assert workload["frames_per_env_step"] == 4.0
     assert workload["samples_per_insert"] == 1.0  # 16 samples per rollout of 16 transitions
+
+
+def test_vector_envs_without_sub_envs_say_where_they_step():
+    """A vector env with no sub-env to read was said to step "in worker processes": gymnasium's
+    CartPoleVectorEnv (``gym.make_vec``'s default for CartPole) steps in this process, and ale_py's
+    AtariVectorEnv (make_vec's for ALE ids, C++ threads here) has the frameskip of its spec."""
+    import ale_py
+    import gymnasium as gym
+
+    from archsim.capture.frameskip import IN_WORKERS, env_frameskip
+
+    gym.register_envs(ale_py)
+    cartpole = env_frameskip(gym.make_vec("CartPole-v1", num_envs=2))
+    assert cartpole.frames_per_env_step is None and IN_WORKERS not in cartpole.source
+    assert "CartPoleVectorEnv steps its environments itself" in cartpole.source
+    pong = gym.make_vec("ALE/Pong-v5", num_envs=2, frameskip=3)
+    wrapped = gym.wrappers.vector.RecordEpisodeStatistics(pong)
+    assert env_frameskip(wrapped).frames_per_env_step == 3.0
+    assert env_frameskip(pong).source == "ale_py AtariVectorEnv frameskip 3 (its make_vec spec)"
+    pong.close()
+
+
+def test_atari_vector_env_capture_reads_its_frameskip(tmp_path, capsys):
+    """The Atari loop above on ``gym.make_vec("ALE/Pong-v5", num_envs=2)`` (84x84 stacks of 4):
+    4 frames per env step, where the capture said 1 "in worker processes"."""
+    text = ATARI.replace(
+        "envs = gym.vector.SyncVectorEnv([make, make])",
+        'envs = gym.make_vec("ALE/Pong-v5", num_envs=2)',
+    )
+    assert text != ATARI
+    out = tmp_path / "cap"
+    script = _script(tmp_path, text, "pong_make_vec.py")
+    schedule = ["--wait", "2", "--warmup", "1", "--active", "8", "--repeat", "1"]
+    assert main(["capture", "run", "--out", str(out), *schedule, "--", script, "2"]) == 0
+    assert _counts(capsys.readouterr().out) == {"env_calls": 16, "updates": 4}
+    workload = load(out).meta["workload"]
+    assert workload["frames_per_env_step"] == 4.0
+    assert workload["settings"]["counts"]["transitions"] == 32

@@ -82,6 +82,32 @@ def first_sub_env(env: Any) -> Any:
     return None
 
 
+def _vector_frameskip(env: Any) -> FrameSkip:
+    """A vector env with no sub-env to read. Its workers read theirs (``processes``: gymnasium's
+    AsyncVectorEnv, SB3's SubprocVecEnv); ale_py's AtariVectorEnv (what ``gym.make_vec`` builds for
+    an ALE id: C++ threads in this process) keeps its frameskip only in the spec make_vec gave it;
+    any other steps its envs itself (gymnasium's CartPoleVectorEnv) and says nothing. Either
+    in-process kind was said to step "in worker processes"."""
+    for _ in range(MAX_DEPTH):
+        inner = getattr(env, "venv", None) or getattr(env, "env", None)
+        if inner is None or inner is env:
+            break
+        env = inner
+    if isinstance(getattr(env, "processes", None), list):
+        return FrameSkip(None, IN_WORKERS)
+    if type(env).__module__.startswith("ale_py") and type(env).__name__ == "AtariVectorEnv":
+        kwargs = getattr(getattr(env, "spec", None), "kwargs", None)
+        skip = kwargs.get("frameskip") if isinstance(kwargs, dict) else None
+        if isinstance(skip, int) and not isinstance(skip, bool) and skip > 0:
+            return FrameSkip(
+                float(skip), f"ale_py AtariVectorEnv frameskip {skip} (its make_vec spec)"
+            )
+        return FrameSkip(None, "ale_py AtariVectorEnv without a make_vec spec: frameskip not known")
+    return FrameSkip(
+        None, f"its vector env {_name(env)} steps its environments itself, with no sub-env to read"
+    )
+
+
 def _skip_of(layer: Any) -> int | None:
     """A skipping wrapper's skip; None when ``layer`` is not one of them."""
     from gymnasium.wrappers import AtariPreprocessing, RepeatAction
@@ -139,7 +165,7 @@ def _frameskip(env: Any) -> FrameSkip:
 
     single = first_sub_env(env)
     if single is None:
-        return FrameSkip(None, IN_WORKERS)
+        return _vector_frameskip(env)
     skips: list[str] = []
     product = 1
     layer = single
