@@ -20,7 +20,8 @@ Any other wrapper with its own ``step`` may repeat it: the figure is then unknow
 leaves 1 frame per env step, saying which wrapper. A vector env is read through its first
 sub-env (gymnasium's ``SyncVectorEnv.envs``, SB3's ``DummyVecEnv.envs``, through SB3's ``VecEnvWrapper``
 and gymnasium's ``VectorWrapper``); one whose envs live in worker processes (``AsyncVectorEnv``,
-``SubprocVecEnv``) is read by the workers, which capture themselves (archsim.capture.child_capture).
+``SubprocVecEnv``) is read by the workers, which capture themselves (archsim.capture.child_capture);
+ale_py's ``AtariVectorEnv`` by the frameskip of its ``gym.make_vec`` spec.
 """
 
 from __future__ import annotations
