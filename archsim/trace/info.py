@@ -101,7 +101,7 @@ def step_times(steps: pd.DataFrame, role: str) -> dict[str, Any]:
         return out
     out["step"] = _with_cpu(_percentiles(rows["dur_us"]), rows.get("cpu_us"))
     gaps = rows["gap_cpu_us"].dropna() if "gap_cpu_us" in rows else pd.Series(dtype=float)
-    if not gaps.empty:  # the loop's CPU between the thread's steps (request reads, polling)
+    if not gaps.empty and out["step"] is not None:  # the loop's CPU between the thread's steps
         out["step"]["gap_cpu_p50_us"] = float(np.percentile(gaps, 50))
     phases = {}
     for phase in PHASES:
@@ -270,13 +270,16 @@ def format_summary(summary: dict[str, Any]) -> str:
             continue
         lines.append("")
         step = info["step"]
-        cpu = f", CPU p50 {_ms(step['cpu_p50_us'])}" if "cpu_p50_us" in step else ""
-        if "gap_cpu_p50_us" in step:
-            cpu += f", CPU between steps p50 {_ms(step['gap_cpu_p50_us'])}"
-        lines.append(
-            f"{role} steps: {info['steps']}; step p50 {_ms(step['p50_us'])}, "
-            f"p95 {_ms(step['p95_us'])}{cpu}"
-        )
+        if step is None:  # every dur_us empty: the steps' phases may still have times
+            lines.append(f"{role} steps: {info['steps']}; step times not recorded (dur_us)")
+        else:
+            cpu = f", CPU p50 {_ms(step['cpu_p50_us'])}" if "cpu_p50_us" in step else ""
+            if "gap_cpu_p50_us" in step:
+                cpu += f", CPU between steps p50 {_ms(step['gap_cpu_p50_us'])}"
+            lines.append(
+                f"{role} steps: {info['steps']}; step p50 {_ms(step['p50_us'])}, "
+                f"p95 {_ms(step['p95_us'])}{cpu}"
+            )
         for phase, stats in info["phases"].items():
             lines.append(
                 f"  {phase:<16} p50 {_ms(stats['p50_us']):>12}  p95 {_ms(stats['p95_us']):>12}"
