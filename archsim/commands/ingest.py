@@ -56,6 +56,10 @@ def ingest_with_progress(path: Path, meta: dict | None = None):  # -> archsim.tr
     size = path.stat().st_size if path.is_file() else None
     progress = Progress(size, desc=f"ingest {path.name}", unit="B", unit_scale=True)
     try:
-        return ingest(path, meta, on_bytes=progress.set_to)
+        trace = ingest(path, meta, on_bytes=progress.set_to)
     finally:
         progress.close()
+    from archsim.trace.format import check_trace
+
+    check_trace(path, trace)  # what load would refuse (a negative block size) is refused here
+    return trace

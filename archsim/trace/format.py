@@ -195,6 +195,14 @@ def _check_finite_times(path: Path, table: pd.DataFrame, columns: tuple[str, ...
             )
 
 
+def check_trace(path: Path, trace: Trace) -> None:
+    """The checks ``load`` makes, on a trace made in memory (a Kineto file ingested on the fly or
+    before saving), so that what ingest writes always loads; errors name ``path``."""
+    _check_meta(path, trace.meta)
+    _check_steps(path, trace.steps)
+    _check_ops(path, trace.ops)
+
+
 def load(directory: Path) -> Trace:
     """Read a trace directory, checking that it is one and that its format version is understood."""
     directory = Path(directory)
