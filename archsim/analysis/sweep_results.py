@@ -139,6 +139,11 @@ class ResultsFile:
             stored = json.loads(_read_text(self.settings))
         except json.JSONDecodeError:
             raise ArchsimError(f"{self.settings}: not valid JSON") from None
+        if not isinstance(stored, dict):
+            raise ArchsimError(
+                f"{self.settings}: expected a JSON object of the sweep's settings, got "
+                f"{type(stored).__name__} (use a new --out, or --force to start over)"
+            )
         for key, value in fingerprint.items():
             if key in INFORMATIONAL:
                 continue
