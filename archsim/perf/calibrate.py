@@ -130,7 +130,7 @@ def load_efficiency(path: Path) -> dict[str, float]:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise ArchsimError(f"{path}: cannot read calibration ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:  # a binary file is not YAML either
         raise ArchsimError(f"{path}: not valid YAML ({exc.__class__.__name__})") from None
     if not isinstance(data, dict) or not isinstance(data.get("efficiency"), dict):
         raise ArchsimError(f"{path}: expected a mapping with key efficiency: {{class: fraction}}")

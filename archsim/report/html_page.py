@@ -87,7 +87,13 @@ def _hardware_text(settings: dict) -> str:
     if not isinstance(name, str):
         return ""
     raw = settings.get("hw_set", "")
-    overrides = [s for s in raw.split(";") if s] if isinstance(raw, str) else list(raw or [])
+    # a list from metrics.json, a ';'-joined string from a sweep CSV; anything else: none
+    if isinstance(raw, str):
+        overrides = [s for s in raw.split(";") if s]
+    else:
+        overrides = list(raw) if isinstance(raw, list | tuple) else [raw] if raw else []
+    if not all(isinstance(item, str) for item in overrides):
+        return f"(could not resolve {name}: hw_set {raw!r} is not a list of key=value strings)"
     try:
         hw = load_hw(name, overrides)
     except ArchsimError as exc:
