@@ -269,7 +269,7 @@ ENGINE_LIMITS = [
     "  first implicit-GEMM convolutions 22-30 us against 6-9; SD3.5's first",
     "  `batched_transpose_32x32_half` of a 256 x 1024 x 1024 tensor 665 us against 453, too rare",
     "  to move its total. Without first launches the bench goes -28.3% -> -22.0% (median 34% ->",
-    "  29%) and the MI210 +5.9% -> -10.9% (13% -> 10%: its cancellation loses its cold side). By",
+    "  29%) and the MI210 -26.1% -> -31.2% (12% -> 10%). By",
     "  iteration (read off the fixture, not used) the bench's shortfall shrinks as it runs:",
     "  iteration 1 (1,061 ms, kernels a median 172 us apart, so an idle clock may share the cost)",
     "  -39.4%, median |error| 44%; iteration 2 (3.7 ms, 16 us apart) -25.3%, 33%; iteration 3 (2.5",
