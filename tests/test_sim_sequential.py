@@ -303,6 +303,7 @@ def _program_cpu_s(steps: int) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.solo
 def test_simulated_single_file_dqn_matches_the_program_per_cpu_second(tmp_path):
     """Predicted env steps per CPU-second of the captured program, --hw local and no knobs, within
     SHOW_BOUND of the program's own steady state: (LONG - SHORT) steps / (their CPU-seconds' difference)."""
