@@ -141,6 +141,9 @@ def _with_meta(trace_dir: Path, where: Path, field: str, value) -> Path:
         ("capture.unprofiled_cpu_us", [1, 2]),  # was AttributeError: .items()
         ("capture.unprofiled_cpu_us.actor", 3),
         ("ingest.inferred_steps", 5),  # trace info: TypeError, not iterable
+        ("workload.settings.r2d2.frame_stack", None),  # null where read at once: int(None)
+        ("capture.unprofiled_cpu_us.actor", None),  # was AttributeError: None.items()
+        ("ingest.names_repaired", "abc"),  # trace info: "Cannot specify ',' with 's'"
     ],
 )
 def test_meta_fields_of_the_wrong_type_are_named(trace_dir, tmp_path, capsys, field, value):
@@ -150,6 +153,8 @@ def test_meta_fields_of_the_wrong_type_are_named(trace_dir, tmp_path, capsys, fi
     line = error_line(capsys)
     assert "meta.yaml" in line and field in line and "expected" in line
     assert not (tmp_path / "o").exists()
+    assert main(["trace", "info", str(trace)]) == 2
+    assert field in error_line(capsys)
 
 
 _BAD_VALUES = st.one_of(

@@ -40,7 +40,30 @@ META_FIELDS: dict[str, str] = {
     "capture.processes": "list",
     "capture.unprofiled_cpu_us": "mapping",
     "ingest.inferred_steps": "list",
+    # the repair counts trace info prints with thousands separators (archsim.trace.ingest._REPAIRS)
+    **{
+        f"ingest.{key}": "count0"
+        for key in (
+            "prewindow_gpu_events_dropped",
+            "duplicate_events_removed",
+            "names_repaired",
+            "ts_rebased_by_us",
+            "begin_end_pairs",
+            "unclosed_begin_events",
+        )
+    },
 }
+
+# Fields a capture writes as null when it has nothing to say (a CPU capture's GPU figures); every
+# other field above is read as soon as its key is there, so null there is an error too.
+NULLABLE = frozenset(
+    {"source.gpu_num_sms", "source.gpu_count", "source.device_properties", "source.devices_used"}
+    | {
+        field
+        for field in META_FIELDS
+        if field.startswith("ingest.")  # ingest's counts: null is none
+    }
+)
 
 # Per-step CPU figures of a capture without the profiler: {role: {phase: {steps, mean_us, ...}}}
 # (archsim.sim.profiler_cost), also per worker process under capture.processes[i].
@@ -60,36 +83,46 @@ def _holds(kind: str, value: Any) -> bool:
     return math.isfinite(value) and value >= 0
 
 
-def _check(path: Path, field: str, kind: str, value: Any) -> None:
-    if value is not None and not _holds(kind, value):
+def _check(path: Path, field: str, kind: str, value: Any, nullable: bool = False) -> None:
+    if not (value is None and nullable) and not _holds(kind, value):
         raise ArchsimError(f"{path}: {field} is {str(value)[:40]!r} (expected {_EXPECTED[kind]})")
 
 
+_ABSENT = object()
+
+
 def _lookup(meta: dict, dotted: str) -> Any:
+    """The value at ``dotted``, or _ABSENT where a key on the way is missing."""
     node: Any = meta
     for part in dotted.split("."):
-        if not isinstance(node, dict):
-            return None
-        node = node.get(part)
+        if not isinstance(node, dict) or part not in node:
+            return _ABSENT
+        node = node[part]
     return node
 
 
 def _check_unprofiled(path: Path, field: str, figures: Any) -> None:
+    if figures is _ABSENT:
+        return
     _check(path, field, "mapping", figures)
-    for role, phases in (figures or {}).items():
+    for role, phases in figures.items():
         _check(path, f"{field}.{role}", "mapping", phases)
-        for name, stats in (phases or {}).items():
+        for name, stats in phases.items():
             _check(path, f"{field}.{role}.{name}", "mapping", stats)
             for key, kind in _FIGURE_KINDS.items():
-                _check(path, f"{field}.{role}.{name}.{key}", kind, (stats or {}).get(key))
+                if key in stats:
+                    _check(path, f"{field}.{role}.{name}.{key}", kind, stats[key])
 
 
 def check_meta_fields(path: Path, meta: dict[str, Any]) -> None:
     """Raise an ArchsimError naming ``path`` and the field when one holds the wrong type."""
     for field, kind in META_FIELDS.items():
-        _check(path, field, kind, _lookup(meta, field))
+        value = _lookup(meta, field)
+        if value is not _ABSENT:
+            _check(path, field, kind, value, nullable=field in NULLABLE)
     _check_unprofiled(path, "capture.unprofiled_cpu_us", _lookup(meta, "capture.unprofiled_cpu_us"))
-    for i, process in enumerate(_lookup(meta, "capture.processes") or []):
+    processes = _lookup(meta, "capture.processes")
+    for i, process in enumerate(processes if isinstance(processes, list) else []):
         _check(path, f"capture.processes[{i}]", "mapping", process)
         field = f"capture.processes[{i}].unprofiled_cpu_us"
-        _check_unprofiled(path, field, (process or {}).get("unprofiled_cpu_us"))
+        _check_unprofiled(path, field, process.get("unprofiled_cpu_us", _ABSENT))
