@@ -82,9 +82,9 @@ def _inside_profiler(frame: Any) -> bool:
 class _TermSignal:
     """A worker's SIGTERM: raised at once, or, when it lands inside the profiler's bookkeeping, at
     the start of the worker's next env step (archsim.capture.env_markers.before_env_step). Once
-    the target has ended (``exporting``) it is ignored: a second SIGTERM (a Pool's terminate, then
-    archsim's after the program ended) cut the export of the windows recorded, and SIGKILL after
-    TERMINATE_TIMEOUT_S still bounds the worker's life."""
+    the target has ended (``exporting``) it is ignored until the worker's sidecar is on disk: a
+    second SIGTERM (a Pool's terminate, then archsim's after the program ended) cut the export of
+    the windows recorded, and SIGKILL after TERMINATE_TIMEOUT_S still bounds the worker's life."""
 
     def __init__(self) -> None:
         self.pending = False
@@ -218,12 +218,19 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
         sidecar["windows"] = len(windows)
         return result
     finally:
-        signal.signal(signal.SIGTERM, previous_handler)
-        env_markers.before_env_step = None
-        _write_json(sidecar_path, sidecar)
-        for path in windows:
-            path.unlink(missing_ok=True)
-        window_dir.rmdir()
+        try:
+            _write_json(sidecar_path, sidecar)
+            for path in windows:
+                path.unlink(missing_ok=True)
+            window_dir.rmdir()
+        finally:
+            # Restored only once the sidecar is on disk: restored before it, a Pool's terminate
+            # (sent to a worker that took its exit sentinel and was still exporting) could land
+            # in between and kill the worker with its counts unwritten, so a rollout program was
+            # refused for "stepped no gymnasium environment" (1 of about 30 runs at load 4.5).
+            # A SIGTERM held until here is not raised: the target has ended, the process exits.
+            signal.signal(signal.SIGTERM, previous_handler)
+            env_markers.before_env_step = None
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
