@@ -103,3 +103,18 @@ def test_an_ingested_fixture_still_loads(tmp_path, capsys):
     assert main(["ingest", str(raw), "--out", str(tmp_path / "t")]) == 0
     capsys.readouterr()
     load(tmp_path / "t")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"null", b"[]", b'{"runs": 5}', b'{"configs": [{"bogus": 1}]}', b"\xff\xfe"],
+)
+def test_validate_from_a_damaged_measurements_file_is_one_line(tmp_path, capsys, content):
+    # Before: JSONDecodeError, TypeError, KeyError or UnicodeDecodeError tracebacks.
+    earlier = tmp_path / "earlier"
+    (earlier / "traces").mkdir(parents=True)
+    (earlier / "measurements.json").write_bytes(content)
+    out = tmp_path / "out"
+    assert main(["validate", "--from", str(earlier), "--out", str(out)]) == 2
+    assert "not the measurements of an earlier archsim validate" in error_line(capsys)
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["earlier"]

@@ -220,15 +220,22 @@ def repredict(from_dir: Path) -> list[dict]:
         raise ArchsimError(
             f"{path}: not found (expected the output of an earlier archsim validate)"
         )
-    doc = json.loads(path.read_text())
-    configs = [RunConfig(**c) for c in doc["configs"]]
-    by_name = {c.name: c for c in configs}
-    baselines = {w: by_name[name] for w, name in doc["baselines"].items()}
+    try:  # the file as save_measurements writes it; anything else is one line, not a traceback
+        doc = json.loads(path.read_text())
+        configs = [RunConfig(**c) for c in doc["configs"]]
+        by_name = {c.name: c for c in configs}
+        baselines = {w: by_name[name] for w, name in doc["baselines"].items()}
+        measured = {c.name: [Measurement(**m) for m in doc["runs"][c.name]] for c in configs}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # JSON and UTF-8 errors too
+        raise ArchsimError(
+            f"{path}: not the measurements of an earlier archsim validate "
+            f"({exc.__class__.__name__}: {str(exc)[:80]})"
+        ) from None
     traces = {w: load(Path(from_dir) / "traces" / c.name) for w, c in baselines.items()}
     hw = load_hw("local", [])
     rows = []
     for config in configs:
-        runs = [Measurement(**m) for m in doc["runs"][config.name]]
+        runs = measured[config.name]
         role = "baseline" if baselines[config.workload] is config else "variant"
         rows.append(make_row(config, role, runs, predict(config, traces[config.workload], hw)))
     add_baseline_columns(
