@@ -118,3 +118,24 @@ def test_validate_from_a_damaged_measurements_file_is_one_line(tmp_path, capsys,
     assert main(["validate", "--from", str(earlier), "--out", str(out)]) == 2
     assert "not the measurements of an earlier archsim validate" in error_line(capsys)
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["earlier"]
+
+
+def test_a_key_given_twice_in_any_yaml_input_is_named(trace_dir, tmp_path, capsys):
+    # Before: PyYAML kept the last value silently (a hardware config's 'sms: 108' then 'sms: 40'
+    # was a 40-SM card).
+    from tests.conftest import PROJECT_ROOT
+
+    text = (PROJECT_ROOT / "hwconfigs" / "dgx-a100.yaml").read_text()
+    hw = tmp_path / "box.yaml"
+    hw.write_text(text.replace("\n  sms: ", "\n  sms: 40\n  sms: ", 1))
+    assert main(["hw", "show", str(hw)]) == 2
+    assert "box.yaml: not valid YAML (key 'sms' appears twice in one mapping" in error_line(capsys)
+    trace = Path(shutil.copytree(trace_dir, tmp_path / "t"))
+    meta = trace / "meta.yaml"
+    meta.write_text(meta.read_text() + "format_version: 1\n")
+    assert main(["trace", "info", str(trace)]) == 2
+    assert "key 'format_version' appears twice" in error_line(capsys)
+    overlay = tmp_path / "cal.yaml"
+    overlay.write_text("efficiency:\n  gemm: 0.5\n  gemm: 0.9\n")
+    assert main(["predict", str(trace_dir), "--calibration", str(overlay)]) == 2
+    assert "key 'gemm' appears twice" in error_line(capsys)

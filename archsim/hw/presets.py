@@ -84,14 +84,18 @@ def _parsed_yaml(text: str) -> Any:
     """The YAML document of ``text``, parsed once per distinct text: pure-Python PyYAML takes about
     3 ms a preset, and the model, sweeps and tests load the same few presets thousands of times.
     Callers get a deep copy (overrides edit the mapping in place)."""
-    return yaml.safe_load(text)
+    from archsim.hw.strict_yaml import safe_load_unique
+
+    return safe_load_unique(text)
 
 
 def _read_yaml(path: Path) -> Any:
     try:
         return copy.deepcopy(_parsed_yaml(path.read_text()))
     except yaml.YAMLError as exc:
-        raise ArchsimError(f"{path}: not valid YAML ({exc.__class__.__name__})") from None
+        from archsim.hw.strict_yaml import yaml_problem
+
+        raise ArchsimError(f"{path}: not valid YAML ({yaml_problem(exc)})") from None
     except OSError as exc:
         raise ArchsimError(f"{path}: cannot read ({exc.strerror})") from None
     except UnicodeDecodeError as exc:

@@ -125,13 +125,16 @@ def write_calibration(path: Path, document: Mapping[str, Any]) -> Path:
 
 def load_efficiency(path: Path) -> dict[str, float]:
     """The ``efficiency`` mapping of a calibration overlay, checked (positive finite numbers)."""
+    from archsim.hw.strict_yaml import safe_load_unique, yaml_problem
+
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = safe_load_unique(path.read_text())  # a class given twice is an error
     except OSError as exc:
         raise ArchsimError(f"{path}: cannot read calibration ({exc.strerror})") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:  # a binary file is not YAML either
-        raise ArchsimError(f"{path}: not valid YAML ({exc.__class__.__name__})") from None
+        problem = yaml_problem(exc) if isinstance(exc, yaml.YAMLError) else "UnicodeDecodeError"
+        raise ArchsimError(f"{path}: not valid YAML ({problem})") from None
     if not isinstance(data, dict) or not isinstance(data.get("efficiency"), dict):
         raise ArchsimError(f"{path}: expected a mapping with key efficiency: {{class: fraction}}")
     out = {}

@@ -205,6 +205,8 @@ def check_trace(path: Path, trace: Trace) -> None:
 
 def load(directory: Path) -> Trace:
     """Read a trace directory, checking that it is one and that its format version is understood."""
+    from archsim.hw.strict_yaml import safe_load_unique, yaml_problem
+
     directory = Path(directory)
     meta_path = directory / META_FILE
     if not directory.is_dir():
@@ -216,13 +218,14 @@ def load(directory: Path) -> Trace:
     if not meta_path.is_file():
         raise ArchsimError(f"{meta_path}: is not a file (expected the trace's YAML metadata)")
     try:
-        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
+        meta = safe_load_unique(meta_path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise ArchsimError(f"{meta_path}: not UTF-8 text (expected YAML metadata)") from None
     except OSError as exc:
         raise ArchsimError(f"{meta_path}: cannot be read ({exc.strerror})") from None
     except (yaml.YAMLError, RecursionError) as exc:
-        raise ArchsimError(f"{meta_path}: not valid YAML ({exc.__class__.__name__})") from None
+        problem = yaml_problem(exc) if isinstance(exc, yaml.YAMLError) else "RecursionError"
+        raise ArchsimError(f"{meta_path}: not valid YAML ({problem})") from None
     if not isinstance(meta, dict):
         raise ArchsimError(f"{meta_path}: expected a mapping of trace metadata")
     _check_meta(meta_path, meta)

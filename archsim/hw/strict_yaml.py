@@ -1,0 +1,42 @@
+"""YAML loading that refuses a key given twice in one mapping: PyYAML keeps the last silently, so
+``sms: 108`` followed by ``sms: 40`` lower in a hardware config (or in a trace's meta.yaml) would
+change a number without a word. Used for every YAML input archsim reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping names one key twice; the message says which and where."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges, not a key
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: SafeLoader reports it itself
+                continue
+            if duplicate:
+                raise DuplicateKeyError(
+                    f"key {key!r} appears twice in one mapping (line {key_node.start_mark.line + 1})"
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def safe_load_unique(text: str) -> Any:
+    """``yaml.safe_load`` that raises DuplicateKeyError for a key given twice in a mapping."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What to say about a YAML error in one line: the duplicate key, else the error's kind."""
+    return str(exc) if isinstance(exc, DuplicateKeyError) else exc.__class__.__name__
