@@ -76,7 +76,7 @@ _KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "pid": 0,
         ({"traceEvents": [{**_KERNEL, "args": {"block": [-1, 1, 1]}}]}, "block_x -1"),
         (
             {"traceEvents": [_KERNEL], "deviceProperties": [{"numSms": "abc", "name": "X"}]},
-            "source.gpu_num_sms is 'abc'",
+            "deviceProperties[0].numSms: expected an integer >= 1, got 'abc'",
         ),
     ],
 )

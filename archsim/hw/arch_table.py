@@ -190,6 +190,13 @@ def _int_field(props: Mapping[str, Any], key: str, where: str, minimum: int = 0)
     return value
 
 
+def check_sm_count(props: Any, where: str) -> None:
+    """A deviceProperties entry's numSms, checked under the raw file's name for it (ingest copies
+    it to meta ``source.gpu_num_sms``, whose own check would name a field the user never wrote)."""
+    if isinstance(props, Mapping):
+        _int_field(props, "numSms", where, 1)
+
+
 def check_device_properties(props: Mapping[str, Any], where: str = "[0]") -> dict[str, Any]:
     """The fields archsim reads from one ``deviceProperties`` entry, type-checked."""
     if not isinstance(props, Mapping):

@@ -197,7 +197,15 @@ def _check_finite_times(path: Path, table: pd.DataFrame, columns: tuple[str, ...
 
 def check_trace(path: Path, trace: Trace) -> None:
     """The checks ``load`` makes, on a trace made in memory (a Kineto file ingested on the fly or
-    before saving), so that what ingest writes always loads; errors name ``path``."""
+    before saving), so that what ingest writes always loads; errors name ``path`` and, for the
+    GPU's SM count, the file's own ``deviceProperties[i].numSms``."""
+    from archsim.errors import name_trace_in_errors
+    from archsim.hw.arch_table import check_sm_count
+
+    props = ((trace.meta or {}).get("source") or {}).get("device_properties")
+    with name_trace_in_errors(path):
+        for index, entry in enumerate(props if isinstance(props, list) else []):
+            check_sm_count(entry, f"[{index}]")
     _check_meta(path, trace.meta)
     _check_steps(path, trace.steps)
     _check_ops(path, trace.ops)
