@@ -146,14 +146,10 @@ def _check_steps(path: Path, steps: pd.DataFrame) -> None:
             f"{path}: row {row} (step_id {int(steps['step_id'].iloc[row])}) has no times at all "
             "(every *_us column is NaN)"
         )
-    for column in [c for c in timed if c != "start_us"]:  # every duration, wall or CPU time
-        dur = steps[column].to_numpy(dtype=np.float64)
-        bad = (dur < 0) | np.isinf(dur)
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            raise ArchsimError(
-                f"{path}: row {row} has {column} {dur[row]} (expected a finite duration >= 0)"
-            )
+    # every duration, wall or CPU time
+    _check_finite_nonnegative(
+        path, steps, [c for c in timed if c != "start_us"], "a finite duration >= 0"
+    )
     _check_finite_times(path, steps, ("start_us",))
     low = steps["batch_size"] < 1
     if low.any():
@@ -163,16 +159,27 @@ def _check_steps(path: Path, steps: pd.DataFrame) -> None:
         )
 
 
-def _check_ops(path: Path, ops: pd.DataFrame) -> None:
-    """Measured times and counted work are never negative or infinite (NaN: not recorded)."""
-    for column in ("dur_us", "launch_dur_us", "flops", "bytes_read", "bytes_written"):
-        values = ops[column].to_numpy(dtype=np.float64)
+def _check_finite_nonnegative(path: Path, table: pd.DataFrame, columns, expected: str) -> None:
+    """The first row of ``table`` whose value in one of ``columns`` is negative or infinite, as an
+    error naming the row, column and value (NaN: not recorded, allowed)."""
+    for column in columns:
+        values = table[column].to_numpy(dtype=np.float64)
         bad = (values < 0) | np.isinf(values)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ArchsimError(
-                f"{path}: row {row} has {column} {values[row]} (expected a finite number >= 0)"
+                f"{path}: row {row} has {column} {values[row]} (expected {expected})"
             )
+
+
+def _check_ops(path: Path, ops: pd.DataFrame) -> None:
+    """Measured times and counted work are never negative or infinite (NaN: not recorded)."""
+    _check_finite_nonnegative(
+        path,
+        ops,
+        ("dur_us", "launch_dur_us", "flops", "bytes_read", "bytes_written"),
+        "a finite number >= 0",
+    )
     _check_finite_times(path, ops, ("start_us", "launch_start_us"))
     for column in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
         low = ops[column].to_numpy() < 0  # 0: not recorded
