@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from archsim.capture.frameskip import IN_WORKERS, FrameSkip, env_frameskip
+from archsim.capture.frameskip import IN_WORKERS, FrameSkip, env_frameskip, set_frames
 from archsim.capture.merge import ProcessPart
-from archsim.capture.run_script import _workers_frames, set_frames
+from archsim.capture.worker_merge import workers_frames
 from archsim.cli import main
 from archsim.trace.format import load
 from archsim.trace.pacing import frames_per_env_step
@@ -115,17 +115,17 @@ def _part(index: int, frameskip: dict | None) -> ProcessPart:
 def test_workers_frames_fill_the_parents_meta_only_when_they_agree():
     parent = {"frames_per_env_step": 1.0, "frames_per_env_step_source": f"1 ...: {IN_WORKERS}"}
     four = {"frames_per_env_step": 4.0, "source": "ale_py AtariEnv frameskip 4"}
-    agreed = _workers_frames(dict(parent), [_part(1, four), _part(2, four)])
+    agreed = workers_frames(dict(parent), [_part(1, four), _part(2, four)])
     assert agreed["frames_per_env_step"] == 4.0
     assert "frameskip 4" in agreed["frames_per_env_step_source"]
     two = {"frames_per_env_step": 2.0, "source": "ale_py AtariEnv frameskip 2"}
-    split = _workers_frames(dict(parent), [_part(1, four), _part(2, two)])
+    split = workers_frames(dict(parent), [_part(1, four), _part(2, two)])
     assert split["frames_per_env_step"] == 1.0
     assert "frameskip 2" in split["frames_per_env_step_source"]
-    silent = _workers_frames(dict(parent), [_part(1, None)])
+    silent = workers_frames(dict(parent), [_part(1, None)])
     assert silent["frames_per_env_step"] == 1.0
     own = {"frames_per_env_step": 4.0, "frames_per_env_step_source": "ale_py AtariEnv frameskip 4"}
-    assert _workers_frames(dict(own), [_part(1, two)]) == own  # the parent's own env says
+    assert workers_frames(dict(own), [_part(1, two)]) == own  # the parent's own env says
 
 
 def _capture_and_simulate(tmp_path, script: str, *args: str) -> tuple[dict, dict]:
@@ -190,7 +190,7 @@ def test_single_file_dqn_capture_says_4_frames_per_env_step(tmp_path):
 
 
 @pytest.mark.slow
-def test_async_vector_env_capture_takes_its_workers_frames(tmp_path):
+def test_async_vector_env_capture_takes_itsworkers_frames(tmp_path):
     """AsyncVectorEnv: the parent cannot see its envs; each worker read its own and they agree."""
     args = [*SHORT, "--async-envs", "--num-envs", "2"]
     workload, metrics = _capture_and_simulate(tmp_path, str(EXAMPLES / "dqn_single_file.py"), *args)

@@ -123,9 +123,8 @@ def test_actors_that_finish_before_training_are_counted_in_the_refusal(tmp_path,
     assert not out.exists()
 
 
-# Parallel rollouts in a multiprocessing Pool (spawn): the program's process maps a rollout
-# function over the pool's workers each iteration and trains on what they return.
-POOL_TOY = (
+# The imports and toy env the Pool and A3C programs below share.
+WORKER_TOY_HEADER = (
     textwrap.dedent(
         """
     import multiprocessing as mp
@@ -135,8 +134,13 @@ POOL_TOY = (
     """
     )
     + TOY_ENV
-    + textwrap.dedent(
-        """
+)
+
+
+# Parallel rollouts in a multiprocessing Pool (spawn): the program's process maps a rollout
+# function over the pool's workers each iteration and trains on what they return.
+POOL_TOY = WORKER_TOY_HEADER + textwrap.dedent(
+    """
 
     def rollout(seed):
         env, net = ToyEnv(), torch.nn.Linear(4, 2)
@@ -161,7 +165,6 @@ POOL_TOY = (
                     loss.backward()
                     opt.step()
     """
-    )
 )
 
 
@@ -234,18 +237,8 @@ def test_a_sigterm_as_the_sidecar_is_written_is_held_until_it_is_on_disk(tmp_pat
 
 
 # A3C-style: worker processes act, step and train a shared model; the program's process only waits.
-A3C_TOY = (
-    textwrap.dedent(
-        """
-    import multiprocessing as mp
-    import gymnasium as gym
-    import numpy as np
-    import torch
+A3C_TOY = WORKER_TOY_HEADER + textwrap.dedent(
     """
-    )
-    + TOY_ENV
-    + textwrap.dedent(
-        """
 
     def worker(updates):
         env, net = ToyEnv(), torch.nn.Linear(4, 2)
@@ -263,7 +256,6 @@ A3C_TOY = (
         proc.start()
         proc.join()
     """
-    )
 )
 
 

@@ -52,6 +52,8 @@ STEP_ONCE_MODULES = ("gymnasium.", "stable_baselines3.")
 MAX_DEPTH = 64
 # When a vector env's sub-envs run in worker processes.
 IN_WORKERS = "its vector env steps its environments in worker processes"
+# frames_per_env_step_source's reason when the program's own process stepped no environment
+NO_ENV_STEPPED = "no gymnasium env was stepped"
 
 
 @dataclass(frozen=True)
@@ -191,3 +193,15 @@ def _frameskip(env: Any) -> FrameSkip:
         return FrameSkip(None, f"its env {_name(layer)} is not an ALE AtariEnv")
     frames, source = ale
     return FrameSkip(frames * product, " x ".join([source, *skips]))
+
+
+def set_frames(workload: dict[str, Any], frameskip: Any) -> None:
+    """``frames_per_env_step`` where the env says it for sure, else 1; and where it came from.
+    (``settings.counts.frames`` counts ALE frames as stepped, resets' no-op and fire frames too.)"""
+    frameskip = frameskip or FrameSkip(None, NO_ENV_STEPPED)
+    if frameskip.frames_per_env_step is None:
+        workload["frames_per_env_step"] = 1.0
+        workload["frames_per_env_step_source"] = f"1 frame per env step: {frameskip.source}"
+    else:
+        workload["frames_per_env_step"] = float(frameskip.frames_per_env_step)
+        workload["frames_per_env_step_source"] = frameskip.source
