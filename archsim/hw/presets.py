@@ -178,27 +178,22 @@ def load_hw(name_or_path: str, overrides: Sequence[str] = ()) -> HardwareConfig:
     """A validated HardwareConfig from a preset name, a YAML path or ``local``, with overrides."""
     data, source = _resolve(name_or_path)
     if isinstance(data, dict) and overrides:
-        data = _with_card_latency(_with_physical_sms(data))
         data = apply_overrides(_with_card_figures(data), overrides, source)
     return validate_hw(data, source)
 
 
-def _with_card_latency(data: dict[str, Any]) -> dict[str, Any]:
-    """The config with ``gpu.card_dram_latency_ns`` set to its ``gpu.dram_latency_ns`` where it
-    does not say, before overrides: ``--set gpu.dram_latency_ns`` then changes the latency of the
-    same card, whose measured kernel floor (and the fixed cost in it) stays."""
-    gpu = data.get("gpu")
-    latency = gpu.get("dram_latency_ns") if isinstance(gpu, dict) else None
-    number = isinstance(latency, int | float) and not isinstance(latency, bool)
-    if number and gpu.get("card_dram_latency_ns") is None:
-        return {**data, "gpu": {**gpu, "card_dram_latency_ns": latency}}
-    return data
-
-
-# What-if fields whose part's value the power model keeps (archsim.perf.power):
-# section -> {field: the part's field}.
+# What-if fields whose part's value the models keep: section -> {field: the part's field}.
+# gpu.sms: --sms / --set gpu.sms disable SMs of the same card (archsim.perf.power) instead of
+# making a smaller card; gpu.dram_latency_ns: the same card's measured kernel floor (and the fixed
+# cost in it) stays (archsim.perf.dispatch_overhead); the clock, bandwidth, cores and threads: the
+# power model's budgets are the part's (archsim.perf.power).
 CARD_FIGURES = {
-    "gpu": {"clock_mhz": "card_clock_mhz", "dram_bw_gbs": "card_dram_bw_gbs"},
+    "gpu": {
+        "sms": "physical_sms",
+        "dram_latency_ns": "card_dram_latency_ns",
+        "clock_mhz": "card_clock_mhz",
+        "dram_bw_gbs": "card_dram_bw_gbs",
+    },
     "cpu": {
         "cores_per_socket": "physical_cores_per_socket",
         "threads_per_core": "physical_threads_per_core",
@@ -225,14 +220,3 @@ def _with_card_figures(data: dict[str, Any]) -> dict[str, Any]:
         if card:
             out = {**out, section: {**part, **card}}
     return out
-
-
-def _with_physical_sms(data: dict[str, Any]) -> dict[str, Any]:
-    """The config with ``gpu.physical_sms`` set to its ``gpu.sms`` where it does not say, before
-    overrides: ``--sms`` / ``--set gpu.sms`` then disable SMs of the same card (archsim.perf.power)
-    instead of making a smaller card."""
-    gpu = data.get("gpu")
-    sms = gpu.get("sms") if isinstance(gpu, dict) else None
-    if isinstance(sms, int) and not isinstance(sms, bool) and gpu.get("physical_sms") is None:
-        return {**data, "gpu": {**gpu, "physical_sms": sms}}
-    return data
