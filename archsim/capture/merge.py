@@ -1,8 +1,8 @@
 """Merge the profiler traces of several processes of one run into one Kineto JSON (gzip).
 
 Each process of a multi-process capture (learner, actors) records its own trace and a sidecar with
-its role, index, pid and one clock sample (``time.time_ns()`` taken just before an
-``archsim_clock_sync`` annotation). The merge
+its role, index, pid and a few clock samples (``time.time_ns()`` taken just before each of a few
+``archsim_clock_sync`` annotations). The merge
 
 * puts every trace on one time base: Kineto timestamps are microseconds after the trace's
   ``baseTimeNanoseconds``, so each file is shifted onto the earliest base;
@@ -55,14 +55,29 @@ class ProcessPart:
 def _clock_offset_us(
     path: Path, events: list[dict], base_ns: int, sidecar: dict | None
 ) -> float | None:
-    """Kineto-clock minus wall-clock at the sync annotation, in us; None if either is missing."""
+    """Kineto-clock minus wall-clock at the sync annotations, in us; None if either is missing.
+
+    Every annotation starts after its sample, so each pair over-reads the offset by its lateness; the
+    smallest reading is the least late (NTP's minimum filter). A sidecar with one sample (older
+    captures) pairs it with the first annotation.
+    """
     sample = (sidecar or {}).get("clock_sync")
     if not sample:
         return None
-    for event in events:
-        if event.get("name") == CLOCK_SYNC_NAME and event.get("ph") == "X":
-            return float(event["ts"]) + base_ns / NS_PER_US - sample["time_ns"] / NS_PER_US
-    return None
+    starts_us = sorted(
+        float(event["ts"])
+        for event in events
+        if event.get("name") == CLOCK_SYNC_NAME and event.get("ph") == "X"
+    )
+    if not starts_us:
+        return None
+    samples_ns = sample.get("samples_ns")
+    if not isinstance(samples_ns, list) or len(samples_ns) != len(starts_us):
+        samples_ns = [sample["time_ns"]]
+    return min(
+        start_us + base_ns / NS_PER_US - wall_ns / NS_PER_US
+        for start_us, wall_ns in zip(starts_us, samples_ns, strict=False)
+    )
 
 
 def _load(path: Path) -> dict[str, Any]:
