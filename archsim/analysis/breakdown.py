@@ -221,7 +221,13 @@ def breakdown(
 
 def parse_sm_counts(text: str, max_sms: int | None = None) -> list[int]:
     """``2,4,...,80`` -> [2, 4, 6, ..., 80]; a plain list ``10,20,40`` also works."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
+    parts = [p.strip() for p in text.split(",")]
+    if "" in parts and text.strip():  # "4,,8" or "4,8,": a typo, not a shorter list
+        raise ArchsimError(
+            f"--sms {text[:60]}: item {parts.index('') + 1} is empty (expected SM counts like "
+            "2,4,...,80 or 10,20,40)"
+        )
+    parts = [p for p in parts if p]
     try:
         if len(parts) >= 4 and parts[-2] in ("...", "…"):
             first, second, last = int(parts[0]), int(parts[1]), int(parts[-1])

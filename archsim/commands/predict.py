@@ -97,6 +97,13 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.trace.concurrency import concurrency_note
     from archsim.trace.unpriced import unpriced_note
 
+    if args.model_only and args.source_hw is not None:  # ignored, so a typo would pass unseen
+        from archsim.errors import ArchsimError
+
+        raise ArchsimError(
+            f"--source-hw {args.source_hw}: has no effect with --model-only (which ignores the "
+            "times the trace measured); drop one of them"
+        )
     hw = hw_from_args(args)
     efficiency = None
     if args.calibration is not None:

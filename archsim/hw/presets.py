@@ -143,6 +143,11 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str], source: str)
         if "=" not in item:
             raise ArchsimError(f"--set {item}: expected key=value, e.g. gpu.sms=40")
         key, _, raw = item.partition("=")
+        if not raw.strip():  # `--set gpu.clock_mhz=$EMPTY` would be YAML null: cleared silently
+            raise ArchsimError(
+                f"--set {item.strip()}: no value after '=' (give a number, or null to clear an "
+                "optional field)"
+            )
         parts = key.strip().split(".")
         node: Any = data
         model: type[BaseModel] | None = HardwareConfig
@@ -179,6 +184,8 @@ def load_hw(name_or_path: str, overrides: Sequence[str] = ()) -> HardwareConfig:
     data, source = _resolve(name_or_path)
     if isinstance(data, dict) and overrides:
         data = apply_overrides(_with_card_figures(data), overrides, source)
+        # a bad value given with --set is not in the file: say where it came from
+        source += " with " + " ".join(f"--set {item.strip()[:80]}" for item in overrides)
     return validate_hw(data, source)
 
 

@@ -23,6 +23,7 @@ class). ``predict_op_seconds(..., efficiency=...)`` and ``archsim breakdown --ca
 from __future__ import annotations
 
 import datetime
+import difflib
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ import yaml
 from archsim.atomic import atomic_output_file
 from archsim.errors import ArchsimError
 from archsim.hw.schema import HardwareConfig
+from archsim.perf.classes import known_classes_text, known_efficiency_classes
 from archsim.perf.kernel import MEASURED_KINDS, body_seconds, efficiency_class
 
 ALL_CLASSES = "all"
@@ -138,7 +140,15 @@ def load_efficiency(path: Path) -> dict[str, float]:
     if not isinstance(data, dict) or not isinstance(data.get("efficiency"), dict):
         raise ArchsimError(f"{path}: expected a mapping with key efficiency: {{class: fraction}}")
     out = {}
+    known = known_efficiency_classes()
     for name, value in data["efficiency"].items():
+        if str(name) not in known:  # a typo would calibrate nothing, silently
+            close = difflib.get_close_matches(str(name), sorted(known), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ArchsimError(
+                f"{path}: efficiency.{str(name)[:60]} is not a calibration class{hint}; known: "
+                f"{known_classes_text()}"
+            )
         if (
             isinstance(value, bool)
             or not isinstance(value, int | float)

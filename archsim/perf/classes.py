@@ -18,6 +18,38 @@ AUXILIARY_SUFFIX = "_aux"
 POOLING_SUFFIX = "_pool"
 
 
+MEMCPY_CLASSES = ("memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_other")
+
+
+def known_efficiency_classes() -> frozenset[str]:
+    """Every name efficiency_class can give: a calibration overlay naming another (a typo such as
+    ``gemn``) would silently calibrate nothing, so archsim.perf.calibrate refuses it."""
+    from archsim.trace.flops import OP_CLASSES
+
+    bases = {*OP_CLASSES, *TILED_OP_CLASSES}
+    stems = {
+        *bases,
+        *(c + AUXILIARY_SUFFIX for c in TILED_OP_CLASSES),
+        "reduction" + POOLING_SUFFIX,
+    }
+    return frozenset(
+        {*stems, *(c + INFERRED_WORK_SUFFIX for c in stems), "memset", *MEMCPY_CLASSES}
+    )
+
+
+def known_classes_text() -> str:
+    """The known classes in one line: the op classes, then the suffix rules and the copies."""
+    from archsim.trace.flops import OP_CLASSES
+
+    tiled = "/".join(sorted(TILED_OP_CLASSES))
+    return (
+        f"{', '.join(sorted({*OP_CLASSES, *TILED_OP_CLASSES}))}, each also with "
+        f"{INFERRED_WORK_SUFFIX}; {tiled} also with {AUXILIARY_SUFFIX} and "
+        f"{AUXILIARY_SUFFIX}{INFERRED_WORK_SUFFIX}; reduction{POOLING_SUFFIX}, "
+        f"reduction{POOLING_SUFFIX}{INFERRED_WORK_SUFFIX}; {', '.join(MEMCPY_CLASSES)}"
+    )
+
+
 def work_inferred(ops: pd.DataFrame) -> np.ndarray:
     """Kernels whose FLOPs or bytes the trace lacks, so the model infers them from the launch grid."""
     kind = _strings(ops, "kind")

@@ -187,7 +187,11 @@ def knobs_from_args(args: argparse.Namespace, lists: bool) -> dict[str, list[Any
             continue
         parts = text.split(",") if lists else [text]
         if any(not p.strip() for p in parts):
-            raise ArchsimError(f"{knob.flag}: {text!r} is not a comma list of {knob.kind} values")
+            empty = [p.strip() for p in parts].index("") + 1
+            raise ArchsimError(
+                f"{knob.flag}: {text!r}: item {empty} is empty (expected a comma list of "
+                f"{knob.kind} values)"
+            )
         values = [parse_knob(knob, p) for p in parts]
         if len(set(map(repr, values))) != len(values):
             raise ArchsimError(f"{knob.flag}: {text!r} repeats a value")

@@ -1,0 +1,169 @@
+"""Bad input, round 3: an empty item in a comma list (``--sms 4,,8``, ``--actors 4,8,``) is named,
+not skipped; a calibration class the model does not know (a typo) is refused with the known ones; an
+empty ``--set KEY=`` is not a silent null, and a bad ``--set`` value is not blamed on the YAML file;
+``predict --model-only --source-hw`` (the source ignored) is refused; the card's own figures
+(``gpu.card_clock_mhz``, ``gpu.card_dram_bw_gbs``, ``cpu.physical_*``) take only valid numbers. One
+line, exit 2, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from archsim.cli import main
+from tests.conftest import PROJECT_ROOT, error_line
+
+# --- comma lists -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "item"), [("4,,8", 2), ("4,8,", 3), (",4", 1), ("2,4,,...,80", 3)]
+)
+def test_an_empty_sm_count_is_named_not_skipped(trace_dir, tmp_path, capsys, value, item):
+    # Before: `--sms 4,,8` swept 4 and 8 as if the typo were not there.
+    out = tmp_path / "bd"
+    assert main(["breakdown", str(trace_dir), "--sms", value, "--out", str(out)]) == 2
+    line = error_line(capsys)
+    assert f"--sms {value}" in line and f"item {item} is empty" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "item"),
+    [("--actors", "4,,8", 2), ("--actors", "4,8,", 3), ("--cpu-threads", ",2", 1)],
+)
+def test_an_empty_knob_item_is_named(trace_dir, tmp_path, capsys, flag, value, item):
+    out = tmp_path / "sw"
+    argv = ["sweep", str(trace_dir), f"{flag}={value}", "--out", str(out), "--no-progress"]
+    assert main(argv) == 2
+    line = error_line(capsys)
+    assert flag in line and f"item {item} is empty" in line
+    assert not out.exists()
+
+
+# --- calibration classes ------------------------------------------------------------------------
+
+
+def test_a_misspelled_calibration_class_is_refused_with_the_known_ones(trace_dir, tmp_path, capsys):
+    # Before: `gemn: 0.5` loaded, matched no op, and the "calibrated" prediction was the plain one.
+    overlay = tmp_path / "cal.yaml"
+    overlay.write_text("efficiency:\n  elementwise: 0.5\n  gemn: 0.5\n")
+    for argv in (
+        ["predict", str(trace_dir), "--calibration", str(overlay)],
+        ["breakdown", str(trace_dir), "--calibration", str(overlay), "--out", str(tmp_path / "b")],
+    ):
+        assert main(argv) == 2
+        line = error_line(capsys)
+        assert str(overlay) in line and "efficiency.gemn is not a calibration class" in line
+        assert (
+            "did you mean gemm?" in line and "memcpy_htod" in line and "conv_aux_grid" not in line
+        )
+    assert not (tmp_path / "b").exists()
+
+
+def test_every_class_the_model_gives_is_known() -> None:
+    """The known list is the model's own: every class efficiency_class can give on the real
+    traces, the suffixed ones included, loads from an overlay."""
+    import pandas as pd
+
+    from archsim.perf.classes import known_efficiency_classes
+    from archsim.perf.kernel import efficiency_class
+
+    ops = pd.read_parquet(PROJECT_ROOT / "traces" / "alexnet-b32-fp32" / "ops.parquet")
+    given = set(efficiency_class(ops))
+    known = known_efficiency_classes()
+    assert given and given <= known
+    assert {"conv_aux_grid", "reduction_pool_grid", "memcpy_dtoh", "memset"} <= known
+
+
+def test_every_known_class_loads(tmp_path) -> None:
+    from archsim.perf.calibrate import load_efficiency
+    from archsim.perf.classes import known_efficiency_classes
+
+    overlay = tmp_path / "all.yaml"
+    known = sorted(known_efficiency_classes())
+    overlay.write_text(yaml.safe_dump({"efficiency": dict.fromkeys(known, 0.5)}))
+    assert load_efficiency(overlay) == dict.fromkeys(known, 0.5)
+
+
+# --- hardware fields and --set --------------------------------------------------------------------
+
+CARD_FIELDS = (
+    "gpu.card_clock_mhz",
+    "gpu.card_dram_bw_gbs",
+    "cpu.physical_cores_per_socket",
+    "cpu.physical_threads_per_core",
+)
+
+
+@pytest.mark.parametrize("field", CARD_FIELDS)
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "abc", "1e308", "true", "[1]"])
+def test_a_bad_card_figure_by_set_is_one_line_naming_set(trace_dir, capsys, field, value):
+    assert main(["predict", str(trace_dir), "--set", f"{field}={value}"]) == 2
+    line = error_line(capsys)
+    assert f"with --set {field}={value}" in line and f"key {field}" in line
+
+
+@pytest.mark.parametrize("field", CARD_FIELDS)
+@pytest.mark.parametrize("value", [0, -3, float("nan"), "abc", 10**30, True, [1], 2.5])
+def test_a_bad_card_figure_in_a_yaml_file_is_one_line(trace_dir, tmp_path, capsys, field, value):
+    if value == 2.5 and field.startswith("gpu."):
+        pytest.skip("2.5 MHz / 2.5 GB/s are numbers within the documented ranges")
+    data = yaml.safe_load((PROJECT_ROOT / "hwconfigs" / "dgx-a100.yaml").read_text())
+    section, _, key = field.partition(".")
+    data[section][key] = value
+    hw = tmp_path / "box.yaml"
+    hw.write_text(yaml.safe_dump(data))
+    assert main(["predict", str(trace_dir), "--hw", str(hw)]) == 2
+    line = error_line(capsys)
+    assert f"box.yaml: key {field}" in line
+
+
+@pytest.mark.parametrize(
+    "item", ["gpu.card_clock_mhz=", "gpu.sms= ", "cpu.physical_cores_per_socket="]
+)
+def test_an_empty_set_value_is_not_a_silent_null(trace_dir, capsys, item):
+    # Before: `--set gpu.card_clock_mhz=` (an empty shell variable) cleared the field silently.
+    assert main(["predict", str(trace_dir), "--set", item]) == 2
+    assert "no value after '='" in error_line(capsys)
+
+
+def test_set_null_still_clears_an_optional_field(trace_dir, capsys) -> None:
+    assert main(["predict", str(trace_dir), "--set", "gpu.card_clock_mhz=null"]) == 0
+    capsys.readouterr()
+
+
+# --- predict --model-only, capture run --stop-when-recorded ----------------------------------------
+
+
+def test_model_only_with_source_hw_is_refused(trace_dir, capsys) -> None:
+    # Before: --source-hw was ignored under --model-only, so `--source-hw nosuch` passed unseen.
+    argv = ["predict", str(trace_dir), "--model-only", "--source-hw", "nosuch"]
+    assert main(argv) == 2
+    assert "has no effect with --model-only" in error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--stop-when-recorded=1"], "ignored explicit argument"),
+        (["--stop-when-recorded", "--repeat", "0"], "needs --repeat N > 0"),
+        (["--stop-when-recorded", "--repeat", "-1"], "repeat=-1"),
+        (["--stop-when-recorded", "--active", "0"], "active=0"),
+    ],
+)
+def test_stop_when_recorded_bad_combinations(tmp_path, capsys, extra, expected) -> None:
+    script = PROJECT_ROOT / "examples" / "dqn_single_file.py"
+    out = tmp_path / "cap"
+    argv = ["capture", "run", "--out", str(out), *extra, "--", str(script)]
+    assert _exit_code(argv) == 2
+    assert expected in error_line(capsys)
+    assert not out.exists()
+
+
+def _exit_code(argv: list[str]) -> int:
+    """main's return code, or argparse's exit code for a usage error."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
