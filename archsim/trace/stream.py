@@ -27,6 +27,15 @@ _NON_WS = re.compile(r"[^ \t\n\r]")
 _SEPARATOR = re.compile(r"[ \t\n\r]*([,\]])")
 _DECODER = json.JSONDecoder()
 _EXACT = float(2**52)  # float64 holds every integer below this exactly
+# One JSON value (an event, or a top-level entry such as deviceProperties) longer than this is
+# refused: Kineto's largest events are a few kB (a kernel with its args; the fixtures' longest is
+# under 20 kB), and a 500 MB string (or a gzip bomb of one) held and decoded in memory took 1.2 GB
+# and 37 s before it was refused (benchmarks/big_input.py). Events in any number are fine.
+MAX_VALUE_CHARS = 64 * 2**20
+# A decode error this close to the end of the text held may be a value cut by the chunk boundary
+# (``tru``, ``1.5e``, ``"\u00``): read on. Further back it is the file's own error: say so now,
+# instead of reading the rest of the file into memory first.
+_CUT_MARGIN = 64
 
 
 class _Buffer:
@@ -37,12 +46,13 @@ class _Buffer:
         self.text, self.pos, self.eof = "", 0, False
         self.file = _file_of(handle)
 
-    def fill(self) -> bool:
-        """Append a chunk (dropping consumed text); False at end of file."""
+    def fill(self, chars: int = 0) -> bool:
+        """Append a chunk of at least ``chars`` characters (dropping consumed text); False at end
+        of file."""
         if self.eof:
             return False
         try:
-            chunk = self.handle.read(CHUNK_CHARS)
+            chunk = self.handle.read(max(CHUNK_CHARS, chars))
         except UnicodeDecodeError as exc:
             raise ArchsimError(where(self.path, f"not JSON ({str(exc).split(':')[0]})")) from None
         except (EOFError, OSError, zlib.error) as exc:
@@ -85,7 +95,19 @@ class _Buffer:
             try:
                 value, end = _DECODER.raw_decode(self.text, self.pos)
             except json.JSONDecodeError as exc:
-                if self.fill():  # the value may continue in the next chunk
+                held = len(self.text) - self.pos
+                cut = exc.msg.startswith("Unterminated") or exc.pos >= len(self.text) - _CUT_MARGIN
+                if cut and held > MAX_VALUE_CHARS:
+                    raise ArchsimError(
+                        where(
+                            self.path,
+                            f"not a Kineto trace (one JSON value runs past "
+                            f"{MAX_VALUE_CHARS / 2**20:g} MiB of text; Kineto events are a few kB)",
+                        )
+                    ) from None
+                # the value may continue: read as much again as is held, so a long value is
+                # decoded a few times (log2 of its length), not once per chunk (quadratic)
+                if cut and self.fill(min(held, MAX_VALUE_CHARS + 1 - held)):
                     continue
                 # a string or value still open at end of file: the file was cut short (a copy or
                 # write that stopped), not a different format
