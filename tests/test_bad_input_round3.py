@@ -7,6 +7,8 @@ line, exit 2, no traceback, nothing written."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -167,3 +169,31 @@ def _exit_code(argv: list[str]) -> int:
         return main(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+
+
+# --- ops.parquet dtype (trace info's kernel_dtypes, predict's dtype line) -------------------------
+
+
+@pytest.mark.parametrize("value", ["float13", "x" * 5000, "123", "Float"])
+def test_an_unknown_dtype_in_a_saved_trace_is_one_line(trace_dir, tmp_path, capsys, value):
+    # Before: predict printed 'dtype: float13' (or the 5,000 characters) and priced it at 4 B.
+    import shutil
+
+    import pandas as pd
+
+    trace = Path(shutil.copytree(trace_dir, tmp_path / "t"))
+    ops = pd.read_parquet(trace / "ops.parquet")
+    ops.loc[ops.index[-1], "dtype"] = value
+    ops.to_parquet(trace / "ops.parquet")
+    for argv in (["trace", "info", str(trace)], ["predict", str(trace), "--model-only"]):
+        assert main(argv) == 2
+        line = error_line(capsys)
+        assert f"row {len(ops) - 1} has dtype" in line and "ops.parquet" in line
+        assert len(line) < 300
+
+
+def test_every_dtype_ingest_writes_is_known() -> None:
+    from archsim.trace.flops.args import TENSOR_TYPES
+    from archsim.trace.format import known_dtypes
+
+    assert {name for name, _ in TENSOR_TYPES.values()} | {"", "torch.float16"} <= known_dtypes()

@@ -181,6 +181,7 @@ def _check_ops(path: Path, ops: pd.DataFrame) -> None:
         "a finite number >= 0",
     )
     _check_finite_times(path, ops, ("start_us", "launch_start_us"))
+    _check_dtypes(path, ops)
     for column in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
         low = ops[column].to_numpy() < 0  # 0: not recorded
         if low.any():
@@ -188,6 +189,31 @@ def _check_ops(path: Path, ops: pd.DataFrame) -> None:
             raise ArchsimError(
                 f"{path}: row {row} has {column} {int(ops[column].iloc[row])} (expected >= 0)"
             )
+
+
+def known_dtypes() -> frozenset[str]:
+    """Element types an op may carry: ingest's (archsim.trace.flops.TENSOR_TYPES), the kernel
+    model's byte table (archsim.perf.blocks.DTYPE_BYTES), torch's spelling of both, and ""."""
+    from archsim.perf.blocks import DTYPE_BYTES
+    from archsim.trace.flops.args import TENSOR_TYPES
+
+    names = {name for name, _ in TENSOR_TYPES.values()} | set(DTYPE_BYTES)
+    return frozenset({"", *names, *(f"torch.{name}" for name in names)})
+
+
+def _check_dtypes(path: Path, ops: pd.DataFrame) -> None:
+    """A dtype the model does not know would be priced at 4 B an element and printed as given
+    ('float13', or a 5,000-character string, in predict and trace info)."""
+    if "dtype" not in ops.columns or ops.empty:
+        return
+    values = ops["dtype"].astype("string").fillna("")
+    unknown = ~values.isin(known_dtypes()).to_numpy(dtype=bool)
+    if unknown.any():
+        row = int(np.flatnonzero(unknown)[0])
+        raise ArchsimError(
+            f"{path}: row {row} has dtype {str(values.iloc[row])[:40]!r} (expected an element "
+            "type such as float32, float16, bfloat16, int64, or empty)"
+        )
 
 
 def _check_finite_times(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) -> None:
