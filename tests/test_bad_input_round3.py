@@ -197,3 +197,17 @@ def test_every_dtype_ingest_writes_is_known() -> None:
     from archsim.trace.format import known_dtypes
 
     assert {name for name, _ in TENSOR_TYPES.values()} | {"", "torch.float16"} <= known_dtypes()
+
+
+@pytest.mark.parametrize("value", [None, "no", 5, []])
+def test_shapes_recorded_must_be_true_or_false(trace_dir, tmp_path, capsys, value):
+    # Before: null or [] made predict --model-only say "record_shapes was off"; 'no' read as true.
+    import shutil
+
+    trace = Path(shutil.copytree(trace_dir, tmp_path / "t"))
+    meta = yaml.safe_load((trace / "meta.yaml").read_text())
+    meta.setdefault("ingest", {})["shapes_recorded"] = value
+    (trace / "meta.yaml").write_text(yaml.safe_dump(meta))
+    assert main(["predict", str(trace), "--model-only"]) == 2
+    line = error_line(capsys)
+    assert "meta.yaml: ingest.shapes_recorded is" in line and "true or false" in line

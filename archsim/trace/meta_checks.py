@@ -19,6 +19,7 @@ _EXPECTED = {
     "amount": "a finite number >= 0",
     "mapping": "a mapping",
     "list": "a list",
+    "flag": "true or false",
 }
 
 # dotted path under meta -> kind. The counts and amounts are what the models divide or multiply
@@ -40,6 +41,8 @@ META_FIELDS: dict[str, str] = {
     "capture.processes": "list",
     "capture.unprofiled_cpu_us": "mapping",
     "ingest.inferred_steps": "list",
+    # predict --model-only's note says "record_shapes was off" when false; trace info prints it
+    "ingest.shapes_recorded": "flag",
     # the repair counts trace info prints with thousands separators (archsim.trace.ingest._REPAIRS)
     **{
         f"ingest.{key}": "count0"
@@ -61,7 +64,7 @@ NULLABLE = frozenset(
     | {
         field
         for field in META_FIELDS
-        if field.startswith("ingest.")  # ingest's counts: null is none
+        if field.startswith("ingest.") and META_FIELDS[field] != "flag"  # counts: null is none
     }
 )
 
@@ -75,6 +78,8 @@ def _holds(kind: str, value: Any) -> bool:
         return isinstance(value, dict)
     if kind == "list":
         return isinstance(value, list)
+    if kind == "flag":
+        return isinstance(value, bool)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
     if kind in ("count", "count0"):
