@@ -211,3 +211,26 @@ def test_shapes_recorded_must_be_true_or_false(trace_dir, tmp_path, capsys, valu
     assert main(["predict", str(trace), "--model-only"]) == 2
     line = error_line(capsys)
     assert "meta.yaml: ingest.shapes_recorded is" in line and "true or false" in line
+
+
+# --- deeply nested YAML, very long --set values ------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["hw", "calibration"])
+def test_deeply_nested_yaml_is_one_line(trace_dir, tmp_path, capsys, which):
+    # Before: a RecursionError traceback from PyYAML's constructor.
+    path = tmp_path / "deep.yaml"
+    key = "efficiency" if which == "calibration" else "gpu"
+    path.write_text(f"{key}: " + "[" * 20_000 + "]" * 20_000 + "\n")
+    assert main(["predict", str(trace_dir), f"--{which}", str(path)]) == 2
+    assert "not valid YAML (collections nested too deeply)" in error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    "item",
+    ["gpu.sms=" + "[" * 20_000, "gpu.sms=" + "x" * 100_000, "x" * 100_000 + "=1", "x" * 100_000],
+    ids=["deep-value", "long-value", "long-key", "no-equals"],
+)
+def test_a_huge_set_item_is_one_short_line(trace_dir, capsys, item):
+    assert main(["predict", str(trace_dir), "--set", item]) == 2
+    assert len(error_line(capsys)) < 400

@@ -48,7 +48,9 @@ def _format_validation_error(source: str, exc: ValidationError) -> str:
     elif kind == "extra_forbidden":
         detail = "is not a known key"
     else:
-        detail = f"{first['msg']} (got {first.get('input')!r})"
+        got = repr(first.get("input"))
+        got = got if len(got) <= 80 else f"{got[:60]}...({len(got):,} characters)"
+        detail = f"{first['msg']} (got {got})"
     more = f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else ""
     return f"{source}: key {key} {detail}{more}"
 
@@ -133,7 +135,7 @@ def _coerce_scalar(text: str) -> Any:
     """YAML scalar parsing, so ``40`` is an int, ``1.5`` a float, ``null`` None; pydantic checks types."""
     try:
         return yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):  # `[[[[...`: the text, which pydantic refuses
         return text
 
 
@@ -141,11 +143,11 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str], source: str)
     """Apply ``section.key=value`` strings to a config mapping; unknown keys are errors."""
     for item in overrides:
         if "=" not in item:
-            raise ArchsimError(f"--set {item}: expected key=value, e.g. gpu.sms=40")
+            raise ArchsimError(f"--set {item[:80]}: expected key=value, e.g. gpu.sms=40")
         key, _, raw = item.partition("=")
         if not raw.strip():  # `--set gpu.clock_mhz=$EMPTY` would be YAML null: cleared silently
             raise ArchsimError(
-                f"--set {item.strip()}: no value after '=' (give a number, or null to clear an "
+                f"--set {item.strip()[:80]}: no value after '=' (give a number, or null to clear an "
                 "optional field)"
             )
         parts = key.strip().split(".")
@@ -155,16 +157,17 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str], source: str)
             fields = model.model_fields if model is not None else {}
             if part not in fields:
                 raise ArchsimError(
-                    f"--set {key}: {source} has no key {'.'.join(parts[: depth + 1])}"
+                    f"--set {key[:80]}: {source} has no key {'.'.join(parts[: depth + 1])[:80]}"
                 )
             if depth == len(parts) - 1:
                 node[part] = _coerce_scalar(raw.strip())
                 break
             if node.get(part) is None:
-                raise ArchsimError(f"--set {key}: {source} has no {part} section (it is null)")
+                raise ArchsimError(f"--set {key[:80]}: {source} has no {part} section (null)")
             if not isinstance(node.get(part), dict):
                 raise ArchsimError(
-                    f"--set {key}: {'.'.join(parts[: depth + 1])} is not a section in {source}"
+                    f"--set {key[:80]}: {'.'.join(parts[: depth + 1])[:80]} is not a section in "
+                    f"{source}"
                 )
             node = node[part]
             model = _section_model(model, part)

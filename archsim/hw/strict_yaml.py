@@ -13,6 +13,10 @@ class DuplicateKeyError(yaml.YAMLError):
     """A mapping names one key twice; the message says which and where."""
 
 
+class NestedTooDeeplyError(yaml.YAMLError):
+    """Collections nested past Python's recursion limit (``[[[[...``): no config is that deep."""
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -33,10 +37,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def safe_load_unique(text: str) -> Any:
-    """``yaml.safe_load`` that raises DuplicateKeyError for a key given twice in a mapping."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    """``yaml.safe_load`` that raises DuplicateKeyError for a key given twice in a mapping, and
+    NestedTooDeeplyError (not a RecursionError traceback) for nesting past the recursion limit."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise NestedTooDeeplyError("collections nested too deeply") from None
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
     """What to say about a YAML error in one line: the duplicate key, else the error's kind."""
-    return str(exc) if isinstance(exc, DuplicateKeyError) else exc.__class__.__name__
+    known = isinstance(exc, DuplicateKeyError | NestedTooDeeplyError)
+    return str(exc) if known else exc.__class__.__name__
