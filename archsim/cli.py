@@ -25,6 +25,16 @@ EXIT_USAGE = 2
 # argparse takes "-4" as a value but "-4,8" (a knob list) as an unknown option; comma lists of
 # negative numbers are values too, so the knob parser can say what is wrong with them.
 _NEGATIVE_VALUE = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d[\d.,]*$")
+# An error line echoes what it refuses; a 100,000-character value would make a 100 kB "line".
+MAX_ERROR_CHARS = 1000
+
+
+def short_line(text: str) -> str:
+    """``text`` cut in the middle to MAX_ERROR_CHARS, keeping its start (what was refused) and its
+    end (what was expected)."""
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    return f"{text[:600]} ...({len(text):,} characters)... {text[-300:]}"
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -42,7 +52,7 @@ class OneLineParser(argparse.ArgumentParser):
         if message.endswith("expected one argument"):
             message += " (give a value; write one that starts with '-' as --flag=VALUE)"
         one_line = " ".join(f"archsim: error: {where}{message} (see {self.prog} --help)".split())
-        self.exit(EXIT_USAGE, one_line + "\n")
+        self.exit(EXIT_USAGE, short_line(one_line) + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ArchsimError as exc:
-        print(f"archsim: error: {exc}", file=sys.stderr)
+        print(short_line(f"archsim: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("archsim: interrupted", file=sys.stderr)
@@ -78,6 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `archsim ... | head` closed stdout early: not an error of ours; silence the flush at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a path the system refuses that no check named (name too long: a
+        # trace, --hw or --source-hw of 100,000 characters was an OSError traceback)
+        name = f"{exc.filename}: " if exc.filename else ""
+        print(short_line(f"archsim: error: {name}{exc.strerror or exc}"), file=sys.stderr)
+        return EXIT_USAGE
 
 
 def run() -> None:

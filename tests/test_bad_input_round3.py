@@ -234,3 +234,30 @@ def test_deeply_nested_yaml_is_one_line(trace_dir, tmp_path, capsys, which):
 def test_a_huge_set_item_is_one_short_line(trace_dir, capsys, item):
     assert main(["predict", str(trace_dir), "--set", item]) == 2
     assert len(error_line(capsys)) < 400
+
+
+# --- 100,000-character values and paths ----------------------------------------------------------
+
+_LONG = "x" * 100_000
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["predict", _LONG],  # was an OSError traceback: File name too long
+        ["predict", "{t}", "--hw", _LONG],
+        ["predict", "{t}", "--source-hw", _LONG],
+        ["ingest", _LONG, "--out", "{tmp}/o"],
+        ["sweep", "{t}", "--actors", _LONG, "--out", "{tmp}/o"],
+        ["breakdown", "{t}", "--sms", _LONG, "--out", "{tmp}/o"],
+        ["predict", "{t}", "--phase", _LONG],
+        ["capture", "dqn", "--steps", _LONG, "--out", "{tmp}/o"],
+    ],
+    ids=["trace", "hw", "source-hw", "ingest", "actors", "sms", "phase", "steps"],
+)
+def test_a_huge_argument_is_one_short_line(trace_dir, tmp_path, capsys, argv):
+    argv = [a.format(t=trace_dir, tmp=tmp_path) if len(a) < 100 else a for a in argv]
+    assert _exit_code(argv) == 2
+    line = error_line(capsys)
+    assert len(line) <= 1000 and "characters)" in line
+    assert not (tmp_path / "o").exists()
