@@ -1,12 +1,13 @@
 """Bad input, round 3: an empty item in a comma list (``--sms 4,,8``, ``--actors 4,8,``) is named,
 not skipped; a calibration class the model does not know (a typo) is refused with the known ones; an
 empty ``--set KEY=`` is not a silent null, and a bad ``--set`` value is not blamed on the YAML file;
-``predict --model-only --source-hw`` (the source ignored) is refused; the card's own figures
+``predict --model-only --source-hw`` checks the name and notes it is unused; the card's own figures
 (``gpu.card_clock_mhz``, ``gpu.card_dram_bw_gbs``, ``cpu.physical_*``) take only valid numbers. One
 line, exit 2, no traceback, nothing written."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -138,11 +139,21 @@ def test_set_null_still_clears_an_optional_field(trace_dir, capsys) -> None:
 # --- predict --model-only, capture run --stop-when-recorded ----------------------------------------
 
 
-def test_model_only_with_source_hw_is_refused(trace_dir, capsys) -> None:
-    # Before: --source-hw was ignored under --model-only, so `--source-hw nosuch` passed unseen.
+def test_model_only_checks_source_hw_and_says_it_is_unused(trace_dir, capsys) -> None:
+    # Before: --source-hw was ignored under --model-only, so `--source-hw nosuch` passed unseen. The
+    # pair stays accepted (issue 12's interface allows both); the name is checked and the note says
+    # the source does not enter a model-only prediction.
     argv = ["predict", str(trace_dir), "--model-only", "--source-hw", "nosuch"]
     assert main(argv) == 2
-    assert "has no effect with --model-only" in error_line(capsys)
+    assert "nosuch" in error_line(capsys)
+    argv = ["predict", str(trace_dir), "--hw", "dgx1-v100", "--model-only", "--json"]
+    assert main([*argv, "--source-hw", "dgx-a100"]) == 0
+    with_source = capsys.readouterr()
+    assert "--source-hw dgx-a100 has no effect with --model-only" in with_source.err
+    assert main(argv) == 0
+    without = json.loads(capsys.readouterr().out)
+    with_source_json = json.loads(with_source.out)
+    assert with_source_json["gpu_seconds"] == without["gpu_seconds"]
 
 
 @pytest.mark.parametrize(

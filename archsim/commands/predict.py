@@ -97,13 +97,6 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.trace.concurrency import concurrency_note
     from archsim.trace.unpriced import unpriced_note
 
-    if args.model_only and args.source_hw is not None:  # ignored, so a typo would pass unseen
-        from archsim.errors import ArchsimError
-
-        raise ArchsimError(
-            f"--source-hw {args.source_hw}: has no effect with --model-only (which ignores the "
-            "times the trace measured); drop one of them"
-        )
     hw = hw_from_args(args)
     efficiency = None
     if args.calibration is not None:
@@ -113,6 +106,8 @@ def handle(args: argparse.Namespace) -> int:
     trace = load_trace_input(args.trace)
     with name_trace_in_errors(args.trace):  # "trace: deviceProperties..." names the path
         source = None if args.model_only else resolve_source_hw(trace, args.source_hw)
+        if args.model_only and args.source_hw:  # accepted (the interface), checked, noted
+            resolve_source_hw(trace, args.source_hw)  # a typo is still refused in one line
         predict = predict_phase if args.phase == "train" else predict_inference
         result = predict(
             trace, hw, args.phase, args.hw, str(args.trace), efficiency, source, args.model_only
@@ -121,7 +116,13 @@ def handle(args: argparse.Namespace) -> int:
     overlap = concurrency_note(trace.ops)  # kernels side by side: the sums overstate the step
     shapes = bool(trace.meta.get("ingest", {}).get("shapes_recorded", True))
     unpriced = unpriced_note(trace.ops, shapes) if args.model_only else None
-    for note in (overlap, unpriced):
+    ignored_source = (
+        f"--source-hw {args.source_hw} has no effect with --model-only, which prices every op from "
+        "the model alone and does not scale the trace's measured times"
+        if args.model_only and args.source_hw
+        else None
+    )
+    for note in (overlap, unpriced, ignored_source):
         if note:
             result.setdefault("notes", []).append(note)
     for note in result.get("notes", []):  # e.g. bf16 ops on a GPU without BF16 math
