@@ -172,13 +172,13 @@ def serve_batch(
         # the batch's forward pass holds the params lock; the request handling around it does not
         locked_s = float(times.inference_locked_s[n_obs])
         free_s = float(times.inference_gpu_s[n_obs]) - locked_s
-        python = times.python.inference
+        python = times.python.inference_burst(free_s + locked_s)
         yield from run_burst(system, server, free_s, python, label)
         lock_work = run_burst(system, server, locked_s, python, label)
         yield from locked(system.params_lock, lock_work, 1 + index % len(system.server_threads))
     else:
         cpu_s = float(times.inference_gpu_s[n_obs])
-        yield from run_burst(system, server, cpu_s, times.python.inference, label)
+        yield from run_burst(system, server, cpu_s, times.python.inference_burst(cpu_s), label)
     # The recorded server sends the replies once it has the actions: it is free again only then.
     answered = env.now
     server_free()

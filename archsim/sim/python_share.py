@@ -59,6 +59,24 @@ class PythonShare:
     # shares of the server's CPU per observation and per batch (request handling, replay insert)
     server_per_obs: float = 0.0
     server_per_batch: float = 0.0
+    # Python seconds of one inference batch on the CPU (capture-thread seconds), the same at every
+    # batch size (inference_burst); None: ``inference.share`` of the batch's work at every size
+    inference_python_s: float | None = None
+
+    def inference_burst(self, work_s: float) -> BurstPython:
+        """The Python part of a CPU inference batch whose work is ``work_s``. The interpreter runs
+        the same module code and op calls at every batch size (the same ``releases``); only the
+        native ops grow with the rows. So the batch's Python seconds are those measured at the
+        recorded size, not its share: a share held constant made a 64-observation batch hold the
+        GIL 16x as long as the recorded 4 (8.0 ms of 20.5), and more CPU cores, which fill larger
+        batches, lowered the learner's updates (local, R2D2, 64 time-shared actors, 6 -> 8 cores:
+        12.2 -> 11.4 updates/s). The probe agrees: the forward at 1 observation already costs 2.97
+        ms of the 10.3 at 32 (meta inference_probe), a fixed part above the 2.0 ms of Python
+        the recorded 4-observation batches hold (median, traces/r2d2-seed-2x2-cpu)."""
+        if self.inference_python_s is None or work_s <= 0:
+            return self.inference
+        share = min(1.0, self.inference_python_s / work_s)
+        return BurstPython(share=share, releases=self.inference.releases)
 
     def any(self) -> bool:
         """True when some burst holds the GIL for part of its work."""

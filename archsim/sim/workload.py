@@ -53,6 +53,7 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
     if hw.gpu is None:
         times = cpu_only_times(trace, config, learner_batch, actor, hw)
         python = with_server(python, actor.server_cpu_s_per_obs, actor.server_python_s_per_obs)
+        python = with_inference_python_s(python, trace)
         return dataclasses.replace(times, frames_per_env_step=frames_per_env_step, python=python)
     inference = derive_inference_work(trace, hw, config, source)
     learner = derive_learner_work(trace, hw, learner_batch, source)
@@ -84,6 +85,20 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         inference.server_python_s_per_batch,
     )
     return dataclasses.replace(times, frames_per_env_step=frames_per_env_step, python=python)
+
+
+def with_inference_python_s(python, trace):
+    """``python`` with the Python seconds of one CPU inference batch (PythonShare.inference_burst):
+    the share measured on the recorded batches times their typical CPU work at their mean size.
+    Unchanged for traces without recorded inference batches."""
+    from archsim.sim.recorded import inference_batch_cpu_s, recorded_inference_batch_mean
+
+    mean = recorded_inference_batch_mean(trace)
+    if mean is None:
+        return python
+    work_s, _ = inference_batch_cpu_s(trace, int(np.ceil(mean)))
+    recorded_s = float(np.interp(mean, np.arange(len(work_s)), work_s))
+    return dataclasses.replace(python, inference_python_s=python.inference.share * recorded_s)
 
 
 def without_process_profiler_cost(trace):
