@@ -272,3 +272,52 @@ def test_a_huge_argument_is_one_short_line(trace_dir, tmp_path, capsys, argv):
     line = error_line(capsys)
     assert len(line) <= 1000 and "characters)" in line
     assert not (tmp_path / "o").exists()
+
+
+# --- YAML aliases that expand exponentially ("billion laughs") ----------------------------------
+
+
+def _laughs(levels: int = 9) -> str:
+    """About 400 bytes of YAML whose aliases expand to 10**levels scalars."""
+    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("which", ["hw", "calibration", "meta"])
+def test_a_billion_laughs_yaml_is_refused_at_once(trace_dir, tmp_path, capsys, which):
+    # Before: --hw took 2.2 GB and died with a MemoryError traceback (the error message's repr of
+    # the value); --calibration ran 32 s and 2.2 GB before its one line.
+    import resource
+    import shutil
+
+    trace = Path(shutil.copytree(trace_dir, tmp_path / "t"))
+    argv = ["predict", str(trace)]
+    if which == "meta":
+        meta = trace / "meta.yaml"
+        meta.write_text(_laughs() + meta.read_text())
+    else:
+        path = tmp_path / f"{which}.yaml"
+        path.write_text(
+            _laughs() + ("efficiency:\n  gemm: *l8\n" if which == "calibration" else "")
+        )
+        argv += [f"--{which}", str(path)]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+    assert main(argv) == 2
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_utime - before < 2.0  # CPU, not wall
+    assert "not valid YAML (aliases expand past 1,000,000 nodes)" in error_line(capsys)
+
+
+def test_aliases_within_the_cap_still_load(tmp_path) -> None:
+    from archsim.hw.strict_yaml import safe_load_unique
+
+    doc = safe_load_unique(_laughs(4) + "x: *l3\n")
+    assert len(doc["x"]) == 10 and len(doc["x"][0][0]) == 10
+
+
+def test_a_billion_laughs_set_value_is_one_line(trace_dir, capsys) -> None:
+    value = "[&a [1,1,1,1,1,1,1,1,1,1]" + "".join(
+        f", &{b} [{','.join([f'*{a}'] * 10)}]" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    assert main(["predict", str(trace_dir), "--set", f"gpu.sms={value}]"]) == 2
+    assert "key gpu.sms" in error_line(capsys)

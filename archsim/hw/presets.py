@@ -134,8 +134,10 @@ def _resolve(name_or_path: str) -> tuple[dict[str, Any], str]:
 def _coerce_scalar(text: str) -> Any:
     """YAML scalar parsing, so ``40`` is an int, ``1.5`` a float, ``null`` None; pydantic checks types."""
     try:
-        return yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError):  # `[[[[...`: the text, which pydantic refuses
+        from archsim.hw.strict_yaml import safe_load_unique
+
+        return safe_load_unique(text)
+    except yaml.YAMLError:  # `[[[[...` or aliases that expand to 10^9 nodes: the text, refused
         return text
 
 

@@ -17,6 +17,35 @@ class NestedTooDeeplyError(yaml.YAMLError):
     """Collections nested past Python's recursion limit (``[[[[...``): no config is that deep."""
 
 
+class AliasBombError(yaml.YAMLError):
+    """Aliases that expand past MAX_EXPANDED_NODES (a "billion laughs" document of a few hundred
+    bytes): building, printing or checking it would take exponential memory and time."""
+
+
+# No config, calibration or meta.yaml comes near this: the largest preset has about 150 nodes.
+MAX_EXPANDED_NODES = 1_000_000
+
+
+def _expanded_nodes(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Nodes of ``node`` with every alias expanded, counted once per distinct node (memo)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = 1  # a recursive alias counts once instead of looping
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    else:
+        children = []
+    total = 1
+    for child in children:
+        total += _expanded_nodes(child, memo)
+        if total > MAX_EXPANDED_NODES:
+            break
+    memo[id(node)] = total
+    return total
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -39,13 +68,21 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def safe_load_unique(text: str) -> Any:
     """``yaml.safe_load`` that raises DuplicateKeyError for a key given twice in a mapping, and
     NestedTooDeeplyError (not a RecursionError traceback) for nesting past the recursion limit."""
+    loader = _UniqueKeyLoader(text)
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        node = loader.get_single_node()  # what yaml.load does, with the expanded size checked
+        if node is None:
+            return None
+        if _expanded_nodes(node, {}) > MAX_EXPANDED_NODES:
+            raise AliasBombError(f"aliases expand past {MAX_EXPANDED_NODES:,} nodes")
+        return loader.construct_document(node)
     except RecursionError:
         raise NestedTooDeeplyError("collections nested too deeply") from None
+    finally:
+        loader.dispose()
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
     """What to say about a YAML error in one line: the duplicate key, else the error's kind."""
-    known = isinstance(exc, DuplicateKeyError | NestedTooDeeplyError)
+    known = isinstance(exc, DuplicateKeyError | NestedTooDeeplyError | AliasBombError)
     return str(exc) if known else exc.__class__.__name__
