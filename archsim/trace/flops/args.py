@@ -135,12 +135,17 @@ def is_ints(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
 
 
+def _lists(value: Any) -> Any:
+    """Tuples as lists, nested: a value written "(2,2)" reads like Kineto's "[2, 2]"."""
+    return [_lists(v) for v in value] if isinstance(value, tuple | list) else value
+
+
 def _parse_concrete(text: Any) -> Any:
     if not isinstance(text, str) or text == "":
         return None
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+        return _lists(ast.literal_eval(text))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
 
 
@@ -150,6 +155,12 @@ def parse_args(dims: Any, types: Any, concrete: Any) -> OpArgs | None:
         return None
     types = types if isinstance(types, list) else [None] * len(dims)
     concrete = concrete if isinstance(concrete, list) else [None] * len(dims)
+    # Kineto writes one entry per argument in each list ([] and "" where none applies). Some tools
+    # list only the tensors in "Input Dims" and every argument in "Concrete Inputs" (AMD-AGI/
+    # TraceLens evals/unit_tests/conv/*.json: 2 dims, 9 concrete inputs, stride at position 3):
+    # the positions past the dims are the non-tensor arguments.
+    if len(concrete) > len(dims):
+        dims = [*dims, *([None] * (len(concrete) - len(dims)))]
     values: list[Any] = []
     op_dtype: tuple[str, int] | None = None
     for i, d in enumerate(dims):
