@@ -248,14 +248,16 @@ def test_steps_parquet_with_negative_batch(saved):
 
 
 def test_kernels_without_any_runtime_calls_ingest_unlinked(tmp_path):
-    # A GPU-only activity trace: kernels and memsets, no launches at all. Nothing can be linked, so
-    # nothing is refused; every GPU event is kept and counted as unlinked.
+    # A GPU-only activity trace: kernels and memsets, no launches at all. Nothing is refused; every
+    # GPU event is kept and counted as without a launch, and each still joins the aten::mm its
+    # External id names (archsim.trace.link.ops_by_external_id), as it did through its launch.
     doc = _doc(CUDA_SMALL)
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "cuda_runtime"]
     trace = ingest(_write(tmp_path, doc))
     meta = trace.meta["ingest"]
     assert len(trace.ops) == 6 and meta["unlinked_kernels"] == 6
-    assert meta["kernels_linked_fraction"] == 0.0 and (trace.ops["launch_op"] == "").all()
+    assert meta["linked_to_op_by_external_id"] == 6 and (trace.ops["launch_op"] == "aten::mm").all()
+    assert trace.ops["launch_start_us"].isna().all()  # no launch time is made up
 
 
 def test_infinite_cpu_time_marker_is_refused(tmp_path, capsys):

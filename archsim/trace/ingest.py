@@ -30,6 +30,7 @@ from archsim.trace import flops as flops_mod
 from archsim.trace import ingest_cache
 from archsim.trace.format import Trace
 from archsim.trace.gpu_costs import gpu_costs
+from archsim.trace.host_pid_device import device_of_cpu_pid
 from archsim.trace.infer_steps import infer_steps
 from archsim.trace.ingest_meta import device_properties, merge_meta, trace_meta
 from archsim.trace.kineto import (
@@ -45,11 +46,13 @@ from archsim.trace.kineto import (
 from archsim.trace.kineto_columns import launch_geometry
 from archsim.trace.link import (
     ancestors_table,
+    anchor_by_external_id,
     correlation_from_external_ids,
     innermost_containing,
     link_to_runtime,
     thread_key,
 )
+from archsim.trace.not_kineto import nothing_to_ingest_reason
 from archsim.trace.schema import OPS_COLUMNS, conform
 from archsim.trace.steps import (
     assign_phases,
@@ -98,12 +101,7 @@ def _ingest(
     gpu = ev[ev["cat"].isin(GPU_CATEGORIES)].reset_index(drop=True)
     runtime = ev[ev["cat"] == "cuda_runtime"].reset_index(drop=True)
     if not len(gpu) and not len(cpu) and not kt.other_device_events:
-        legacy = (  # torch <= 1.7's export_chrome_trace: "X" events without "cat"
-            f" ({kt.uncategorized_events} events without 'cat': this looks like the legacy "
-            "pre-Kineto torch.autograd.profiler format; profile with torch.profiler instead)"
-            if kt.uncategorized_events
-            else _not_profiler_events(kt)
-        )
+        legacy = nothing_to_ingest_reason(kt)
         raise ArchsimError(
             where(path, f"no cpu_op, kernel, memcpy or memset events{legacy}: nothing to ingest")
         )
@@ -152,18 +150,6 @@ def _ingest(
     devices = sorted(int(d) for d in ops.loc[ops["device"] >= 0, "device"].unique())
     source_meta = trace_meta(kt, devices, counts, MAX_UNLINKED_FRACTION)
     return Trace(meta=merge_meta(source_meta, meta or {}), ops=ops, steps=steps, raw_path=path)
-
-
-def _not_profiler_events(kt: KinetoTrace) -> str:
-    """What a trace with nothing to ingest holds instead: the categories of its complete events
-    (another tool's Chrome trace), or that none of its events is a complete or B/E span."""
-    if kt.skipped_categories:
-        top = sorted(kt.skipped_categories.items(), key=lambda kv: -kv[1])[:3]
-        listed = ", ".join(f"'{c}' ({n:,})" for c, n in top)
-        return f" (its complete events are of categories {listed})"
-    if kt.n_events:
-        return f" (none of its {kt.n_events:,} events is a complete ('X') or 'B'/'E' span)"
-    return " (traceEvents is empty)"
 
 
 # The record_function of a call into a torch.compile'd graph (torch._inductor's output code).
@@ -282,9 +268,15 @@ def _gpu_ops(
             cpu["ts"].to_numpy(),
             cpu["end"].to_numpy(),
         )
+    # Phases and steps are found at the launch, or where none is recorded, at the start of the op
+    # the GPU event's External id names (op_pos is filled in place for those).
+    a_pid, a_tid, a_t, counts["linked_to_op_by_external_id"] = anchor_by_external_id(
+        gpu, cpu, ok, op_pos, (l_pid, l_tid, l_ts), no_runtime=not len(runtime)
+    )
     kind = gpu["cat"].map(_KIND_OF_CATEGORY).astype(str).to_numpy()
     launch_api = np.append(runtime["name"].to_numpy(dtype=object), "")[lp]
     fields = gpu_event_fields(kt, gpu)
+    counts["devices_from_cpu_pid"] = device_of_cpu_pid(kt, fields, gpu, cpu, runtime)
     counts["grids_from_launch"] = launch_geometry(fields, runtime["args"].to_numpy(), launch)
     counts["grids_converted_from_work_items"] = grid_in_blocks(fields, launch_api)
     ops = pd.DataFrame(
@@ -306,7 +298,7 @@ def _gpu_ops(
     ops["launch_op"] = cpu_names[op_pos]
     ops["launch_api"] = launch_api
     gpu_costs(ops, kind, op_pos, cpu, fields["bytes"].to_numpy(), runtime, launch)
-    ops["_anchor_pid"], ops["_anchor_tid"], ops["_anchor_t"] = l_pid, l_tid, l_ts
+    ops["_anchor_pid"], ops["_anchor_tid"], ops["_anchor_t"] = a_pid, a_tid, a_t
     is_kernel = kind == "kernel"
     linked_kernels = int(((op_pos >= 0) & is_kernel).sum())
     counts.update(

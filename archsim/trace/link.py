@@ -170,6 +170,58 @@ def correlation_from_external_ids(
     return gpu, runtime, int((linked & (gpu_ext >= 0)).sum())
 
 
+def ops_by_external_id(gpu: pd.DataFrame, cpu: pd.DataFrame, unlinked: np.ndarray) -> np.ndarray:
+    """Row position in ``cpu`` of the op whose ``External id`` an unlinked GPU event carries, or -1.
+
+    Kineto copies the launching op's External id onto its kernels, so in a trace that records no
+    runtime calls at all (a hand-trimmed trace: pytorch/pytorch test/inductor/test_analysis.py's
+    H100 example profile keeps the cpu ops and kernels only) a kernel still names its op. Where
+    runtime calls are recorded the launch decides (some traces' kernels carry the correlation as
+    their External id, which may be another op's id), so callers pass only the GPU events of a
+    trace without them. Only an id that one cpu op holds, and only an op that began before the
+    GPU event (work cannot start before the op that queued it)."""
+    out = np.full(len(gpu), -1, dtype=np.int64)
+    ext = gpu["external_id"].to_numpy()
+    cpu_ext = cpu["external_id"].to_numpy()
+    if not unlinked.any() or not len(cpu) or not (cpu_ext >= 0).any():
+        return out
+    ids, counts = np.unique(cpu_ext[cpu_ext >= 0], return_counts=True)
+    unique = ids[counts == 1]
+    lookup = pd.Series(
+        np.flatnonzero(np.isin(cpu_ext, unique)), index=cpu_ext[np.isin(cpu_ext, unique)]
+    )
+    want = np.flatnonzero(unlinked & (ext >= 0) & np.isin(ext, unique))
+    if not len(want):
+        return out
+    pos = lookup.reindex(ext[want]).to_numpy(dtype=np.int64)
+    began = cpu["ts"].to_numpy(dtype=np.float64)[pos] <= gpu["ts"].to_numpy(dtype=np.float64)[want]
+    out[want[began]] = pos[began]
+    return out
+
+
+def anchor_by_external_id(
+    gpu: pd.DataFrame,
+    cpu: pd.DataFrame,
+    launched: np.ndarray,
+    op_pos: np.ndarray,
+    launch_at: tuple[np.ndarray, np.ndarray, np.ndarray],
+    no_runtime: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(pid, tid, time) each GPU event is placed at for phases and steps, and how many events
+    were linked by External id: the launch's where one is recorded (``launched``), else, in a
+    trace with no runtime calls (``no_runtime``), the start of the op ops_by_external_id finds,
+    whose position is written into ``op_pos``."""
+    pid, tid, t = (a.copy() for a in launch_at)
+    by_ext = ops_by_external_id(gpu, cpu, ~launched & no_runtime)
+    named = by_ext >= 0
+    if named.any():
+        op_pos[named] = by_ext[named]
+        pid[named] = cpu["pid"].to_numpy()[by_ext[named]]
+        tid[named] = cpu["tid"].to_numpy()[by_ext[named]]
+        t[named] = cpu["ts"].to_numpy(dtype=np.float64)[by_ext[named]]
+    return pid, tid, t, int(named.sum())
+
+
 def link_to_runtime(gpu: pd.DataFrame, runtime: pd.DataFrame) -> np.ndarray:
     """Row position in ``runtime`` of each GPU event's launch (same correlation), or -1."""
     rt = runtime[runtime["correlation"] >= 0]
