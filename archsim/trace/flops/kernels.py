@@ -40,6 +40,38 @@ MAIN_KERNEL_CLASSES: dict[str, frozenset[str]] = {
 }
 
 
+# TorchInductor names each generated Triton kernel, and the op the profiler records for it,
+# ``triton_{category}_{fused aten ops}_{n}``, the category's first three letters
+# (torch/_inductor/codegen/triton.py, get_kernel_category_by_source_code: "pointwise",
+# "reduction", "persistent_reduction", "template", "foreach"). The fused ops say what was fused,
+# not what the kernel is: ``triton_red_fused_..._convolution_..._native_layer_norm`` is a reduction
+# over a convolution's output, and ``triton_poi_fused_convolution_0`` a pointwise epilogue (bias
+# add) after one. A template kernel (``triton_tem_``) is one of Inductor's GEMM, convolution or
+# flex-attention templates (torch/_inductor/kernel/mm.py, bmm.py, conv.py, flex_attention.py), and
+# its fused name carries the template's op (``triton_tem_fused_addmm_relu_0``).
+_INDUCTOR_PREFIX_CLASSES = {"triton_poi_": "elementwise", "triton_red_": "reduction",
+                            "triton_per_": "reduction"}  # fmt: skip
+_TEMPLATE_TOKEN_CLASSES = (
+    (frozenset({"conv", "convolution"}), "conv"),
+    (frozenset({"flex", "attention"}), "attention"),
+    (frozenset({"mm", "addmm", "bmm", "baddbmm", "scaled"}), "gemm"),
+)
+
+
+def inductor_kernel_class(name: str) -> str | None:
+    """Op class of a TorchInductor Triton kernel (or its record_function) from its category
+    prefix; None for other names and for a template whose name does not say its op."""
+    for prefix, klass in _INDUCTOR_PREFIX_CLASSES.items():
+        if name.startswith(prefix):
+            return klass
+    if name.startswith("triton_tem_"):
+        tokens = set(name.split("_"))
+        for names, klass in _TEMPLATE_TOKEN_CLASSES:
+            if tokens & names:
+                return klass
+    return None
+
+
 def kernel_tokens(kernel_name: str) -> list[str]:
     """Lower-case tokens of a kernel name (see the module docstring)."""
     return [t.lower() for t in _SPLIT.split(kernel_name) if t]
@@ -50,6 +82,9 @@ def kernel_tokens(kernel_name: str) -> list[str]:
 )  # a trace repeats a few hundred kernel names thousands of times
 def kernel_class(kernel_name: str) -> str:
     """Op class guessed from a kernel's name ("other" when no token matches)."""
+    inductor = inductor_kernel_class(kernel_name)
+    if inductor is not None:
+        return inductor
     tokens = kernel_tokens(kernel_name)
     for pattern, klass in _KERNEL_TOKEN_CLASSES:
         if any(pattern.fullmatch(t) for t in tokens):

@@ -7,6 +7,7 @@ from typing import Any
 
 from archsim.trace.flops import attention, conv, gemm, memory, optim, pointwise, rnn
 from archsim.trace.flops.args import Formula, OpCost, parse_args, words
+from archsim.trace.flops.kernels import inductor_kernel_class
 
 _FORMULAS: dict[str, tuple[str, Formula]] = {
     **gemm.FORMULAS,
@@ -56,21 +57,11 @@ def is_metadata_op(name: str) -> bool:
     return op_key(name) in METADATA_OPS and "::" in name
 
 
-# TorchInductor names each generated Triton kernel, and the op the profiler records for it,
-# ``triton_{poi|red|per}_{fused aten ops}_{n}`` (torch/_inductor/codegen/triton.py: "poi" a
-# pointwise kernel, "red" a looped and "per" a persistent reduction). The fused ops in the name say
-# what was fused, not what the kernel is: ``triton_red_fused_..._convolution_..._native_layer_norm``
-# is a reduction over a convolution's output, not a convolution. (Template kernels, ``triton_tem_``,
-# are GEMM/convolution tiles and keep the token rule.)
-INDUCTOR_KERNEL_CLASSES = {"triton_poi_": "elementwise", "triton_red_": "reduction",
-                           "triton_per_": "reduction"}  # fmt: skip
-
-
 def op_class(name: str) -> str:
     """The family an op (or an autograd node / backward op of it) belongs to."""
-    for prefix, klass in INDUCTOR_KERNEL_CLASSES.items():
-        if name.startswith(prefix):
-            return klass
+    inductor = inductor_kernel_class(name)  # a torch.compile kernel's record_function
+    if inductor is not None:
+        return inductor
     key = op_key(name)
     if key in _FORMULAS:
         return _FORMULAS[key][0]
