@@ -157,3 +157,21 @@ def test_inductor_kernels_are_classed_by_category(name: str, klass: str) -> None
     and every mm template, and 'softmax' where the op said 'reduction'."""
     assert kernel_class(name) == klass
     assert op_class(name) == klass
+
+
+def test_profiler_events_dump_is_refused_saying_what_it_is(tmp_path: Path, capsys) -> None:
+    """pytorch's test/profiler/profiler_utils_mock_events.json (commit 7ba6bd01) is a JSON array
+    of two arrays, profiler events as {'_name', '_start_us', '_duration_us', ...} and Python
+    tracer frames: not the Chrome trace format. Before: 'expected a JSON object with
+    traceEvents', though a JSON array of events is read too. Now it says what it found."""
+    path = tmp_path / "profiler_utils_mock_events.json"
+    path.write_text(  # the first entry of each of its two arrays, as stored
+        '[[{"_name": "aten::matmul", "_start_us": 1656454173440014, "_duration_us": 2254, '
+        '"_linked_correlation_id": 0, "_device_type": 0}], [{"_name": "profiler/test_profiler.py'
+        '(1435): <module>", "id": 94242239505696, "start_time_ns": 1656454173436288169, '
+        '"duration_time_ns": 7566917863418487639, "correlation_id": 0, "children": '
+        '[94242238082288], "parent": null}]]'
+    )
+    assert main(["ingest", str(path), "--out", str(tmp_path / "tr")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "or a JSON array of event objects; found an array of arrays" in err

@@ -153,6 +153,19 @@ def _file_of(handle: IO[str]) -> IO[bytes] | None:
     return binary if binary is not None and hasattr(binary, "tell") else None
 
 
+def _json_kind(value: Any) -> str:
+    """What a top-level JSON value is, for the refusal: pytorch's test/profiler/
+    profiler_utils_mock_events.json is an array of two arrays (profiler events as dicts of
+    '_name', '_start_us', then Python-tracer frames), not the Chrome trace format."""
+    if isinstance(value, list):
+        first = type(value[0]).__name__ if value else None
+        named = {"list": "arrays", "dict": "objects", "str": "strings"}.get(str(first), "values")
+        return f"an array of {named}" if value else "an empty array"
+    return {"dict": "an object", "str": "a string", "NoneType": "null", "bool": "a boolean"}.get(
+        type(value).__name__, "a number"
+    )
+
+
 def iter_trace(
     path: Path, top: dict[str, Any], on_bytes: Callable[[int], None] | None = None
 ) -> Iterator[tuple[int, Any, str]]:
@@ -177,9 +190,13 @@ def iter_trace(
             # a top-level array, number, ... (or empty file): decode it for the usual message
             if not buf.skip_ws():
                 raise ArchsimError(where(path, "not JSON (Expecting value)"))
-            buf.value()
+            value, _, _ = buf.value()
             raise ArchsimError(
-                where(path, "not a Kineto trace (expected a JSON object with 'traceEvents')")
+                where(
+                    path,
+                    "not a Kineto trace (expected a JSON object with 'traceEvents' or a JSON array "
+                    f"of event objects; found {_json_kind(value)})",
+                )
             )
         buf.pos += 1
         seen_events = False
