@@ -89,3 +89,58 @@ def test_more_cores_with_the_params_lock_trade_updates_for_frames_and_lose_neith
     )
     for metric in ("frames_per_s", "learner_updates_per_s"):
         assert b[metric] >= a[metric] * (1 - NOISE), f"held at 0.006: {metric}"
+
+
+# --- CPU power under a faster core; the CPU clock fields (items 2, 3) ------------------------------
+
+
+def test_a_faster_core_draws_its_clock_ratio_more_per_busy_second_worked_by_hand():
+    """Xeon E5-2698 v4: (135 - 40) W over 20 cores x 1.24 (a busy SMT sibling adds 24%) = 3.831 W
+    a busy core at the part's 0.773; at 1.546 (twice the clock, alpha C V^2 f at the part's
+    voltage) 7.661 W, so a core-second of work, done in half the time, costs the same 3.831 J."""
+    from archsim.perf.power import cpu_per_core_w
+    from archsim.sim.machine import derive_machine
+
+    part = derive_machine(load_hw("dgx1-v100"), SimConfig()).power
+    fast = derive_machine(load_hw("dgx1-v100", ["cpu.thread_speed_rel=1.546"]), SimConfig()).power
+    assert part.cpu_clock_rel == 1.0 and fast.cpu_clock_rel == pytest.approx(2.0)
+    per_core = cpu_per_core_w(40, 135, 20, 2)
+    assert per_core == pytest.approx(95 / 24.8)
+    assert cpu_per_core_w(40, 135, 20, 2, fast.cpu_clock_rel) == pytest.approx(2 * per_core)
+
+
+@pytest.mark.parametrize("preset", ["dgx1-v100", "rtx4090", "jetson-agx-orin"])
+def test_a_faster_core_never_does_the_same_work_for_less_cpu_energy(preset):
+    """The fault: a busy core drew the part's watts at any thread speed, so the same work cost
+    less energy on a faster core (dgx1-v100, DQN, 16 actors, 0.773 -> 1.546: 88.2 W for 17,438
+    frames/s; now 96.4 W). CPU energy above idle per frame never falls with a faster core, below
+    the TDP: a socket at its TDP is clipped there (docs/LIMITS.md: a real part would throttle)."""
+    hw = load_hw(preset)
+    faster = (f"cpu.thread_speed_rel={hw.cpu.thread_speed_rel * 2}",)
+    a = _metrics("dqn-pong-cpu", preset, actors=16, sim_seconds=1.0)
+    b = _metrics("dqn-pong-cpu", preset, faster, actors=16, sim_seconds=1.0)
+    idle_w = hw.cpu.sockets * hw.cpu.idle_power_w
+    assert b["cpu_power_w"] < hw.cpu.sockets * hw.cpu.max_power_w * 0.99, (
+        "at TDP: pick a lighter run"
+    )
+    per_frame = [(m["cpu_power_w"] - idle_w) / m["frames_per_s"] for m in (a, b)]
+    assert per_frame[1] >= per_frame[0] * (1 - NOISE), f"{preset}: {per_frame}"
+
+
+def test_a_what_if_boost_clock_is_a_faster_core_and_the_base_clock_is_refused():
+    """The fault: both clocks changed no output. The presets derive thread_speed_rel as the boost
+    clock over the capture machine's times an IPC ratio, so twice the boost is twice the thread
+    speed (and twice a core's power); the base clock enters no model and is refused."""
+    from archsim.errors import ArchsimError
+
+    fast = load_hw("dgx1-v100", ["cpu.boost_clock_mhz=7200"]).cpu
+    assert fast.thread_speed_rel == pytest.approx(2 * 0.773)
+    assert fast.power_clock_rel == pytest.approx(2.0)
+    again = load_hw("dgx1-v100", ["cpu.boost_clock_mhz=7200", "cpu.smt_yield=0.6"]).cpu
+    assert again.thread_speed_rel == pytest.approx(2 * 0.773)  # scaled once
+    run = {"actors": 16, "sim_seconds": 1.0}
+    a = _metrics("dqn-pong-cpu", "dgx1-v100", ("cpu.thread_speed_rel=1.546",), **run)
+    b = _metrics("dqn-pong-cpu", "dgx1-v100", ("cpu.boost_clock_mhz=7200",), **run)
+    assert a == b
+    with pytest.raises(ArchsimError, match="base_clock_mhz"):
+        load_hw("dgx1-v100", ["cpu.base_clock_mhz=3000"])

@@ -28,9 +28,11 @@ HW_RANGES: dict[str, Range] = {
     # Fastest shipping boost clock 6.2 GHz (Intel Core i9-14900KS); 10 GHz is past any CPU or GPU.
     "cpu.base_clock_mhz": Range(1, 10_000, "past the 6.2 GHz of any shipping CPU"),
     "cpu.boost_clock_mhz": Range(1, 10_000, "past the 6.2 GHz of any shipping CPU"),
+    "cpu.physical_boost_clock_mhz": Range(1, 10_000, "past the 6.2 GHz of any shipping CPU"),
     # Per-thread speed relative to the capture machine: single-thread speed of server CPUs from
     # 2010 to today differs by well under 10x; 1/1000..100 keeps event rates finite.
     "cpu.thread_speed_rel": Range(0.001, 100, "single-thread speeds differ by under 10x"),
+    "cpu.physical_thread_speed_rel": Range(0.001, 100, "single-thread speeds differ by under 10x"),
     "cpu.emulator_speed_rel": Range(0.001, 100, "single-thread speeds differ by under 10x"),
     "cpu.interpreter_speed_rel": Range(0.001, 100, "single-thread speeds differ by under 10x"),
     "cpu.simd_speed_rel": Range(0.001, 100, "single-thread speeds differ by under 10x"),

@@ -188,7 +188,14 @@ def load_hw(name_or_path: str, overrides: Sequence[str] = ()) -> HardwareConfig:
     """A validated HardwareConfig from a preset name, a YAML path or ``local``, with overrides."""
     data, source = _resolve(name_or_path)
     if isinstance(data, dict) and overrides:
-        data = apply_overrides(_with_card_figures(data), overrides, source)
+        for item in overrides:
+            if item.partition("=")[0].strip() == "cpu.base_clock_mhz":
+                raise ArchsimError(
+                    "--set cpu.base_clock_mhz: the base clock is descriptive and changes no output; "
+                    "a faster core is cpu.boost_clock_mhz (thread speed x boost / the part's boost) "
+                    "or cpu.thread_speed_rel"
+                )
+        data = _with_boost_clock(apply_overrides(_with_card_figures(data), overrides, source))
         # a bad value given with --set is not in the file: say where it came from
         source += " with " + " ".join(f"--set {item.strip()[:80]}" for item in overrides)
     return validate_hw(data, source)
@@ -209,8 +216,33 @@ CARD_FIGURES = {
     "cpu": {
         "cores_per_socket": "physical_cores_per_socket",
         "threads_per_core": "physical_threads_per_core",
+        "thread_speed_rel": "physical_thread_speed_rel",
+        "boost_clock_mhz": "physical_boost_clock_mhz",
     },
 }
+# Thread speeds a what-if boost clock scales (_with_boost_clock).
+CPU_SPEEDS = ("thread_speed_rel", "emulator_speed_rel", "interpreter_speed_rel", "simd_speed_rel")
+
+
+def _with_boost_clock(data: dict[str, Any]) -> dict[str, Any]:
+    """A what-if ``cpu.boost_clock_mhz`` runs the part's threads boost / the part's boost faster:
+    the presets derive ``thread_speed_rel`` as that boost clock over the capture machine's times an
+    IPC ratio (hwconfigs/dgx1-v100.yaml), so at one IPC speed follows the clock. The scale is
+    applied once: the part's boost then reads the what-if's, and ``physical_thread_speed_rel``
+    keeps the part's speed for the power model (its cores draw clock / the part's clock more)."""
+    cpu = data.get("cpu")
+    if not isinstance(cpu, dict):
+        return data
+    boost, part = cpu.get("boost_clock_mhz"), cpu.get("physical_boost_clock_mhz")
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (boost, part))
+    if not numbers or boost == part or boost <= 0 or part <= 0:
+        return data
+    scaled = {k: cpu[k] * boost / part for k in CPU_SPEEDS if _is_number(cpu.get(k))}
+    return {**data, "cpu": {**cpu, **scaled, "physical_boost_clock_mhz": boost}}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _with_card_figures(data: dict[str, Any]) -> dict[str, Any]:

@@ -26,10 +26,18 @@ class CpuConfig(_Strict):
     # (archsim.perf.power). None = the enabled figure.
     physical_cores_per_socket: int | None = Field(default=None, ge=1)
     physical_threads_per_core: int | None = Field(default=None, ge=1)
+    # base_clock_mhz is descriptive (the all-core base clock; thread speeds are single-core turbo
+    # figures): ``--set cpu.base_clock_mhz`` is refused (archsim.hw.presets.load_hw). A what-if
+    # boost clock scales the part's thread speeds by boost / the part's boost (load_hw).
     base_clock_mhz: float = Field(gt=0)
     boost_clock_mhz: float = Field(gt=0)
+    physical_boost_clock_mhz: float | None = Field(default=None, gt=0)  # None = boost_clock_mhz
     # Per-thread speed relative to the capture machine (1.0 = same speed).
     thread_speed_rel: float = Field(gt=0)
+    # The part's thread speed, which ``--set cpu.thread_speed_rel`` leaves alone (as
+    # ``gpu.card_clock_mhz``): a core's dynamic power scales by thread speed / the part's
+    # (archsim.perf.power.cpu_per_core_w). None = ``thread_speed_rel``.
+    physical_thread_speed_rel: float | None = Field(default=None, gt=0)
     # Speed of each thread when both hardware threads of a core are busy, relative to running alone.
     # At least 0.5: a core with two busy threads does at least what one thread does alone (SMT adds
     # +10-30% throughput on servers: Marr et al., Intel Technology Journal 6(1), 2002).
@@ -41,6 +49,11 @@ class CpuConfig(_Strict):
     simd_speed_rel: float | None = Field(default=None, gt=0)
     idle_power_w: float = Field(ge=0)  # per socket
     max_power_w: float = Field(gt=0)  # per socket (TDP)
+
+    @property
+    def power_clock_rel(self) -> float:
+        """Thread speed over the part's: the clock ratio a core's dynamic power scales by."""
+        return self.thread_speed_rel / (self.physical_thread_speed_rel or self.thread_speed_rel)
 
     @property
     def power_cores_per_socket(self) -> int:

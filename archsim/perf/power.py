@@ -80,12 +80,25 @@ def gpu_power_w(
 
 
 def cpu_per_core_w(
-    idle_w: float, max_w: float, cores_per_socket: int, threads_per_core: int
+    idle_w: float,
+    max_w: float,
+    cores_per_socket: int,
+    threads_per_core: int,
+    clock_rel: float = 1.0,
 ) -> float:
     """Dynamic power of one busy core with one busy thread, such that every core of the socket
-    with all of its threads busy draws the TDP."""
+    with all of its threads busy draws the TDP at the part's speed.
+
+    ``clock_rel`` is a what-if thread speed over the part's (``CpuConfig.power_clock_rel``): a
+    faster thread of the same part runs at a higher clock, and dynamic power is alpha C V^2 f
+    (Weste and Harris, "CMOS VLSI Design", 4th ed., sec. 5.1), linear in f at the part's voltage,
+    as the GPU's SMs (gpu_power_w). So the same work costs the same core energy at any speed;
+    before, a faster core drew the part's watts for less time and the same work cost less
+    (dgx1-v100, DQN, 16 actors, thread_speed_rel 0.773 -> 1.546: the same frames and updates for
+    less CPU energy). The voltage a higher clock needs is left out: the least a faster core costs."""
     extra = SMT_SECOND_THREAD_POWER_FRAC * max(threads_per_core - 1, 0)
-    return max(max_w - idle_w, 0.0) / (max(cores_per_socket, 1) * (1.0 + extra))
+    budget_w = max(max_w - idle_w, 0.0) / (max(cores_per_socket, 1) * (1.0 + extra))
+    return budget_w * max(clock_rel, 0.0)
 
 
 def cpu_socket_power_w(
@@ -95,12 +108,13 @@ def cpu_socket_power_w(
     max_w: float,
     cores_per_socket: int,
     threads_per_core: int,
+    clock_rel: float = 1.0,
 ) -> np.ndarray:
     """Power of one socket whose cores' first hardware threads are busy ``first_thread_busy`` cores'
     worth (sum of their busy fractions) and whose SMT siblings ``sibling_thread_busy`` threads'
     worth; within [idle_w, max_w]. Threads fill cores before SMT siblings (Linux's placement), so a
     busy sibling adds only SMT_SECOND_THREAD_POWER_FRAC of a core."""
-    per_core = cpu_per_core_w(idle_w, max_w, cores_per_socket, threads_per_core)
+    per_core = cpu_per_core_w(idle_w, max_w, cores_per_socket, threads_per_core, clock_rel)
     first = np.maximum(np.asarray(first_thread_busy, dtype=float), 0.0)
     sibling = np.maximum(np.asarray(sibling_thread_busy, dtype=float), 0.0)
     p = idle_w + per_core * (first + SMT_SECOND_THREAD_POWER_FRAC * sibling)

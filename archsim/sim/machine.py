@@ -36,5 +36,6 @@ def derive_machine(hw, config: SimConfig) -> Machine:
             # the part's (a what-if with fewer cores or threads disables some of them)
             cores_per_socket=cpu.power_cores_per_socket,
             threads_per_core=cpu.power_threads_per_core,
+            cpu_clock_rel=cpu.power_clock_rel,
         ),
     )

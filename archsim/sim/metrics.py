@@ -204,6 +204,7 @@ class PowerModel:
     # 0: unknown, the threads in use on a socket count as its cores (small test machines)
     cores_per_socket: int = 0
     threads_per_core: int = 1
+    cpu_clock_rel: float = 1.0  # cpu.thread_speed_rel over the part's: scales core dynamic power
 
 
 def _power_w(
@@ -238,6 +239,7 @@ def _power_w(
             power.cpu_max_w,
             cores_s,
             power.threads_per_core,
+            power.cpu_clock_rel,
         )
     gpu_w = np.zeros(busy.shape[0])
     if power.gpus > 0:

@@ -42,7 +42,11 @@ def replay_host_power_w(power: PowerModel, config, hw_network, replay_util: floa
     busy = min(max(replay_util, 0.0), 1.0)
     if config.replay_placement == "learner":
         per_core = cpu_per_core_w(
-            power.cpu_idle_w, power.cpu_max_w, power.cores_per_socket, power.threads_per_core
+            power.cpu_idle_w,
+            power.cpu_max_w,
+            power.cores_per_socket,
+            power.threads_per_core,
+            power.cpu_clock_rel,
         )
         return per_core * busy
     if config.replay_placement == "in-network":
@@ -58,5 +62,6 @@ def replay_host_power_w(power: PowerModel, config, hw_network, replay_util: floa
         power.cpu_max_w,
         power.cores_per_socket,
         power.threads_per_core,
+        power.cpu_clock_rel,
     )
     return float(first) + (power.sockets - 1) * power.cpu_idle_w
