@@ -88,6 +88,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `archsim ... | head` closed stdout early: not an error of ours; silence the flush at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except RecursionError:  # an input nested deeper than any reader here checks (every file
+        # reader names its file; this is the last resort, not a traceback)
+        print(
+            "archsim: error: an input is nested too deeply to read (RecursionError)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     except OSError as exc:  # a path the system refuses that no check named (name too long: a
         # trace, --hw or --source-hw of 100,000 characters was an OSError traceback)
         name = f"{exc.filename}: " if exc.filename else ""

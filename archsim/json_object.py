@@ -14,6 +14,8 @@ def read_json_object(path: Path) -> dict:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise ArchsimError(f"{path}: not a readable JSON file ({exc})") from None
+    except RecursionError:  # [[[[... past the recursion limit: no file of ours is that deep
+        raise ArchsimError(f"{path}: not a readable JSON file (nested too deeply)") from None
     if not isinstance(data, dict):
         raise ArchsimError(f"{path}: expected a JSON object")
     return data

@@ -321,3 +321,39 @@ def test_a_billion_laughs_set_value_is_one_line(trace_dir, capsys) -> None:
     )
     assert main(["predict", str(trace_dir), "--set", f"gpu.sms={value}]"]) == 2
     assert "key gpu.sms" in error_line(capsys)
+
+
+# --- deeply nested JSON in other inputs ------------------------------------------------------------
+
+_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_deeply_nested_shapes_in_ops_parquet_name_the_row(trace_dir, tmp_path, capsys) -> None:
+    # Before: a RecursionError traceback from the kernel model's json.loads of input_dims.
+    import shutil
+
+    import pandas as pd
+
+    trace = Path(shutil.copytree(trace_dir, tmp_path / "t"))
+    ops = pd.read_parquet(trace / "ops.parquet")
+    ops.loc[ops.index[0], "input_dims"] = _DEEP
+    ops.loc[ops.index[1], "input_dims"] = "[" + ",".join(["[1,2]"] * 500) + "]"  # wide, shallow
+    ops.to_parquet(trace / "ops.parquet")
+    assert main(["predict", str(trace), "--model-only"]) == 2
+    assert "row 0 has input_dims nested more than 32 deep" in error_line(capsys)
+
+
+@pytest.mark.parametrize("which", ["metrics", "sweep", "measurements"])
+def test_deeply_nested_json_files_are_one_line(trace_dir, tmp_path, capsys, which) -> None:
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / f"{which}.json").write_text(_DEEP)
+    argv = {
+        "metrics": ["compare", str(folder), str(folder)],
+        "sweep": ["sweep", str(trace_dir), "--actors", "1,2", "--out", str(folder)],
+        "measurements": ["validate", "--from", str(folder), "--out", str(tmp_path / "v")],
+    }[which]
+    if which == "sweep":
+        (folder / "sweep.csv").write_text("actors\n1\n")
+    assert main(argv) == 2
+    assert f"{which}.json" in error_line(capsys)

@@ -137,7 +137,7 @@ class ResultsFile:
             )
         try:
             stored = json.loads(_read_text(self.settings))
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: [[[[... too deep
             raise ArchsimError(f"{self.settings}: not valid JSON") from None
         if not isinstance(stored, dict):
             raise ArchsimError(

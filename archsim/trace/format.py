@@ -182,6 +182,7 @@ def _check_ops(path: Path, ops: pd.DataFrame) -> None:
     )
     _check_finite_times(path, ops, ("start_us", "launch_start_us"))
     _check_dtypes(path, ops)
+    _check_shape_depth(path, ops)
     for column in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
         low = ops[column].to_numpy() < 0  # 0: not recorded
         if low.any():
@@ -214,6 +215,33 @@ def _check_dtypes(path: Path, ops: pd.DataFrame) -> None:
             f"{path}: row {row} has dtype {str(values.iloc[row])[:40]!r} (expected an element "
             "type such as float32, float16, bfloat16, int64, or empty)"
         )
+
+
+# Shapes, strides and types are JSON lists the kernel model parses (json.loads) per op: a tensor
+# list's shapes are 3 deep ([[[2, 3], [4]]]); 32 is far past any, and far below the recursion limit.
+MAX_SHAPE_DEPTH = 32
+_BRACKETS_ONLY = str.maketrans("", "", "".join(chr(c) for c in range(128) if chr(c) not in "[]"))
+
+
+def _check_shape_depth(path: Path, ops: pd.DataFrame) -> None:
+    """``[[[[...`` in a shape column would be a RecursionError traceback in the kernel model."""
+    for column in ("input_dims", "input_strides", "input_types"):
+        if column not in ops.columns:
+            continue
+        text = ops[column].astype("string").fillna("")
+        maybe = (text.str.count(r"\[") > MAX_SHAPE_DEPTH).to_numpy(dtype=bool)  # rare: scan those
+        for row in np.flatnonzero(maybe):
+            depth = deepest = 0
+            for char in str(text.iloc[row]).translate(_BRACKETS_ONLY):
+                depth += 1 if char == "[" else -1 if char == "]" else 0
+                deepest = max(deepest, depth)
+                if deepest > MAX_SHAPE_DEPTH:
+                    break
+            if deepest > MAX_SHAPE_DEPTH:
+                raise ArchsimError(
+                    f"{path}: row {int(row)} has {column} nested more than {MAX_SHAPE_DEPTH} "
+                    "deep (expected JSON lists of shapes)"
+                )
 
 
 def _check_finite_times(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) -> None:

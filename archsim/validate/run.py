@@ -226,7 +226,7 @@ def repredict(from_dir: Path) -> list[dict]:
         by_name = {c.name: c for c in configs}
         baselines = {w: by_name[name] for w, name in doc["baselines"].items()}
         measured = {c.name: [Measurement(**m) for m in doc["runs"][c.name]] for c in configs}
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # JSON and UTF-8 errors too
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:  # JSON, UTF-8
         raise ArchsimError(
             f"{path}: not the measurements of an earlier archsim validate "
             f"({exc.__class__.__name__}: {str(exc)[:80]})"
