@@ -166,8 +166,8 @@ def test_dataloader_workers_bf16_autocast_and_gradient_accumulation(tmp_path, ca
     """3 updates of 4 accumulated micro-batches: 3 learner steps (not 12), their train ops in bf16.
     The DataLoader's 6 forked workers are counted but not captured, and named in no note: each
     started a profiler of its own and was named "forked while the parent's profiler was recording"
-    (22 note lines for 11 updates). Known limit: a learner step's batch is its first forward's (8,
-    a micro-batch), so its samples per transition are a quarter of what the loop draws."""
+    (22 note lines for 11 updates). A learner step's batch is the sum of its 4 micro-batches of 8
+    (it was the first forward's, 8: a quarter of what the loop draws)."""
     script = _script(tmp_path, DATALOADER, "dl_amp.py")
     out = tmp_path / "cap"
     schedule = ["--wait", "2", "--warmup", "1", "--active", "20", "--repeat", "1"]
@@ -183,6 +183,7 @@ def test_dataloader_workers_bf16_autocast_and_gradient_accumulation(tmp_path, ca
     assert "processes" not in trace.meta["capture"]  # the program's process only
     learner = trace.steps[trace.steps.role == "learner"]
     assert len(learner) == 1 and learner.train_backward_us.notna().all()
+    assert set(learner.batch_size) == {32} and counts["samples"] == 32 * did["updates"]
     train = trace.ops[trace.ops.step_id.isin(learner.step_id)]
     matmuls = train[train.name.astype(str).isin(["aten::addmm", "aten::mm"])]
     assert len(matmuls) and set(matmuls.dtype.astype(str)) == {"bfloat16"}

@@ -124,6 +124,10 @@ class AutoMarker(EnvMarking):
         self._learner: Any = None
         self._learner_batch = (1, False)  # the open learner step's (batch, in the steady state)
         self._learner_trained = False  # the open learner step ran a backward or optimizer step
+        # gradient accumulation: the open learner step's samples over its backwards so far, and the
+        # largest grad-on train forward batch since its last backward (see _note_backward)
+        self._backward_samples = 0
+        self._forward_max = 0
         self._depth = 0  # > 0 inside a marked call
         self._pending = True  # late patches (program's own classes, libraries) not yet done
         self._env_id = 0
@@ -149,8 +153,11 @@ class AutoMarker(EnvMarking):
     def _close_learner(self) -> None:
         if self._learner is not None:
             learner, self._learner = self._learner, None
-            learner.__exit__(None, None, None)
             batch, training = self._learner_batch
+            if self._backward_samples and self._backward_samples != batch:
+                batch = self._backward_samples  # measured over its micro-batches
+                markers.step_batch(batch)
+            learner.__exit__(None, None, None)
             if self._learner_trained:  # a forward alone (a shape probe at init) updates nothing
                 self.counts.learner_steps += 1
                 self.counts.samples += batch
@@ -197,6 +204,7 @@ class AutoMarker(EnvMarking):
                 training = self.seen_learner and (self.steady or not self.counts.env_steps)
                 self._learner_batch = (max(1, self.learner_batch), training)
                 self._learner_trained = False
+                self._backward_samples = self._forward_max = 0
             if phase in _UPDATES:
                 self._learner_trained = True
 
@@ -260,13 +268,20 @@ class AutoMarker(EnvMarking):
         return phase
 
     def _wrap_module_call(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        import torch
+
         def call(module: Any, *args: Any, **kwargs: Any) -> Any:
             if (
                 self._depth or _get_ident() != self._thread
             ):  # nested (submodules): as fast as can be
                 return original(module, *args, **kwargs)
             phase = self._forward_phase(module, args, kwargs)
-            return self._marked(phase, original, (module, *args), kwargs)
+            grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+            result = self._marked(phase, original, (module, *args), kwargs)
+            if phase == "train_forward" and grad and self._learner is not None:
+                batch = self._batch_of(args, kwargs)
+                self._forward_max = max(self._forward_max, batch or 0)
+            return result
 
         return call
 
@@ -280,6 +295,9 @@ class AutoMarker(EnvMarking):
                     self.learner_batch = sizes[0]
             if phase == "train_backward":
                 self.resolve_ambiguous(True)
+                result = self._marked(phase, original, args, kwargs)
+                self._note_backward()
+                return result
             if phase == "optimizer_step":  # a hand-written update (--phase-fn ...=optimizer_step)
                 result = self._marked(phase, original, args, kwargs)
                 self._learner_step_done()
@@ -288,6 +306,16 @@ class AutoMarker(EnvMarking):
 
         call.__wrapped__ = original  # type: ignore[attr-defined]
         return call
+
+    def _note_backward(self) -> None:
+        """A backward ended: it trained on the largest batch of the grad-on train forwards since
+        the previous one (not their sum: DQN's online and target nets, SAC's twin critics and a
+        recurrent net's per-time-step calls see the same samples), and a learner step's batch is
+        the sum over its backwards (4 accumulated micro-batches of 8 make 32). A step whose
+        backwards saw no such forward (A2C's loss from its acting forwards, SAC's temperature)
+        keeps its first forward's or replay sample's batch."""
+        self._backward_samples += self._forward_max
+        self._forward_max = 0
 
     def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if _get_ident() != self._thread:  # a learner thread: counted, so the refusal can say so

@@ -40,6 +40,8 @@ PREFIX = "archsim::"
 CPU_MARKER = PREFIX + "cpu"  # archsim::cpu#us=<float>: thread CPU time of the enclosing marker
 # archsim::cpu_gap#us=<float>: thread CPU time from the thread's previous recorded step to this one
 GAP_CPU_MARKER = PREFIX + "cpu_gap"
+# archsim::batch#n=<int>: the enclosing step's batch, measured only as it closes (overrides its label's)
+BATCH_MARKER = PREFIX + "batch"
 _NOOP = contextlib.nullcontext()
 _thread_profiler_enabled = torch._C._autograd._profiler_enabled
 _all_threads_recorders = 0  # > 0 while a profile_all_threads profiler runs in this process
@@ -134,6 +136,14 @@ def step_label(role: str, **attrs: int) -> str:
     if attrs:
         label += "#" + ",".join(f"{k}={v}" for k, v in attrs.items())
     return label
+
+
+def step_batch(batch: int) -> None:
+    """Record, inside the open step, its batch when it was measured only as the step ends (a
+    learner step's gradient-accumulation micro-batches, archsim.capture.auto_markers)."""
+    if _profiler_enabled():
+        with record_function(f"{BATCH_MARKER}#n={int(batch)}"):
+            pass
 
 
 def step(role: str, **attrs: int) -> contextlib.AbstractContextManager:

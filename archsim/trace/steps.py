@@ -6,7 +6,9 @@ the step's ``<phase>_us``. ``archsim::cpu#us=<x>`` annotations (thread CPU time,
 marker records before it closes) belong to the innermost step or phase marker on their thread that
 contains their midpoint: they fill the step's ``cpu_us`` and add to its ``<phase>_cpu_us``.
 ``archsim::cpu_gap#us=<x>`` (the thread's CPU time since its previous recorded step) fills the
-``gap_cpu_us`` of the step containing it. An op's phase is the innermost ``archsim::<phase>`` containing its anchor
+``gap_cpu_us`` of the step containing it. ``archsim::batch#n=<k>`` (recorded as a step closes, when
+its batch was measured only then: ``capture run``'s gradient accumulation) sets that step's
+``batch_size``. An op's phase is the innermost ``archsim::<phase>`` containing its anchor
 (the launching runtime call for GPU work, the op itself on a CPU-only trace): same thread first,
 otherwise the latest-starting one on the same process (autograd runs backward on its own thread).
 
@@ -33,6 +35,7 @@ MARKER_PREFIX = "archsim::"
 _STEP_MARKER = re.compile(rf"^archsim::({'|'.join(STEP_ROLES)})_step(?:#(.*))?$")
 _CPU_MARKER = re.compile(r"^archsim::cpu#us=(.*)$")
 _GAP_CPU_MARKER = re.compile(r"^archsim::cpu_gap#us=(.*)$")
+_BATCH_MARKER = re.compile(r"^archsim::batch#n=(.*)$")
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _INT64_MAX = 2**63 - 1
 STEP_INT_ATTRS = ("actor", "batch_size")
@@ -87,7 +90,7 @@ def build_steps(
     """
     names = annotations["name"].astype(str)
     marked = annotations[names.str.startswith(MARKER_PREFIX)]
-    step_rows, phase_rows, cpu_rows, gap_rows, unknown = [], [], [], [], 0
+    step_rows, phase_rows, cpu_rows, gap_rows, batch_rows, unknown = [], [], [], [], [], 0
     for name, pid, tid, ts, dur, end in zip(
         marked["name"],
         marked["pid"],
@@ -126,6 +129,11 @@ def build_steps(
                 {"pid": pid, "tid": tid, "t": ts + 0.5 * dur, "cpu_us": _cpu_us(path, name, gap)}
             )
             continue
+        batch = _BATCH_MARKER.match(name)
+        if batch:
+            n = _parse_attrs(path, name, f"batch_size={batch.group(1)}")["batch_size"]
+            batch_rows.append({"pid": pid, "tid": tid, "t": ts + 0.5 * dur, "batch_size": n})
+            continue
         phase = name[len(MARKER_PREFIX) :]
         if phase in PHASES:
             phase_rows.append({"phase": phase, "pid": pid, "tid": tid, "ts": ts, "end": end})
@@ -141,6 +149,11 @@ def build_steps(
     )
     steps = steps.sort_values(["start_us", "pid", "tid"], kind="stable").reset_index(drop=True)
     steps["step_id"] = np.arange(len(steps), dtype=np.int64)
+    if batch_rows:  # a batch measured as its step closed (step_id is the row position)
+        rows = pd.DataFrame(batch_rows)
+        found = enclosing_step(steps, rows["pid"], rows["tid"], rows["t"])
+        inside = found >= 0
+        steps.loc[found[inside], "batch_size"] = rows["batch_size"].to_numpy()[inside]
     phases = pd.DataFrame(phase_rows, columns=["phase", "pid", "tid", "ts", "end"])
     phases["dur"] = phases["end"] - phases["ts"]
     phases["step_id"] = enclosing_step(steps, phases["pid"], phases["tid"], phases["ts"])
