@@ -357,3 +357,24 @@ def test_deeply_nested_json_files_are_one_line(trace_dir, tmp_path, capsys, whic
         (folder / "sweep.csv").write_text("actors\n1\n")
     assert main(argv) == 2
     assert f"{which}.json" in error_line(capsys)
+
+
+@pytest.mark.parametrize("which", ["hw", "calibration", "meta"])
+def test_a_yaml_over_a_mib_is_refused_before_parsing(trace_dir, tmp_path, capsys, which):
+    # Before: PyYAML parsed 4.3 MB of list items in 23.6 s (360 MB peak) before the usual error.
+    import resource
+    import shutil
+
+    big = "\n".join(f"  - {i}" for i in range(300_000))  # about 2.3 MB
+    trace = Path(shutil.copytree(trace_dir, tmp_path / "t"))
+    argv = ["predict", str(trace)]
+    if which == "meta":
+        (trace / "meta.yaml").write_text((trace / "meta.yaml").read_text() + "big:\n" + big)
+    else:
+        path = tmp_path / f"{which}.yaml"
+        path.write_text("big:\n" + big)
+        argv += [f"--{which}", str(path)]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+    assert main(argv) == 2
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_utime - before < 2.0  # CPU, not wall
+    assert "MiB of text, over the 1 MiB" in error_line(capsys)

@@ -24,6 +24,13 @@ class AliasBombError(yaml.YAMLError):
 
 # No config, calibration or meta.yaml comes near this: the largest preset has about 150 nodes.
 MAX_EXPANDED_NODES = 1_000_000
+# Nor this: the largest bundled meta.yaml is 10 kB. PyYAML's pure-Python parser takes about 5 s and
+# 85 MB a MiB of text (4.3 MB: 23.6 s and 360 MB peak, measured), so a 1 GB file would take hours.
+MAX_YAML_CHARS = 2**20
+
+
+class TooLargeError(yaml.YAMLError):
+    """More than MAX_YAML_CHARS of text."""
 
 
 def _expanded_nodes(node: yaml.Node, memo: dict[int, int]) -> int:
@@ -68,6 +75,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def safe_load_unique(text: str) -> Any:
     """``yaml.safe_load`` that raises DuplicateKeyError for a key given twice in a mapping, and
     NestedTooDeeplyError (not a RecursionError traceback) for nesting past the recursion limit."""
+    if len(text) > MAX_YAML_CHARS:
+        raise TooLargeError(
+            f"{len(text) / 2**20:.1f} MiB of text, over the {MAX_YAML_CHARS >> 20} MiB a config, "
+            "calibration or meta.yaml may be"
+        )
     loader = _UniqueKeyLoader(text)
     try:
         node = loader.get_single_node()  # what yaml.load does, with the expanded size checked
@@ -84,5 +96,7 @@ def safe_load_unique(text: str) -> Any:
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
     """What to say about a YAML error in one line: the duplicate key, else the error's kind."""
-    known = isinstance(exc, DuplicateKeyError | NestedTooDeeplyError | AliasBombError)
+    known = isinstance(
+        exc, DuplicateKeyError | NestedTooDeeplyError | AliasBombError | TooLargeError
+    )
     return str(exc) if known else exc.__class__.__name__
