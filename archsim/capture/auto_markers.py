@@ -88,6 +88,7 @@ class Counts:
     other_thread_optimizer_steps: int = 0  # Optimizer.step calls on threads that are not marked
     ended_by_os_exit: bool = False  # the program ended with os._exit(0) (archsim.capture.program)
     stopped_when_recorded: bool = False  # archsim ended it after its last window (--stop-when-...)
+    interrupted: bool = False  # an uncaught Ctrl-C ended it (archsim.capture.interrupt)
 
 
 _active: AutoMarker | None = (
@@ -223,6 +224,17 @@ class AutoMarker(EnvMarking):
 
     def _outermost(self) -> bool:
         return not self._depth and _get_ident() == self._thread
+
+    def cut(self) -> None:
+        """The program was stopped mid-step (Ctrl-C): close the open step marked as cut (no CPU
+        time, archsim.capture.markers), uncounted when it is a learner step."""
+        for attr in ("_actor", "_learner"):
+            step = getattr(self, attr)
+            setattr(self, attr, None)
+            if step is not None and hasattr(step, "cut"):
+                step.cut()
+            elif step is not None:
+                step.__exit__(None, None, None)
 
     def finish(self) -> None:
         """Close the steps still open (the program has ended)."""

@@ -87,6 +87,11 @@ class _TimedMarker:
             pass
         self._function.__exit__(*exc)
 
+    def cut(self) -> None:
+        """Close without the CPU-time annotation: a step cut short (``capture run`` stopped by
+        Ctrl-C mid-step) then lacks ``cpu_us``, which marks it cut (archsim.sim.step_work)."""
+        self._function.__exit__(None, None, None)
+
 
 class _StepEnds(threading.local):
     """Per thread: thread CPU time (ns) when its last recorded step closed, None when unknown."""

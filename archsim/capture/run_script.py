@@ -169,16 +169,28 @@ def run_capture(args: argparse.Namespace) -> int:
         )
     device = check_device(args.device or _default_device())
     check_output_dir(args.out, args.force)
-    with atomic_output_dir(args.out, args.force) as tmp_out:
-        trace, counts = capture_program(
-            program,
-            tmp_out,
-            schedule=schedule,
-            device=device,
-            phase_fns=tuple(args.phase_fn),
-            stop_when_recorded=stop,
-        )
-        check_recorded(trace, counts, schedule)
+    interrupted: list[bool] = []
+    try:
+        with atomic_output_dir(args.out, args.force) as tmp_out:
+            trace, counts = capture_program(
+                program,
+                tmp_out,
+                schedule=schedule,
+                device=device,
+                phase_fns=tuple(args.phase_fn),
+                stop_when_recorded=stop,
+                interrupted=interrupted,
+            )
+            check_recorded(trace, counts, schedule)
+    except ArchsimError as exc:
+        if not interrupted:
+            raise
+        raise ArchsimError(
+            f"capture run: stopped by Ctrl-C with nothing to keep, so nothing was saved: "
+            f"{str(exc).removeprefix('capture run: ')}"
+        ) from None
+    if counts.interrupted:
+        return _report_interrupted(program, trace, counts, args.out)
     actor_steps = _actor_steps_run(trace, counts)
     print(
         f"captured {program.name}: {actor_steps} actor steps, {counts.learner_steps} learner "
@@ -187,6 +199,24 @@ def run_capture(args: argparse.Namespace) -> int:
     if counts.ended_by_os_exit:
         end_as_os_exit()
     return 0
+
+
+def _report_interrupted(program: Program, trace: Any, counts: Any, out: Path) -> int:
+    """One line for a capture a Ctrl-C ended: the whole steps its windows kept. Exit status 130, as
+    a shell reports a program ended by SIGINT."""
+    steps = trace.steps
+    whole = steps[steps["cpu_us"].notna()] if "cpu_us" in steps else steps
+    roles = whole["role"].astype(str).value_counts()
+    cut = len(steps) - len(whole)
+    print(
+        f"archsim: capture run: {program.name} stopped early by Ctrl-C after {counts.ticks} steps "
+        f"from its first optimizer step; kept {len(whole)} recorded steps "
+        f"({int(roles.get('actor', 0))} actor, {int(roles.get('learner', 0))} learner"
+        + ("; the cut step dropped" if cut else "")
+        + f"); trace in {out}",
+        file=sys.stderr,
+    )
+    return 130
 
 
 def end_as_os_exit() -> None:
@@ -209,15 +239,20 @@ def capture_program(
     device: str = "cpu",
     phase_fns: tuple[Any, ...] = (),
     stop_when_recorded: bool = False,
+    interrupted: list[bool] | None = None,
 ) -> tuple[Any, Any]:
     """Run ``program`` marked and profiled; save the trace to ``out_dir``. Returns (trace, counts).
     ``stop_when_recorded``: end the program (archsim.capture.program.ProgramStopped) at the first
-    step boundary after the schedule's last window has been saved."""
+    step boundary after the schedule's last window has been saved. A Ctrl-C the program does not
+    catch ends it (archsim.capture.interrupt): its open step is cut, the recorded windows are kept,
+    ``counts.interrupted`` is set and True is appended to ``interrupted`` (so that a later error
+    can say the capture was stopped)."""
     import tempfile
 
     from archsim.capture.auto_markers import active_marker, auto_markers
     from archsim.capture.child_capture import Workers, note
     from archsim.capture.cpu_clock import process_cpu_time
+    from archsim.capture.interrupt import Interrupts
     from archsim.capture.program import ProgramStopped, run_program
     from archsim.capture.role_schedule import RoleSchedule
     from archsim.capture.session import capture
@@ -229,6 +264,7 @@ def capture_program(
     profiled = dataclasses.replace(schedule, skip_first=schedule.skip_first + 1)
     # the user's windows, and an extra one at a role they missed (a PPO's rollouts or bursts)
     roles = RoleSchedule(profiled, lambda: getattr(active_marker(), "next_role", None))
+    interrupts = Interrupts()
     with tempfile.TemporaryDirectory(prefix="archsim-workers-") as folder:
         workers = Workers(Path(folder), profiled)
         with capture(
@@ -236,7 +272,8 @@ def capture_program(
         ) as cap:
 
             def on_tick() -> None:
-                cap.step()  # the profiler exports a window when it steps past its last step
+                with interrupts.held():  # a Ctrl-C in a window's export waits for its end
+                    cap.step()  # the profiler exports a window when it steps past its last step
                 if stop_when_recorded and roles.finished():
                     marker.counts.stopped_when_recorded = True
                     raise ProgramStopped()
@@ -245,9 +282,16 @@ def capture_program(
                 with (
                     process_cpu_time(),
                     auto_markers(on_tick, phase_fns, workers=workers) as marker,
+                    interrupts.installed(),
                 ):
                     cap._progress.note("until the first optimizer step")
-                    marker.counts.ended_by_os_exit = run_program(program)
+                    try:
+                        marker.counts.ended_by_os_exit = run_program(program)
+                    except KeyboardInterrupt:  # not caught by the program: keep what was recorded
+                        marker.cut()
+                        marker.counts.interrupted = True
+                        if interrupted is not None:
+                            interrupted.append(True)
             finally:
                 workers.stop_all()  # no worker outlives the program, whatever happened
             counts = marker.counts
