@@ -175,3 +175,14 @@ def test_profiler_events_dump_is_refused_saying_what_it_is(tmp_path: Path, capsy
     assert main(["ingest", str(path), "--out", str(tmp_path / "tr")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "or a JSON array of event objects; found an array of arrays" in err
+
+
+@pytest.mark.parametrize("path", [CONV_TRANSPOSED, CONV_DEPTHWISE, CONV_DILATED])
+def test_fp32_convolution_on_mi300x_is_not_faster_than_fp32(path: Path, capsys) -> None:
+    """PyTorch's MIOpen convolutions run strict FP32 on ROCm (TF32 is opt-in there; the kernels
+    say fp32: igemm_fwd_gtcx_nhwc_fp32). Before: priced at MI300X's xf32 rate as on NVIDIA, the
+    dilated conv's 38.65 GFLOP took 139.6 us model-only, 277 TFLOP/s, over the 163.4 TFLOP/s
+    FP32 peak. Now no fp32 conv is modelled faster than the FP32 peak allows."""
+    (op,) = ingest(path).ops.itertuples()
+    got = _predict_json(capsys, str(path), "--hw", "mi300x", "--phase", "all", "--model-only")
+    assert got["gpu_seconds"] >= op.flops / load_hw("mi300x").gpu.fp32_peak_flops

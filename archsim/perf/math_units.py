@@ -15,6 +15,7 @@ from archsim.perf.bf16 import bf16_ops
 from archsim.perf.blocks import TILED_OP_CLASSES
 from archsim.perf.columns import by_unique, parsed_input_dims
 from archsim.perf.columns import strings as _strings
+from archsim.perf.efficiency import generation, is_cdna
 from archsim.perf.tf32_operands import fp32_tensor_ops
 
 HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.bfloat16"})
@@ -84,7 +85,11 @@ def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarra
     channels = _conv_input_channels(ops)
     aligned = np.isnan(channels) | (np.nan_to_num(channels) % np.where(half, 8, 4) == 0)
     conv = (_strings(ops, "op_class") == "conv").to_numpy(dtype=bool)
-    conv_fp32 = conv & ~half & aligned
+    # Not on ROCm: there TF32 is opt-in and PyTorch's MIOpen convolutions run strict FP32
+    # (pytorch/pytorch pull 190711, 2026: "On ROCm, TF32 is strictly opt-in: conv/RNN precision
+    # flags default to full fp32"; MIOpen's math-type knob was not wired to allow_tf32 before it),
+    # so an MI300X's fp32 igemm_fwd_gtcx_nhwc_fp32 convolution runs at its FP32 rate, not xf32.
+    conv_fp32 = conv & ~half & aligned & (not is_cdna(generation(gpu)))
     tf32 = by_unique(names, lambda u: u.str.lower().str.contains("tf32", regex=False)).astype(bool)
     tf32 = (tf32 | conv_fp32) & gpu.tf32
     half_tensor = half & tiled & (aligned | ~conv)
