@@ -91,3 +91,21 @@ def test_a_cut_file_still_says_truncated(tmp_path, small_chunks):
     path.write_text(text[: len(text) // 2])
     with pytest.raises(ArchsimError, match="truncated"):
         read_kineto(path)
+
+
+def test_events_past_the_cap_are_refused_and_the_cap_can_be_lifted(tmp_path, monkeypatch):
+    # A 690 kB gzip of one repeated cpu_op expanded to 3 M events and 0.9 GB before any refusal.
+    events = ",".join(json.dumps(_event("a", i)) for i in range(50))
+    path = tmp_path / "many.json.gz"
+    with gzip.open(path, "wt") as out:
+        out.write('{"traceEvents": [' + events + "]}")
+    monkeypatch.setenv(stream.MAX_EVENTS_ENV, "20")
+    with pytest.raises(ArchsimError, match="over 20 events to keep .* set ARCHSIM_MAX_EVENTS=N"):
+        read_kineto(path)
+    monkeypatch.setenv(stream.MAX_EVENTS_ENV, "50")
+    assert len(read_kineto(path).events) == 50
+    monkeypatch.setenv(stream.MAX_EVENTS_ENV, "-3")
+    with pytest.raises(ArchsimError, match="ARCHSIM_MAX_EVENTS=-3: expected an integer >= 1"):
+        read_kineto(path)
+    monkeypatch.delenv(stream.MAX_EVENTS_ENV)
+    assert stream.max_events() == stream.MAX_EVENTS_DEFAULT

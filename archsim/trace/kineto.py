@@ -50,7 +50,7 @@ from archsim.trace.kineto_columns import (
     shared_args,
 )
 from archsim.trace.kineto_columns import INPUT_TYPE_KEYS as _INPUT_TYPE_KEYS
-from archsim.trace.stream import iter_trace
+from archsim.trace.stream import iter_trace, max_events, too_many_events
 
 # Kineto category (lower-cased) -> normalised category. Legacy names from PyTorch 1.8-1.10 traces.
 # Other categories (gpu_user_annotation mirrors, python_function, cuda_sync, ac2g flows) are skipped.
@@ -170,6 +170,7 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
     names_repaired = uncategorized = 0
     n_events = 0
     pairs = PairCounts()
+    limit = max_events()  # memory grows with the events kept (archsim.trace.stream)
     for index, event, text in paired_complete(events, pairs):
         n_events = max(n_events, index + 1)
         if not isinstance(event, dict):
@@ -241,6 +242,8 @@ def flatten_events(path: Path, events: Iterable[tuple[int, Any, str]], top: dict
             ext = as_int(first_key(args, _EXTERNAL_ID_KEYS))
         ints["external_id"].append(ext)
         dur_col.append(dur)
+        if len(dur_col) > limit:
+            raise too_many_events(path, limit)
         cat_col.append(cat)
         name_col.append(name)
         if cat in GPU_CATEGORIES:  # typed columns instead of a dict

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -32,6 +33,39 @@ _EXACT = float(2**52)  # float64 holds every integer below this exactly
 # under 20 kB), and a 500 MB string (or a gzip bomb of one) held and decoded in memory took 1.2 GB
 # and 37 s before it was refused (benchmarks/big_input.py). Events in any number are fine.
 MAX_VALUE_CHARS = 64 * 2**20
+# Events ingest keeps (complete spans of the categories it reads) take about 300 B each in memory
+# (benchmarks/big_input.py: 1.09 M events, 313 MB of JSON, 504 MB peak): 20 M of them, about 6 GB
+# of JSON, is past the traces seen (issue 13's largest: 313 MB), and a 7 MB gzip bomb of one
+# repeated event would reach it. ARCHSIM_MAX_EVENTS=N reads more.
+MAX_EVENTS_DEFAULT = 20_000_000
+MAX_EVENTS_ENV = "ARCHSIM_MAX_EVENTS"
+
+
+def max_events() -> int:
+    """The cap on kept events: ARCHSIM_MAX_EVENTS when set (an integer >= 1), else the default."""
+    text = os.environ.get(MAX_EVENTS_ENV, "").strip()
+    if not text:
+        return MAX_EVENTS_DEFAULT
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ArchsimError(f"{MAX_EVENTS_ENV}={text[:40]}: expected an integer >= 1")
+    return value
+
+
+def too_many_events(path: Path, limit: int) -> ArchsimError:
+    return ArchsimError(
+        where(
+            path,
+            f"over {limit:,} events to keep (about {limit * 300 / 1e9:.1f} GB in memory at 300 B "
+            f"an event): a gzip bomb, or a trace to record with fewer profiler steps; set "
+            f"{MAX_EVENTS_ENV}=N to read more",
+        )
+    )
+
+
 # A decode error this close to the end of the text held may be a value cut by the chunk boundary
 # (``tru``, ``1.5e``, ``"\u00``): read on. Further back it is the file's own error: say so now,
 # instead of reading the rest of the file into memory first.
