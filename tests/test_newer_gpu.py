@@ -34,10 +34,6 @@ from tests.conftest import kineto_fixture
 
 # (older, newer): the newer part's figures that are worse, each cited in its preset, and why.
 EXCEPTIONS: dict[tuple[str, str], tuple[frozenset[str], str]] = {
-    ("dgx1-p100", "dgx1-v100"): (
-        frozenset({"l2_latency"}),
-        "V100 L2 hit 140.5 ns measured (gpu-benches v100.txt); P100 none, Volta's 193 cycles taken",
-    ),
     ("dgx1-v100", "dgx-a100"): (
         frozenset({"dram_latency", "loaded_latency", "l2_latency", "kernel_min", "clock"}),
         "A100 pointer chase 408 vs 317 ns, L2 151 vs 140.5 ns "

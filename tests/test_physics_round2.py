@@ -295,8 +295,8 @@ def test_a_preset_that_dominates_another_is_never_slower_on_any_op():
     """Found from the presets' figures, so a new preset is checked too (today: dgx-h100 and dgx-h200
     over dgx-a100, dgx-h200 over dgx-h100, mi250x over mi210). Near misses are not contradictions:
     mi300x's DRAM latency (434 ns, measured) is above mi250x's 390, and its small kernels are up to
-    36% slower; dgx1-v100's measured L2 hit (140.5 ns) is above dgx1-p100's, which has no pointer
-    chase and takes Volta's 193 cycles at its clock (130 ns): V100 reductions 0.6-1.2% slower."""
+    36% slower. dgx1-v100 over dgx1-p100 joined once the P100 took the V100's own measured L2 hit
+    (215 cycles at its clock) instead of Jia et al.'s lower 193 (tests/test_physics_round3.py)."""
     assert ("dgx-h200", "dgx-h100") in DOMINANT and ("mi250x", "mi210") in DOMINANT
     for name, ops, source in _op_sets():
         for a, b in DOMINANT:
