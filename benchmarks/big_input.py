@@ -1,7 +1,8 @@
 """Bounded memory and time on big input: peak RSS and CPU time of ``archsim ingest``, ``trace info``,
 ``breakdown`` and ``predict --model-only`` on a real Kineto trace tiled to three sizes, beside stdlib
 ``json.load`` of the same file (the reference, measured in the same run), and of ``ingest`` on
-hostile files (deep nesting, one 500 MB string, a gzip bomb), which must be refused in one line.
+hostile files (deep nesting, one 500 MB string, gzip bombs of a string, of whitespace and of one
+repeated event), refused in one line or read in bounded memory.
 
 The trace is a real fixture's events repeated (timestamps shifted by the trace's span, correlation,
 External id and flow ids by their maximum, ProfilerStep# numbers by the steps' count), written as
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -85,7 +87,7 @@ _JSON_LOAD = (
 )
 
 
-def measure(argv: list[str], limit_gib: float | None = None) -> dict:
+def measure(argv: list[str], limit_gib: float | None = None, env: dict | None = None) -> dict:
     """Run ``argv`` under /usr/bin/time: exit code, peak RSS (bytes), CPU seconds, wall seconds,
     and the first line of stderr; under an address-space limit when given (hostile input must not
     take the machine down if it is not refused)."""
@@ -93,7 +95,9 @@ def measure(argv: list[str], limit_gib: float | None = None) -> dict:
         cmd = ["/usr/bin/time", "-o", stats.name, "-f", "%M %U %S %e", *argv]
         if limit_gib:
             cmd = ["bash", "-c", f'ulimit -v {int(limit_gib * 2**20)}; exec "$@"', "-", *cmd]
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})}
+        )
         fields = stats.read().split()[-4:]
     kib, user, system, wall = (float(f) for f in fields)
     err = [line for line in done.stderr.splitlines() if line.strip()]
@@ -210,14 +214,23 @@ def hostile(work: Path, bomb_gib: float) -> None:
             sp.write(blank)
         out.write('"}]}')
         sp.write("]}")
+    events = work / "events_bomb.json.gz"
+    one = json.dumps(
+        {"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}
+    )
+    with gzip.open(events, "wt", compresslevel=9) as out:
+        out.write('{"traceEvents": [' + (one + ",") * 3_000_000 + one + "]}")
     print(f"\nhostile input (ingest, under a 6 GiB address-space limit); {'':>2}peak MB / CPU s")
     for path, what in (
         (deep, "1,000,000 nested arrays"),
         (string, "one 500 MiB string in an event"),
         (bomb, f"gzip bomb: {bomb.stat().st_size / MIB:.1f} MiB -> a {bomb_gib:g} GiB string"),
         (spaces, f"gzip bomb: {spaces.stat().st_size / MIB:.1f} MiB -> {bomb_gib:g} GiB of spaces"),
+        (events, f"gzip bomb: {events.stat().st_size / MIB:.1f} MiB -> 3 M events (default cap)"),
+        (events, "the same, ARCHSIM_MAX_EVENTS=1000000"),
     ):
-        r = measure(_archsim("ingest", str(path), "--out", str(work / "h")), limit_gib=6)
+        env = {"ARCHSIM_MAX_EVENTS": "1000000"} if "ARCHSIM" in what else None
+        r = measure(_archsim("ingest", str(path), "--out", str(work / "h")), limit_gib=6, env=env)
         shutil.rmtree(work / "h", ignore_errors=True)
         print(
             f"  {what:<48} rc {r['rc']} ({r['err_lines']} stderr line)  "
