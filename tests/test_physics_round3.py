@@ -162,3 +162,27 @@ def test_the_p100_borrows_no_better_l2_figure_than_the_v100s_own():
     assert l2_hit_seconds(p100) == pytest.approx(215 / 1480e6, rel=1e-3)
     assert l2_hit_seconds(p100) >= l2_hit_seconds(v100)
     assert ("dgx1-v100", "dgx1-p100") in DOMINANT
+
+
+# --- round 3's hunt (item 5) -----------------------------------------------------------------------
+
+
+def test_a_faster_cpu_on_a_saturated_gpu_trades_updates_for_frames_and_loses_neither_when_held():
+    """Found here: jetson-tx1, R2D2, 64 actors, thread_speed_rel 0.288 -> 0.432 (x1.5): 5,413 ->
+    8,116 frames/s but 21.25 -> 20.25 updates/s (x3: 17.75). The GPU is busy 99% of the window and
+    its two streams share it (archsim.sim.gpu): faster actors send more inference batches, which
+    take GPU time from the learner's steps, which its own cap (0.1) does not bind. Not the shared
+    DRAM (the same with memory.shared_with_gpu=false). Held at a ratio both reach (0.01 samples
+    per insert), neither falls (7.5 -> 11.0 updates/s)."""
+    speed = load_hw("jetson-tx1").cpu.thread_speed_rel
+    faster = (f"cpu.thread_speed_rel={speed * 1.5}",)
+    run = {"actors": 64, "sim_seconds": 4.0}
+    a = _metrics("r2d2-seed-2x2-cpu", "jetson-tx1", **run)
+    b = _metrics("r2d2-seed-2x2-cpu", "jetson-tx1", faster, **run)
+    assert b["frames_per_s"] >= a["frames_per_s"] * (1 - NOISE)
+    if b["learner_updates_per_s"] < a["learner_updates_per_s"] * (1 - NOISE):
+        assert b["gpu_util"] > 0.95 and b["frames_per_s"] > a["frames_per_s"] * (1 + NOISE)
+    a = _metrics("r2d2-seed-2x2-cpu", "jetson-tx1", replay_ratio=0.01, **run)
+    b = _metrics("r2d2-seed-2x2-cpu", "jetson-tx1", faster, replay_ratio=0.01, **run)
+    for metric in ("frames_per_s", "learner_updates_per_s"):
+        assert b[metric] >= a[metric] * (1 - NOISE), f"held at 0.01: {metric}"
