@@ -378,3 +378,11 @@ def test_a_yaml_over_a_mib_is_refused_before_parsing(trace_dir, tmp_path, capsys
     assert main(argv) == 2
     assert resource.getrusage(resource.RUSAGE_SELF).ru_utime - before < 2.0  # CPU, not wall
     assert "MiB of text, over the 1 MiB" in error_line(capsys)
+
+
+def test_an_empty_calibration_is_refused(trace_dir, tmp_path, capsys) -> None:
+    # Before: `efficiency: {}` printed "with calibrated efficiencies" and changed nothing.
+    overlay = tmp_path / "cal.yaml"
+    overlay.write_text("efficiency: {}\n")
+    assert main(["predict", str(trace_dir), "--calibration", str(overlay)]) == 2
+    assert "efficiency is empty" in error_line(capsys)

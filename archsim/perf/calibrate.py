@@ -139,6 +139,8 @@ def load_efficiency(path: Path) -> dict[str, float]:
         raise ArchsimError(f"{path}: not valid YAML ({problem})") from None
     if not isinstance(data, dict) or not isinstance(data.get("efficiency"), dict):
         raise ArchsimError(f"{path}: expected a mapping with key efficiency: {{class: fraction}}")
+    if not data["efficiency"]:  # "calibrated" output that calibrates nothing
+        raise ArchsimError(f"{path}: efficiency is empty (expected {{class: fraction}} entries)")
     out = {}
     known = known_efficiency_classes()
     for name, value in data["efficiency"].items():
