@@ -34,6 +34,7 @@ from workloads.r2d2.seed.runner import (
     _first_exit,
     _status_queue,
     _stop_all,
+    _write_processes,
     collect_processes,
 )
 from workloads.shared_flag import SharedFlag
@@ -148,7 +149,7 @@ def _run(settings: ApexSettings, raw_dir: Path, labels: list[str], topo: Any) ->
                 peers[role] = (host, _wait_ready(proc, label, status, settings.start_timeout_s))
                 if role == "learner" and "replay" not in peers:
                     peers["replay"] = peers["learner"]  # placement learner: one process serves both
-        (raw_dir / PROCESSES_FILE).write_text(json.dumps([r.__dict__ for r in records], indent=1))
+        _write_processes(raw_dir / PROCESSES_FILE, [r.__dict__ for r in records])
         failure = _wait_for_actors(procs, status, settings)
         go.set()
         started = time.monotonic()

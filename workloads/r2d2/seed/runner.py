@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from archsim.atomic import atomic_output_file
 from archsim.capture.progress import Progress
 from archsim.errors import ArchsimError
 from workloads.r2d2.seed.actor_process import actor_main
@@ -60,6 +61,13 @@ class SeedRunResult:
     failure: str | None  # one line naming the failed process, when not complete
     run_seconds: float
     port: int
+
+
+def _write_processes(path: Path, rows: list[dict]) -> None:
+    """Write the processes file whole or not at all (a temporary renamed over it): it is read while
+    the run goes on (tests, a user finding a process), and a plain rewrite is empty for a moment."""
+    with atomic_output_file(path) as handle:
+        handle.write(json.dumps(rows, indent=1))
 
 
 def _status_queue(ctx: Any) -> Any:
@@ -194,16 +202,12 @@ def run_seed(settings: SeedSettings, raw_dir: Path) -> SeedRunResult:
             record = ProcessRecord("actor", i, proc.pid)
             records.append(record)
             procs.append((record, proc))
-        (raw_dir / PROCESSES_FILE).write_text(
-            json.dumps([dataclasses.asdict(r) for r in records], indent=1)
-        )
+        _write_processes(raw_dir / PROCESSES_FILE, [dataclasses.asdict(r) for r in records])
         failure = _wait_for_actors(procs, status, settings)
         started = time.monotonic()
-        (raw_dir / PROCESSES_FILE).write_text(
-            json.dumps(
-                [dict(dataclasses.asdict(r), run_started=failure is None) for r in records],
-                indent=1,
-            )
+        _write_processes(
+            raw_dir / PROCESSES_FILE,
+            [dict(dataclasses.asdict(r), run_started=failure is None) for r in records],
         )
         recording = True
         progress = Progress(settings.seconds, "r2d2 run (profiled half)", "s")
