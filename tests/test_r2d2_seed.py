@@ -342,7 +342,11 @@ def test_merge_never_shifts_processes_of_one_host(tmp_path):
 def test_multi_process_capture(tmp_path):
     from workloads.r2d2.capture import capture_r2d2
 
-    settings = small_settings()
+    # 8 s, recording the first 4: the recorded half must hold a whole learner step, which waits for
+    # 20 steps of every env and then trains. Measured: the first learner step began 0.54 s after
+    # the first actor step on an idle 2-core box and 0.80-0.83 s beside two busy loops, and one of
+    # three runs beside two busy loops and other jobs recorded none in a 2-s half (seconds=4).
+    settings = small_settings(seconds=8.0)
     out = tmp_path / "trace"
     trace = capture_r2d2(settings, out)
     loaded = load(out)
