@@ -34,6 +34,16 @@ CDNA_HALF_MATRIX_NAME_PATTERN = (
 TENSOR_CORE_NAME_PATTERN = (
     r"hmma|884|1688|16816|tensorop|xmma|wgmma|tf32|" + CDNA_HALF_MATRIX_NAME_PATTERN
 )
+# Kernels whose name says they multiply FP32 data in a reduced-precision FP32 format: NVIDIA's
+# "tf32", AMD's "xf32" and hipBLASLt's Tensile XF32 GEMMs, which TensileLite names by appending
+# "_M" + the F32XdlMathOp type char ("X" for XFloat32) after the single-precision data type
+# (ProblemType naming in hipBLASLt's TensileLite SolutionStructs: Cijk_Ailk_Bljk_S_MX_B_...).
+# hipBLASLt picks those only for the compute type HIPBLAS_COMPUTE_32F_FAST_TF32
+# (rocblaslt_compute_f32_fast_xf32 -> setF32XdlMathOp(XFloat32), rocblaslt tensile_host.cpp),
+# which PyTorch asks for only when TF32 is opted in (archsim.perf.tf32_operands): an FP32 Tensile
+# GEMM without "_MX_" (Cijk_Ailk_Bljk_S_B_..., rocBLAS's ..._SB_...) runs on FP32 MFMA, the FP32
+# rate CDNA presets give. hipBLASLt's hand-tuned kernels prefix the name (Custom_Cijk_..._S_MX_...).
+TF32_NAME_PATTERN = r"tf32|xf32|(?:^|_)cijk_a[a-z]+_b[a-z]+_s_mx_"
 # fp16 on vector pipes: the "FP16 = 2x FP32" rates of GM20B, GP100 and later vector pipes need packed
 # __half2 math (CUDA C Programming Guide, "Arithmetic Instructions"). PyTorch's fp16 kernels do not
 # use it: GEMMs call cublasGemmEx with CUDA_R_16F operands and CUDA_R_32F compute (rocblas_gemm_ex
@@ -90,7 +100,9 @@ def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarra
     # flags default to full fp32"; MIOpen's math-type knob was not wired to allow_tf32 before it),
     # so an MI300X's fp32 igemm_fwd_gtcx_nhwc_fp32 convolution runs at its FP32 rate, not xf32.
     conv_fp32 = conv & ~half & aligned & (not is_cdna(generation(gpu)))
-    tf32 = by_unique(names, lambda u: u.str.lower().str.contains("tf32", regex=False)).astype(bool)
+    tf32 = by_unique(
+        names, lambda u: u.str.lower().str.contains(TF32_NAME_PATTERN, regex=True)
+    ).astype(bool)
     tf32 = (tf32 | conv_fp32) & gpu.tf32
     half_tensor = half & tiled & (aligned | ~conv)
     # A tensor-core kernel whose operands are FP32 (recorded dtype, or none and no narrower type in

@@ -26,7 +26,17 @@ trace's cutlass_80_tensorop_s1688gemm predicted on a T4) at the GPU's FP32 rate,
 library picks there would run. On CDNA2 that rate is the FP32 matrix (MFMA) rate its presets give
 as their FP32 rate (AMD CDNA2 whitepaper: MI250X FP32 matrix 95.7 TFLOP/s, twice FP32 vector), with
 no reduced-precision FP32 format; CDNA3 has TF32 (xf32, MI300X datasheet 653.7 TFLOP/s) and is
-priced like Ampere.
+priced like Ampere, as the kernel says: TF32 is opt-in in PyTorch on ROCm as on CUDA. By default
+fp32 matmuls are strict FP32 (aten/src/ATen/Context.h: float32_matmul_precision defaults to
+HIGHEST in ROCm builds too; from PyTorch 2.7 ROCm builds also asked for HIPBLASLT_ALLOW_TF32=1,
+pytorch pull 144145, ROCm/pytorch pull 1803), and hipBLASLt then runs FP32 MFMA kernels
+(Cijk_..._S_B_...), which math_units prices at the FP32 rate. Opted in (allow_tf32 = True or
+set_float32_matmul_precision("high")), hipBLASLt's FAST_TF32 maps to CDNA3's XF32 instructions
+(pytorch pull 180926) in kernels named ``_S_MX_`` (math_units.TF32_NAME_PATTERN), priced at xf32.
+A GEMM that ran as TF32 on an NVIDIA GPU was opted in, so predicted on an MI300X it keeps the xf32
+rate, as with current PyTorch, where allow_tf32 alone selects XF32 on gfx942 (pytorch pull 188168,
+ROCm 7.2; ROCm/pytorch's Context.cpp of that time checks no environment switch); where the
+HIPBLASLT_ALLOW_TF32 switch was required and unset it would run at the FP32 rate, 1/4 of that.
 """
 
 from __future__ import annotations
