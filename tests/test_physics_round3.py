@@ -91,6 +91,41 @@ def test_more_cores_with_the_params_lock_trade_updates_for_frames_and_lose_neith
         assert b[metric] >= a[metric] * (1 - NOISE), f"held at 0.006: {metric}"
 
 
+def test_a_learner_step_holds_the_gil_for_its_recorded_python_seconds_at_every_batch():
+    """Worked by hand. A recorded step of 100 ms (20 ms locked) at shares 0.1 and 0.3 holds 10 ms
+    of Python (8 ms unlocked, 6 ms locked); of it 1 ms is the priority update's per-item loop,
+    which alone grows: at 16x the batch 10 - 1 + 16 = 25 ms, unlocked 8 ms, locked 6 - 1 + 16 =
+    21 ms. Over a 1 s step with 50 ms locked: shares 0.025, 0.008/0.95 and 0.42. At the recorded
+    batch the shares are the recorded ones."""
+    from archsim.sim.python_share import with_learner_python_s
+
+    python = PythonShare(
+        train=BurstPython(0.1, 300.0),
+        update=BurstPython(0.3, 180.0),
+        learner_growing_s=(1e-3, 0.0, 1e-3),
+    )
+    whole, free, held = with_learner_python_s(python, 0.1, 0.02, 16.0).learner_bursts(1.0, 0.05)
+    assert whole == BurstPython(pytest.approx(0.025), 300.0)
+    assert free.share == pytest.approx(0.008 / 0.95) and held.share == pytest.approx(0.42)
+    same = with_learner_python_s(python, 0.1, 0.02, 1.0).learner_bursts(0.1, 0.02)
+    assert [b.share for b in same] == pytest.approx([0.1, 0.1, 0.3])
+    assert python.learner_bursts(1.0, 0.05) == (python.train, python.train, python.update)
+
+
+def test_a_larger_learner_batch_never_lowers_r2d2_frames_on_a_core_of_its_own():
+    """The fault: a CPU learner step held the GIL for a constant share (0.12) of its work, so a
+    step at 16x the batch held it 16x as long (107 ms instead of 11) though its forward, optimizer
+    and target sync make the same calls, and the server's Python waited behind it (local with 16
+    cores, 64 actors, --learner-batch 8 -> 128: 8,452 -> 7,962 frames/s; now 8,960 -> 9,010)."""
+    a = _metrics(
+        "r2d2-seed-2x2-cpu", "local", ("cpu.cores_per_socket=16",), actors=64, learner_batch=8
+    )
+    b = _metrics(
+        "r2d2-seed-2x2-cpu", "local", ("cpu.cores_per_socket=16",), actors=64, learner_batch=128
+    )
+    assert b["frames_per_s"] >= a["frames_per_s"] * (1 - NOISE)
+
+
 # --- CPU power under a faster core; the CPU clock fields (items 2, 3) ------------------------------
 
 

@@ -29,6 +29,25 @@ LOCKED_GROWING_PHASES = ("priority_update",)
 LOCKED_FIXED_PHASES = ("optimizer_step",)
 
 
+def learner_scale(trace, learner_batch: int) -> float:
+    """``learner_batch`` over the trace's learner batch (its median)."""
+    steps = trace.steps
+    learner = steps[steps["role"] == "learner"]
+    return learner_batch / max(1.0, float(learner["batch_size"].median()))
+
+
+def learner_step_s(learner: pd.DataFrame, scale: float) -> tuple[float, float]:
+    """A CPU learner step's work at ``scale`` x the trace's batch and its part done under a params
+    lock (the parameter and priority updates), from the learner's step rows."""
+    cpu_time = has_cpu_time(learner)
+    grows = typical_us(phases_work_us(learner, BATCH_LEARNER_PHASES), cpu_time)
+    fixed = typical_us(phases_work_us(learner, FIXED_LEARNER_PHASES), cpu_time)
+    train_s = (float(grows) * scale + float(fixed)) * 1e-6
+    locked_grows = typical_us(phases_work_us(learner, LOCKED_GROWING_PHASES), cpu_time)
+    locked_fixed = typical_us(phases_work_us(learner, LOCKED_FIXED_PHASES), cpu_time)
+    return train_s, min((float(locked_grows) * scale + float(locked_fixed)) * 1e-6, train_s)
+
+
 def cpu_only_times(
     trace, config: SimConfig, learner_batch: int, actor: ActorWork, hw
 ) -> ServiceTimes:
@@ -51,16 +70,8 @@ def cpu_only_times(
         if config.inference == "central" and act_s <= 0:
             raise ArchsimError("trace: actor steps have no act phase to time CPU inference with")
         inference_s = act_s * np.arange(max_batch + 1, dtype=float)
-    trace_batch = max(1.0, float(learner["batch_size"].median()))
-    scale = learner_batch / trace_batch
-    cpu_time = has_cpu_time(learner)
-    grows = typical_us(phases_work_us(learner, BATCH_LEARNER_PHASES), cpu_time)
-    fixed = typical_us(phases_work_us(learner, FIXED_LEARNER_PHASES), cpu_time)
-    train_s = (float(grows) * scale + float(fixed)) * 1e-6
-    # the part done under a params lock: the parameter and priority updates
-    locked_grows = typical_us(phases_work_us(learner, LOCKED_GROWING_PHASES), cpu_time)
-    locked_fixed = typical_us(phases_work_us(learner, LOCKED_FIXED_PHASES), cpu_time)
-    locked_s = min((float(locked_grows) * scale + float(locked_fixed)) * 1e-6, train_s)
+    scale = learner_scale(trace, learner_batch)
+    train_s, locked_s = learner_step_s(learner, scale)
     envs = config.envs_per_actor
     return ServiceTimes(
         actor_step_cpu_s=actor.actor_step_cpu_s,

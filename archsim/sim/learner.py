@@ -28,6 +28,10 @@ def learner_process(system: System):
     batch = system.learner_batch
     lock = system.params_lock
     python = times.python
+    # a CPU step's Python parts at this batch (whole, unlocked, locked; PythonShare.learner_bursts)
+    step_python, free_python, update_python = python.learner_bursts(
+        times.learner_gpu_s, times.learner_locked_cpu_s
+    )
     updates = 0
     if rec.timeline is not None:
         rec.timeline.name_thread(thread, "learner")
@@ -88,13 +92,13 @@ def learner_process(system: System):
                 yield done
         elif lock is not None:
             free_s = times.learner_gpu_s - times.learner_locked_cpu_s
-            yield from run_burst(system, thread, free_s, python.train, "train_step")
+            yield from run_burst(system, thread, free_s, free_python, "train_step")
             yield from locked(
                 lock,
-                run_burst(system, thread, times.learner_locked_cpu_s, python.update, "update"),
+                run_burst(system, thread, times.learner_locked_cpu_s, update_python, "update"),
             )
         else:
-            yield from run_burst(system, thread, times.learner_gpu_s, python.train, "train_step")
+            yield from run_burst(system, thread, times.learner_gpu_s, step_python, "train_step")
         updates += 1
         if env.now < rec.end:
             rec.learner_updates += 1

@@ -36,8 +36,23 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from archsim.sim.step_work import phase_work_us
+
 # Phases whose recorded time is one call into native code that releases the GIL (see above).
 NATIVE_PHASES = ("train_backward",)
+# Learner phases whose Python grows with the batch: the bundled runtimes' priority update walks the
+# sum tree once per item in a Python loop (workloads/r2d2/replay.py, SumTree.update). The other
+# phases make the same module calls and op calls at every batch size; only their native ops grow.
+GROWING_PYTHON_PHASES = ("priority_update",)
+TRAIN_PHASES = (
+    "train_forward",
+    "train_backward",
+    "optimizer_step",
+    "priority_update",
+    "target_sync",
+)
+UPDATE_PHASES = ("optimizer_step", "priority_update")  # the locked part of a step
+FREE_PHASES = tuple(p for p in TRAIN_PHASES if p not in UPDATE_PHASES)
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,12 @@ class PythonShare:
     # Python seconds of one inference batch on the CPU (capture-thread seconds), the same at every
     # batch size (inference_burst); None: ``inference.share`` of the batch's work at every size
     inference_python_s: float | None = None
+    # Python seconds per recorded learner step in GROWING_PYTHON_PHASES (whole step, its unlocked
+    # part, its locked part; learner_growing_s): they alone grow with the batch
+    learner_growing_s: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    # Python seconds of a CPU learner step at the run's batch (whole, unlocked, locked part;
+    # with_learner_python_s); None: the shares at every batch
+    learner_python_s: tuple[float, float, float] | None = None
 
     def inference_burst(self, work_s: float) -> BurstPython:
         """The Python part of a CPU inference batch whose work is ``work_s``. The interpreter runs
@@ -77,6 +98,22 @@ class PythonShare:
             return self.inference
         share = min(1.0, self.inference_python_s / work_s)
         return BurstPython(share=share, releases=self.inference.releases)
+
+    def learner_bursts(
+        self, step_s: float, locked_s: float
+    ) -> tuple[BurstPython, BurstPython, BurstPython]:
+        """The Python parts of a CPU learner step of ``step_s`` whose locked part is ``locked_s``
+        (whole step, unlocked part, locked part): their Python seconds at the run's batch, not a
+        share of their work. A share held constant made a step at 16x the recorded batch hold the
+        GIL 16x as long, though its forward, optimizer and target sync make the same calls."""
+        if self.learner_python_s is None:
+            return self.train, self.train, self.update
+        whole, free, held = self.learner_python_s
+        return (
+            _held(self.train, whole, step_s),
+            _held(self.train, free, step_s - locked_s),
+            _held(self.update, held, locked_s),
+        )
 
     def any(self) -> bool:
         """True when some burst holds the GIL for part of its work."""
@@ -129,6 +166,39 @@ def burst_python(trace, role: str, phases: tuple[str, ...]) -> BurstPython:
     return BurstPython(share=share, releases=len(ops) / len(rows))
 
 
+def python_work_us(trace, role: str, phases: tuple[str, ...]) -> float:
+    """Recorded Python time of ``phases`` of ``role``'s steps: their CPU time where recorded (a
+    wall time holds waits: the bundled R2D2's priority update ran 4.8 ms of wall, mostly waiting
+    for the params lock, in 0.4 ms of CPU), else their wall time, minus their CPU ops' (each phase
+    at least 0; the native phases none)."""
+    steps = trace.steps
+    rows = steps[steps["role"] == role]
+    ops = trace.ops
+    ops = ops[(ops["kind"] == "cpu") & ops["step_id"].isin(rows["step_id"])]
+    total = 0.0
+    for phase in phases:
+        if phase in NATIVE_PHASES or f"{phase}_us" not in rows:
+            continue
+        work = float(phase_work_us(rows, phase).fillna(0.0).sum())
+        total += max(0.0, work - float(ops.loc[ops["phase"] == phase, "dur_us"].sum()))
+    return total
+
+
+def learner_growing_s(trace) -> tuple[float, float, float]:
+    """Python seconds per learner step in GROWING_PYTHON_PHASES (whole step, unlocked, locked)."""
+    steps = trace.steps
+    rows = steps[steps["role"] == "learner"]
+    present = [p for p in GROWING_PYTHON_PHASES if f"{p}_us" in rows]
+    if rows.empty or not present:
+        return (0.0, 0.0, 0.0)
+    counted = int(rows[[f"{p}_us" for p in present]].notna().any(axis=1).sum())
+    out = []
+    for phases in (TRAIN_PHASES, FREE_PHASES, UPDATE_PHASES):
+        grows = tuple(p for p in phases if p in present)
+        out.append(python_work_us(trace, "learner", grows) * 1e-6 / counted if counted else 0.0)
+    return (out[0], out[1], out[2])
+
+
 def derive_python_share(trace, inference_role: str = "inference") -> PythonShare:
     """Python shares of the learner process's bursts from ``trace`` (before the profiler's cost is
     taken out of its steps, so that op times and phase times are both profiled figures); the
@@ -144,14 +214,30 @@ def derive_python_share(trace, inference_role: str = "inference") -> PythonShare
     )
     return PythonShare(
         replay_sample=burst_python(trace, "learner", ("replay_sample",)),
-        train=burst_python(
-            trace,
-            "learner",
-            ("train_forward", "train_backward", "optimizer_step", "priority_update", "target_sync"),
-        ),
-        update=burst_python(trace, "learner", ("optimizer_step", "priority_update")),
+        train=burst_python(trace, "learner", TRAIN_PHASES),
+        update=burst_python(trace, "learner", UPDATE_PHASES),
         inference=inference,
+        learner_growing_s=learner_growing_s(trace),
     )
+
+
+def with_learner_python_s(
+    python: PythonShare, step_s: float, locked_s: float, scale: float
+) -> PythonShare:
+    """``python`` with the Python seconds of a CPU learner step at ``scale`` x the trace's batch,
+    from its recorded step's work ``step_s`` and locked part ``locked_s``: each part's share of its
+    recorded work, of which the growing phases' Python (learner_growing_s, at most the part) times
+    ``scale``."""
+    parts = (
+        python.train.share * step_s,
+        python.train.share * (step_s - locked_s),
+        python.update.share * locked_s,
+    )
+    seconds = []
+    for part, grows in zip(parts, python.learner_growing_s, strict=True):
+        grows = min(grows, part)
+        seconds.append(part - grows + grows * scale)
+    return dataclasses.replace(python, learner_python_s=(seconds[0], seconds[1], seconds[2]))
 
 
 def with_server(
@@ -168,6 +254,13 @@ def with_server(
         server_per_obs=_ratio(per_obs_python_s, per_obs_cpu_s),
         server_per_batch=_ratio(per_batch_python_s, per_batch_cpu_s),
     )
+
+
+def _held(part: BurstPython, python_s: float, work_s: float) -> BurstPython:
+    """``part`` holding the GIL for ``python_s`` of a burst of ``work_s`` (all of a shorter one)."""
+    if work_s <= 0:
+        return part
+    return BurstPython(share=min(1.0, python_s / work_s), releases=part.releases)
 
 
 def _ratio(part: float, whole: float) -> float:

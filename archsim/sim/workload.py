@@ -23,13 +23,17 @@ import pandas as pd
 from archsim.perf.network import ACTION_BYTES, OBS_BYTES, message_seconds
 from archsim.sim.actor_work import derive_actor_work
 from archsim.sim.config import SimConfig
-from archsim.sim.cpu_only_work import cpu_only_times
+from archsim.sim.cpu_only_work import cpu_only_times, learner_scale, learner_step_s
 from archsim.sim.inference_work import derive_inference_work
 from archsim.sim.learner_work import derive_learner_work, trace_learner_batch
 from archsim.sim.machine import derive_machine
 from archsim.sim.pacing import trace_frames_per_env_step
 from archsim.sim.profiler_cost import without_profiler_cost
-from archsim.sim.python_share import derive_python_share, with_server
+from archsim.sim.python_share import (
+    derive_python_share,
+    with_learner_python_s,
+    with_server,
+)
 from archsim.sim.step_work import whole_steps
 from archsim.sim.system import ServiceTimes
 
@@ -54,6 +58,9 @@ def derive_service_times(trace, hw, config: SimConfig, learner_batch: int) -> Se
         times = cpu_only_times(trace, config, learner_batch, actor, hw)
         python = with_server(python, actor.server_cpu_s_per_obs, actor.server_python_s_per_obs)
         python = with_inference_python_s(python, trace)
+        step_s, locked_s = learner_step_s(trace.steps[trace.steps["role"] == "learner"], 1.0)
+        scale = learner_scale(trace, learner_batch)
+        python = with_learner_python_s(python, step_s, locked_s, scale)
         return dataclasses.replace(times, frames_per_env_step=frames_per_env_step, python=python)
     inference = derive_inference_work(trace, hw, config, source)
     learner = derive_learner_work(trace, hw, learner_batch, source)
