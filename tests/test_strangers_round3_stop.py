@@ -109,3 +109,71 @@ def test_ctrl_c_before_anything_was_recorded_saves_nothing_and_says_so(tmp_path)
         "learner step to record; run it long enough to train"
     )
     assert not out.exists()
+
+
+# An endless loop whose every step is wrapped in a catch-all, as in scripts that must survive a bad
+# episode: argv[1] chooses ``except BaseException: continue`` or a bare ``except: pass``.
+SWALLOWS = textwrap.dedent(
+    """
+    import sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    env = gym.make("CartPole-v1")
+    q = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2))
+    opt = torch.optim.Adam(q.parameters(), lr=1e-3)
+    state = dict(obs=env.reset(seed=0)[0], t=0, updates=0, caught=0)
+    buf = []
+
+    def step():
+        with torch.no_grad():
+            a = int(q(torch.as_tensor(state["obs"])).argmax())
+        nobs, r, term, trunc, _ = env.step(a)
+        buf.append(state["obs"])
+        state["obs"] = env.reset()[0] if term or trunc else nobs
+        state["t"] += 1
+        if state["t"] > 8:
+            o = torch.as_tensor(np.array([buf[i] for i in np.random.randint(len(buf), size=16)]))
+            loss = q(o).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step(); state["updates"] += 1
+
+    try:
+        while True:
+            if sys.argv[1] == "continue":
+                try:
+                    step()
+                except BaseException:
+                    state["caught"] += 1
+                    continue
+            else:
+                try:
+                    step()
+                except:
+                    pass
+    finally:
+        print("COUNTS " + " ".join(f"{k}={v}" for k, v in state.items() if k != "obs"))
+    """
+)
+
+
+def test_stop_when_recorded_ends_a_loop_that_catches_base_exception(tmp_path, capsys):
+    """--stop-when-recorded raises at a step boundary; a loop that catches it and goes on gets it
+    again at its next line, in its handler, where its own ``try`` cannot catch it: the program
+    ends, its ``finally`` runs, the trace is saved (it ran forever before). (About 2 s.)"""
+    from archsim.cli import main
+    from tests.test_strangers_round2 import _counts
+
+    script = _script(tmp_path, SWALLOWS, "swallows.py")
+    schedule = ["--wait", "1", "--warmup", "1", "--active", "4", "--repeat", "2"]
+    for how in ("continue", "pass"):
+        out = tmp_path / how
+        argv = ["capture", "run", "--out", str(out), *schedule, "--stop-when-recorded"]
+        assert main([*argv, "--", script, how]) == 0
+        printed = capsys.readouterr()
+        did = _counts(printed.out)
+        assert did["caught"] == (1 if how == "continue" else 0)
+        counts = load(out).meta["workload"]["settings"]["counts"]
+        assert counts["stopped_when_recorded"] and counts["learner_steps"] == did["updates"]
+        assert counts["env_steps"] == did["t"]

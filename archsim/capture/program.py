@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from archsim.errors import ArchsimError
@@ -31,6 +32,61 @@ class ProgramStopped(BaseException):
     """Raised in the program's thread at a step boundary to end it early (``capture run
     --stop-when-recorded``): not an Exception, so the program's ``except Exception`` and
     ``except KeyboardInterrupt`` let it through while its ``finally`` blocks still run."""
+
+
+def _except_line(frame: Any) -> bool:
+    """Whether the frame is at an ``except`` clause (Python traces the clause's line as it tests
+    the exception)."""
+    import linecache
+
+    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).lstrip()
+    return text.startswith("except") and text[6:7] in (" ", ":", "*", "(")
+
+
+def stop_at_next_line(program: Any) -> None:
+    """Raise :class:`ProgramStopped` again at the ``except`` clause of the program's own code (its
+    files: the script's folder, or the current directory for ``-m``; not archsim, not installed
+    packages) that catches the one about to be raised. For a program that caught the stop
+    (``except BaseException: continue``, a bare ``except: pass``) and went on: raised in the
+    clause, the new one is outside that ``try``. Python's trace hook, armed on the frames on the
+    stack and new ones; it unsets itself as it raises, so an outer handler that catches it too is
+    armed again at the program's next step. A handler in a library's code is not reached. It
+    replaces a tracer already set (a debugger's, coverage's) from then on."""
+    folder = program.script.resolve().parent if program.script is not None else Path.cwd()
+    root = os.path.join(os.path.realpath(folder), "")
+    own = os.path.join(os.path.realpath(Path(__file__).parents[1]), "")  # archsim's package
+
+    known: dict[str, bool] = {}
+
+    def programs(code: Any) -> bool:
+        name = code.co_filename  # as the program was run: maybe relative, through links
+        if name not in known:
+            real = os.path.realpath(name)
+            known[name] = (
+                not name.startswith("<")  # <frozen posixpath>, <string>: no file
+                and real.startswith(root)
+                and not real.startswith(own)
+                and "site-packages" not in real
+                and "dist-packages" not in real
+            )
+        return known[name]
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if not programs(frame.f_code):
+            return None
+        # at the handler's own ``except`` line, not on the way up (a ``with``'s exit, a ``finally``):
+        # Python unsets a trace function that raises, so it has one chance per step
+        if event == "line" and _except_line(frame):
+            sys.settrace(None)
+            raise ProgramStopped()
+        return tracer
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if programs(frame.f_code):
+            frame.f_trace = tracer
+        frame = frame.f_back
+    sys.settrace(tracer)
 
 
 class ProgramOsExit(BaseException):
@@ -107,6 +163,8 @@ def run_program(program: Any) -> bool:
             "nothing was saved"
         ) from None
     finally:
+        if getattr(sys.gettrace(), "__qualname__", "").startswith("stop_at_next_line"):
+            sys.settrace(None)  # armed but never raised (the program ended on its own)
         sys.argv, sys.path[:] = saved.argv, saved.path
         os.chdir(saved.cwd)
     return False

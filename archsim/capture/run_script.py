@@ -253,7 +253,7 @@ def capture_program(
     from archsim.capture.child_capture import Workers, note
     from archsim.capture.cpu_clock import process_cpu_time
     from archsim.capture.interrupt import Interrupts
-    from archsim.capture.program import ProgramStopped, run_program
+    from archsim.capture.program import ProgramStopped, run_program, stop_at_next_line
     from archsim.capture.role_schedule import RoleSchedule
     from archsim.capture.session import capture
     from archsim.capture.worker_merge import merge_workers
@@ -275,6 +275,8 @@ def capture_program(
                 with interrupts.held():  # a Ctrl-C in a window's export waits for its end
                     cap.step()  # the profiler exports a window when it steps past its last step
                 if stop_when_recorded and roles.finished():
+                    if marker.counts.stopped_when_recorded:  # it caught the last one and went on
+                        stop_at_next_line(program)
                     marker.counts.stopped_when_recorded = True
                     raise ProgramStopped()
 
