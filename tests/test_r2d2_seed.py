@@ -22,6 +22,7 @@ from archsim.capture.markers import phase, step
 from archsim.capture.merge import CLOCK_TOLERANCE_US, ProcessPart, merge_process_traces
 from archsim.errors import ArchsimError
 from archsim.trace.format import load
+from tests.conftest import PROJECT_ROOT
 from workloads.r2d2.capture import unprofiled_by_role
 from workloads.r2d2.config import R2D2Config
 from workloads.r2d2.model import R2D2Net
@@ -333,6 +334,20 @@ def test_merge_never_shifts_processes_of_one_host(tmp_path):
     assert offsets[1] - offsets[0] == pytest.approx(5000.0, abs=CLOCK_TOLERANCE_US)
     _, step_ts = _merged_step_times(out)
     assert step_ts == pytest.approx([before[0], before[1]])
+
+
+def test_a_recording_without_a_whole_learner_step_is_said_in_one_line(tmp_path, capsys):
+    from workloads.r2d2.capture import warn_without_learner_steps
+
+    steps = load(PROJECT_ROOT / "traces" / "r2d2-seed-2x2-cpu").steps
+    assert not warn_without_learner_steps(steps, 4.0, tmp_path)  # the bundled trace trains
+    assert capsys.readouterr().err == ""
+    actors_only = steps[steps.role != "learner"]
+    assert warn_without_learner_steps(actors_only, 4.0, tmp_path)
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "holds no whole learner step" in err and "--seconds" in err
+    cut_only = steps[steps.role == "learner"].head(1).assign(cpu_us=float("nan"))
+    assert warn_without_learner_steps(cut_only, 4.0, tmp_path)  # a cut step is not a whole one
 
 
 # ---------------------------------------------------------------- real processes

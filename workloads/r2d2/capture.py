@@ -8,6 +8,7 @@ A run in which a process failed still saves what the others recorded, marks it
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -79,11 +80,28 @@ def capture_r2d2(
         if unprofiled:
             meta["capture"]["unprofiled_cpu_us"] = unprofiled
         trace = ingest_and_save(raw_path, meta, out_dir, force)
+        warn_without_learner_steps(trace.steps, settings.seconds, out_dir)
     if not result.complete:
         raise ArchsimError(
             f"{result.failure}; the partial trace is in {out_dir} (meta capture.complete: false)"
         )
     return trace
+
+
+def warn_without_learner_steps(steps, seconds: float, out_dir: Path) -> bool:
+    """One line on stderr when the recorded half holds no whole learner step (one with its CPU time):
+    the learner trains only once replay holds a batch, 0.5-0.8 s into a small run on a 2-core VM
+    (measured beside two busy loops, tests/test_r2d2_seed.py), so a short run can record actors only
+    and the simulator would have no learner work to replay. Returns whether it warned."""
+    learner = steps[steps.role == "learner"] if "role" in steps.columns else steps.iloc[0:0]
+    if "cpu_us" in learner.columns and learner.cpu_us.notna().any():
+        return False
+    print(
+        f"r2d2 capture: {out_dir}: the recorded half of the {seconds:g}-s run holds no whole learner "
+        "step (replay had not filled a batch yet); run longer (--seconds) for a trace with learner work",
+        file=sys.stderr,
+    )
+    return True
 
 
 def unprofiled_by_role(processes: list[dict]) -> dict:
