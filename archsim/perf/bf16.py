@@ -27,7 +27,7 @@ BF16_DTYPES = frozenset({"bfloat16", "torch.bfloat16", "c10::bfloat16"})
 # (ampere_bf16_s16816gemm_*, sm80_xmma_gemm_bf16bf16_*), PyTorch's element-wise templates
 # c10::BFloat16, Tensile's data-type code B (Cijk_Ailk_Bljk_BBS_*: Tensile "Precision Support") and
 # MIOpen's igemm_*_bf16_*.
-BF16_NAME_PATTERN = r"bf16|bfloat16|^cijk_a[a-z]+_b[a-z]+_b[a-z]*_"
+BF16_NAME_PATTERN = r"bf16|bfloat16|(?:^|_)cijk_a[a-z]+_b[a-z]+_b[a-z]*_"
 
 
 def bf16_ops(ops: pd.DataFrame) -> np.ndarray:

@@ -28,11 +28,36 @@ HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.
 # (Cijk_..._SB_..._MI16x16x1) runs at the FP32 matrix rate, which CDNA presets give as their fp32
 # rate, so only fp16/bf16 names are matched. Needed for traces without the launching op's dtype
 # (fixture mi210_gpu_only: bf16 igemm kernels had been priced on the FP32 rate, 1/4 of bf16 MFMA).
+# hipBLASLt's hand-tuned kernels prefix the Tensile name (Custom_Cijk_..., CustomGSUs_Cijk_...: ROCm/
+# hipBLASLt tensilelite/Tensile/CustomKernels, e.g. Custom_Cijk_Ailk_Bljk_BBS_BH_Bias_HA_S_SAV_NTD_SK3_
+# UserArgs_MT256x256x64_MI16x16x1_shortname0_gfx950), so "cijk_" is matched at the start or after "_".
 CDNA_HALF_MATRIX_NAME_PATTERN = (
-    r"^cijk_a[a-z]+_b[a-z]+_[hb][a-z]*_.*_mi\d+x\d+x\d+|^igemm_[a-z]+_gtcx\d*_[a-z]+_(?:fp16|bf16)_"
+    r"(?:^|_)cijk_a[a-z]+_b[a-z]+_[hb][a-z]*_.*_mi\d+x\d+x\d+"
+    r"|^igemm_[a-z]+_gtcx\d*_[a-z]+_(?:fp16|bf16)_"
 )
+# NVIDIA MMA kernels spell the accumulator type and the MMA instruction shape before the operation:
+# CUTLASS's core name is <accumulator><shape>[<math type>]<kind> (python/cutlass_library:
+# ShortDataTypeNames h f16, s f32, i s32, d f64, z cf64; gemm_operation.py core_name; generator.py
+# lists h1688gemm, s1688gemm_bf16, i8816gemm, i16832gemm, d884gemm, z884gemm, c1688tf32gemm), as do
+# cuBLAS (volta_h884gemm_64x64_ldg8_nn, volta_fp16_s884gemm_fp16_*, ampere_h16816gemm_*) and cuDNN
+# (volta_fp16_s884cudnn_fp16_*, turing_fp16_s1688cudnn_fp16_*; TensorFlow's profiler names these
+# prefixes, tensorflow/core/profiler/utils/kernel_stats_utils.cc IsKernelUsingTensorCore). Anchored to
+# that spelling, not the bare digits, which a size ("_1688_") or an index can hold. FP16 (h), FP32 (s,
+# FP16 or TF32 operands) and INT8/INT4 (i, priced at the FP16 tensor rate: Turing whitepaper gives
+# INT8 twice FP16, so a lower bound) accumulators only.
+NVIDIA_MMA_NAME_PATTERN = (
+    r"(?<![a-z0-9])[hsi](?:884|1688|16816|16832|8816|8832|16864)"
+    r"(?:tf32|bf16|f16)?(?:sp)?(?:gemm|cudnn|fprop|dgrad|wgrad|deconv)"
+)
+# FP64 matrix kernels (CUTLASS d884gemm/z884gemm DMMA; cuBLAS sm90_xmma_gemm_f64f64_f64f64_f64_* on
+# Hopper DMMA) are not FP16/TF32 tensor work, though their names say "tensorop"/"xmma". archsim has no
+# FP64 rate: they run at the vector (FP32) rate, which equals the FP64 tensor peak on the A100 (19.5
+# TFLOP/s, A100 whitepaper) and H100 SXM (67, H100 datasheet); the A100's TF32 rate (156), which
+# the bare "884" had given them, is 8x that.
+FP64_MATRIX_NAME_PATTERN = r"tensorop_g?[dz]\d|(?<![a-z0-9])g?[dz](?:884|16816|1688)gemm|f64f64"
 TENSOR_CORE_NAME_PATTERN = (
-    r"hmma|884|1688|16816|tensorop|xmma|wgmma|tf32|" + CDNA_HALF_MATRIX_NAME_PATTERN
+    rf"^(?!.*(?:{FP64_MATRIX_NAME_PATTERN})).*(?:hmma|{NVIDIA_MMA_NAME_PATTERN}|tensorop|xmma|"
+    rf"wgmma|tf32|{CDNA_HALF_MATRIX_NAME_PATTERN})"
 )
 # Kernels whose name says they multiply FP32 data in a reduced-precision FP32 format: NVIDIA's
 # "tf32", AMD's "xf32" and hipBLASLt's Tensile XF32 GEMMs, which TensileLite names by appending

@@ -56,7 +56,7 @@ from archsim.perf.columns import by_unique
 # convolutions spell fp16/bf16.
 NARROW_OPERAND_PATTERN = (
     r"f16|bf16|fp16|half|hgemm|hmma|h884|h1688|h16816|16816|16832|int8|i8|s8|u8|e4m3|e5m2|fp8|"
-    r"^cijk_a[a-z]+_b[a-z]+_(?:[hb]|f8)"
+    r"(?:^|_)cijk_a[a-z]+_b[a-z]+_(?:[hb]|f8)"
 )
 FP32_DTYPES = frozenset({"float32", "float", "torch.float32", "torch.float"})
 
