@@ -14,7 +14,7 @@ the clock. The largest footprint (past L2, Infinity Cache and the TLB reach):
 L2 hits (cycles, from the same files) at each preset's own clock: V100 215 / 1530 MHz = 140.5 ns,
 A100 213 / 1410 = 151 ns, GH200 280.3 / 1980 = 141.5 ns, L40 276.5 at the L4's 2040 = 135.5 ns and
 the RTX 4090's 2520 = 110 ns, A40 250.4 at Orin's 1300 = 193 ns, MI210 240 / 1700 = 141 ns, MI300X
-213 / 2100 = 101.4 ns. Presets with no measured part of their own take a sibling's figure, and their
+213 / 2100 = 101.4 ns; B200 295 (markdewing/AI_kernels latency table) / 1979 = 149.1 ns. Presets with no measured part of their own take a sibling's figure, and their
 comment says "assumed"."""
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ MEASURED_L2 = {
     "rtx4090": (276.5, 2520, 110),
     "mi210": (240, 1700, 141),
     "mi250x": (240, 1700, 141),
+    # markdewing/AI_kernels (github) latency/README.md, in cycles: B200 295 at its 1979 MHz
+    "dgx-b200": (295, 1979, 149.1),
 }
 GPU_PRESETS = [name for name in list_presets() if load_hw(name).gpu is not None]
 
