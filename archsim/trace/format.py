@@ -159,12 +159,15 @@ def _check_steps(path: Path, steps: pd.DataFrame) -> None:
         )
 
 
-def _check_finite_nonnegative(path: Path, table: pd.DataFrame, columns, expected: str) -> None:
-    """The first row of ``table`` whose value in one of ``columns`` is negative or infinite, as an
-    error naming the row, column and value (NaN: not recorded, allowed)."""
+def _check_finite_nonnegative(
+    path: Path, table: pd.DataFrame, columns, expected: str, negative_ok: bool = False
+) -> None:
+    """The first row of ``table`` whose value in one of ``columns`` is infinite or (unless
+    ``negative_ok``: timestamps) negative, as an error naming the row, column and value (NaN: not
+    recorded, allowed)."""
     for column in columns:
         values = table[column].to_numpy(dtype=np.float64)
-        bad = (values < 0) | np.isinf(values)
+        bad = np.isinf(values) if negative_ok else (values < 0) | np.isinf(values)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise ArchsimError(
@@ -246,14 +249,7 @@ def _check_shape_depth(path: Path, ops: pd.DataFrame) -> None:
 
 def _check_finite_times(path: Path, table: pd.DataFrame, columns: tuple[str, ...]) -> None:
     """Timestamps may be any finite number (NaN: not recorded), never infinite."""
-    for column in columns:
-        values = table[column].to_numpy(dtype=np.float64)
-        bad = np.isinf(values)
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            raise ArchsimError(
-                f"{path}: row {row} has {column} {values[row]} (expected a finite timestamp)"
-            )
+    _check_finite_nonnegative(path, table, columns, "a finite timestamp", negative_ok=True)
 
 
 def check_trace(path: Path, trace: Trace) -> None:
