@@ -259,22 +259,20 @@ class AutoMarker(EnvMarking):
             self._trains_at_env_batch[key] = trained
         self._ambiguous.clear()
 
-    def _forward_phase(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-        import torch
-
-        batch = self._batch_of(args, kwargs)
+    def _forward_phase(self, module: Any, batch: int | None, grad: bool) -> str:
+        """The phase of an outermost module call on ``batch`` (None: no tensor input), ``grad``:
+        grad mode on and not inference mode."""
         if self._learner is not None:
             phase = "train_forward"
         elif self.env_batch is not None and batch is not None:
             phase = "act" if batch == self.env_batch else "train_forward"
-            if phase == "act" and torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
+            if phase == "act" and grad:
                 # acting with grad on (CleanRL's DQN), or training at the env's batch
                 self._ambiguous.add(id(module))
                 if self._trains_at_env_batch.get(id(module)):
                     phase = "train_forward"
         else:
-            acting = not torch.is_grad_enabled() or torch.is_inference_mode_enabled()
-            phase = "act" if acting else "train_forward"
+            phase = "train_forward" if grad else "act"
         if phase == "train_forward" and self._learner is None and batch:
             self.learner_batch = batch
         return phase
@@ -287,11 +285,12 @@ class AutoMarker(EnvMarking):
                 self._depth or _get_ident() != self._thread
             ):  # nested (submodules): as fast as can be
                 return original(module, *args, **kwargs)
-            phase = self._forward_phase(module, args, kwargs)
+            # read once per call: the hot path of every outermost forward
+            batch = self._batch_of(args, kwargs)
             grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+            phase = self._forward_phase(module, batch, grad)
             result = self._marked(phase, original, (module, *args), kwargs)
             if phase == "train_forward" and grad and self._learner is not None:
-                batch = self._batch_of(args, kwargs)
                 self._forward_max = max(self._forward_max, batch or 0)
             return result
 
