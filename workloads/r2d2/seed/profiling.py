@@ -3,7 +3,7 @@
 The sidecar (``<role>-<index>.json``) names the process (role, index, pid), says whether the process
 finished normally, names its host (hostname and kernel boot id: processes with the same boot id read
 one clock), holds the CPU time of the steps it ran after recording stopped mid-run
-(``unprofiled_cpu_us``: the same work under the same load without the profiler's cost), and one
+(``unprofiled_cpu_us``: the same work under the same load without the profiler's cost), and a
 few clock-sync samples: ``time.time_ns()`` taken right before each of a few ``archsim_clock_sync``
 annotations (``uncertainty_ns``: from the first sample to its annotation's end). The merge uses them
 to align processes that ran on other hosts.
