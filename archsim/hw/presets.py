@@ -234,8 +234,7 @@ def _with_boost_clock(data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(cpu, dict):
         return data
     boost, part = cpu.get("boost_clock_mhz"), cpu.get("physical_boost_clock_mhz")
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (boost, part))
-    if not numbers or boost == part or boost <= 0 or part <= 0:
+    if not (_is_number(boost) and _is_number(part)) or boost == part or boost <= 0 or part <= 0:
         return data
     scaled = {k: cpu[k] * boost / part for k in CPU_SPEEDS if _is_number(cpu.get(k))}
     return {**data, "cpu": {**cpu, **scaled, "physical_boost_clock_mhz": boost}}
@@ -258,8 +257,7 @@ def _with_card_figures(data: dict[str, Any]) -> dict[str, Any]:
         card = {}
         for field, card_field in fields.items():
             value = part.get(field)
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            if number and part.get(card_field) is None:
+            if _is_number(value) and part.get(card_field) is None:
                 card[card_field] = value
         if card:
             out = {**out, section: {**part, **card}}
