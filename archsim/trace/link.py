@@ -187,9 +187,8 @@ def ops_by_external_id(gpu: pd.DataFrame, cpu: pd.DataFrame, unlinked: np.ndarra
         return out
     ids, counts = np.unique(cpu_ext[cpu_ext >= 0], return_counts=True)
     unique = ids[counts == 1]
-    lookup = pd.Series(
-        np.flatnonzero(np.isin(cpu_ext, unique)), index=cpu_ext[np.isin(cpu_ext, unique)]
-    )
+    held = np.isin(cpu_ext, unique)  # the cpu ops whose id no other op holds
+    lookup = pd.Series(np.flatnonzero(held), index=cpu_ext[held])
     want = np.flatnonzero(unlinked & (ext >= 0) & np.isin(ext, unique))
     if not len(want):
         return out
