@@ -190,7 +190,7 @@ def test_single_file_dqn_capture_says_4_frames_per_env_step(tmp_path):
 
 
 @pytest.mark.slow
-def test_async_vector_env_capture_takes_itsworkers_frames(tmp_path):
+def test_async_vector_env_capture_takes_its_workers_frames(tmp_path):
     """AsyncVectorEnv: the parent cannot see its envs; each worker read its own and they agree."""
     args = [*SHORT, "--async-envs", "--num-envs", "2"]
     workload, metrics = _capture_and_simulate(tmp_path, str(EXAMPLES / "dqn_single_file.py"), *args)
