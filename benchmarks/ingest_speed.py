@@ -29,6 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from big_input import tile as tile_copies  # run as a script: benchmarks/ is on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "kineto"
 
@@ -76,40 +78,12 @@ def _child(mode: str, path: Path) -> dict:
 
 
 def tile(source: Path, target: Path, mb: float) -> int:
-    """Write ``source``'s events repeated to about ``mb`` MB of JSON; returns the JSON size."""
+    """Write ``source``'s events repeated to about ``mb`` MB of JSON (big_input.tile shifts each copy's
+    times, ids and step numbers); returns the JSON size."""
     raw = source.read_bytes()
-    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    events = doc["traceEvents"]
-    times = [e["ts"] + e.get("dur", 0) for e in events if isinstance(e.get("ts"), int | float)]
-    span = max(times) - min(times) + 1000.0
-    ids = [
-        v
-        for e in events
-        for v in (
-            (e.get("args") or {}).get("correlation"),
-            (e.get("args") or {}).get("External id"),
-        )
-        if isinstance(v, int)
-    ]
-    id_step = max(ids, default=0) + 1
+    events = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)["traceEvents"]
     copies = max(1, round(mb * 1e6 / len(json.dumps(events))))
-    with open(target, "w") as handle:
-        head = {k: v for k, v in doc.items() if k != "traceEvents"}
-        handle.write(json.dumps(head)[:-1] + (", " if head else "") + '"traceEvents": [')
-        for k in range(copies):
-            for i, event in enumerate(events):
-                copy = dict(event)
-                if isinstance(copy.get("ts"), int | float):
-                    copy["ts"] = copy["ts"] + k * span
-                args = copy.get("args")
-                if isinstance(args, dict):
-                    args = dict(args)
-                    for key in ("correlation", "External id"):
-                        if isinstance(args.get(key), int) and args[key] > 0:
-                            args[key] += k * id_step
-                    copy["args"] = args
-                handle.write(("" if k == 0 and i == 0 else ",\n") + json.dumps(copy))
-        handle.write("]}")
+    tile_copies(source, target, copies)
     return target.stat().st_size
 
 
