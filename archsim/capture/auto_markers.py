@@ -30,6 +30,10 @@ the parent's training has started.
 
 Before the first optimizer step nothing ticks the profiler's schedule, so its windows count from the
 first learner step on (a replay fill of thousands of acting steps records nothing).
+
+This module holds the step state and the patches; the phase of a module's forward is
+archsim.capture.forward_markers's, the end of a learner step archsim.capture.learner_markers's and
+the environment's steps archsim.capture.env_markers's.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from typing import Any
 
 from archsim.capture import markers
 from archsim.capture.env_markers import EnvMarking
+from archsim.capture.forward_markers import ForwardMarking
+from archsim.capture.learner_markers import LearnerMarking
 from archsim.capture.patches import Patches
 from archsim.capture.phase_fn import PhaseFn
 from archsim.errors import ArchsimError
@@ -100,7 +106,7 @@ def active_marker() -> AutoMarker | None:
     return _active
 
 
-class AutoMarker(EnvMarking):
+class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
     """Sequential step/phase state of the marked thread; ``install()`` patches, ``uninstall()`` undoes."""
 
     def __init__(
@@ -150,19 +156,6 @@ class AutoMarker(EnvMarking):
         if self._actor is not None:
             actor, self._actor = self._actor, None
             actor.__exit__(None, None, None)
-
-    def _close_learner(self) -> None:
-        if self._learner is not None:
-            learner, self._learner = self._learner, None
-            batch, training = self._learner_batch
-            if self._backward_samples and self._backward_samples != batch:
-                batch = self._backward_samples  # measured over its micro-batches
-                markers.step_batch(batch)
-            learner.__exit__(None, None, None)
-            if self._learner_trained:  # a forward alone (a shape probe at init) updates nothing
-                self.counts.learner_steps += 1
-                self.counts.samples += batch
-                self.counts.samples_training += batch if training else 0
 
     def _tick(self) -> None:
         if not self.seen_learner and self._ready is not None and self._ready():
@@ -241,61 +234,7 @@ class AutoMarker(EnvMarking):
         self._close_actor()
         self._close_learner()
 
-    # ---- wrappers (the env's: archsim.capture.env_markers) ------------------------------------
-    def _batch_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
-        import torch
-
-        for value in (*args, *kwargs.values()):
-            if isinstance(value, torch.Tensor):
-                if self.obs_ndim is not None:
-                    return int(value.shape[0]) if value.dim() > self.obs_ndim else 1
-                return int(value.shape[0]) if value.dim() >= 2 else 1
-        return None
-
-    def resolve_ambiguous(self, trained: bool) -> None:
-        """A backward (``trained``) or an env step followed the grad-on forwards at the env's batch
-        since the last of either: what those modules did, for their next such forward."""
-        for key in self._ambiguous:
-            self._trains_at_env_batch[key] = trained
-        self._ambiguous.clear()
-
-    def _forward_phase(self, module: Any, batch: int | None, grad: bool) -> str:
-        """The phase of an outermost module call on ``batch`` (None: no tensor input), ``grad``:
-        grad mode on and not inference mode."""
-        if self._learner is not None:
-            phase = "train_forward"
-        elif self.env_batch is not None and batch is not None:
-            phase = "act" if batch == self.env_batch else "train_forward"
-            if phase == "act" and grad:
-                # acting with grad on (CleanRL's DQN), or training at the env's batch
-                self._ambiguous.add(id(module))
-                if self._trains_at_env_batch.get(id(module)):
-                    phase = "train_forward"
-        else:
-            phase = "train_forward" if grad else "act"
-        if phase == "train_forward" and self._learner is None and batch:
-            self.learner_batch = batch
-        return phase
-
-    def _wrap_module_call(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        import torch
-
-        def call(module: Any, *args: Any, **kwargs: Any) -> Any:
-            if (
-                self._depth or _get_ident() != self._thread
-            ):  # nested (submodules): as fast as can be
-                return original(module, *args, **kwargs)
-            # read once per call: the hot path of every outermost forward
-            batch = self._batch_of(args, kwargs)
-            grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
-            phase = self._forward_phase(module, batch, grad)
-            result = self._marked(phase, original, (module, *args), kwargs)
-            if phase == "train_forward" and grad and self._learner is not None:
-                self._forward_max = max(self._forward_max, batch or 0)
-            return result
-
-        return call
-
+    # ---- wrappers (the env's: archsim.capture.env_markers; forwards': forward_markers) -------
     def _wrap_phase(self, original: Callable[..., Any], phase: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             if not self._outermost():
@@ -317,43 +256,6 @@ class AutoMarker(EnvMarking):
 
         call.__wrapped__ = original  # type: ignore[attr-defined]
         return call
-
-    def _note_backward(self) -> None:
-        """A backward ended: it trained on the largest batch of the grad-on train forwards since
-        the previous one (not their sum: DQN's online and target nets, SAC's twin critics and a
-        recurrent net's per-time-step calls see the same samples), and a learner step's batch is
-        the sum over its backwards (4 accumulated micro-batches of 8 make 32). A step whose
-        backwards saw no such forward (A2C's loss from its acting forwards, SAC's temperature)
-        keeps its first forward's or replay sample's batch."""
-        self._backward_samples += self._forward_max
-        self._forward_max = 0
-
-    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if _get_ident() != self._thread:  # a learner thread: counted, so the refusal can say so
-            self.counts.other_thread_optimizer_steps += 1
-        if not self._outermost():
-            self._opt_stack.append(None)
-            return
-        self._begin("optimizer_step")
-        self._depth += 1
-        marker = markers.phase("optimizer_step")
-        marker.__enter__()
-        self._opt_stack.append(marker)
-
-    def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        marker = self._opt_stack.pop() if self._opt_stack else None
-        if marker is None:
-            return
-        marker.__exit__(None, None, None)
-        self._depth -= 1
-        self._learner_step_done()
-
-    def _learner_step_done(self) -> None:
-        """An optimizer step ended: it closes the learner step, and training has started."""
-        self._close_learner()
-        if not self.seen_learner and self._workers is not None:
-            self._workers.learning_started()
-        self.seen_learner = True
 
     # ---- install / uninstall -----------------------------------------------------------------
     def _patch_callable(self, owner: Any, name: str, phase: str, what: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from archsim.trace.schema import PHASE_GROUPS
 
-# Phases whose call measured the learner batch at capture (auto_markers._forward_phase and the
+# Phases whose call measured the learner batch at capture (forward_markers._forward_phase and the
 # replay_sample wrapper).
 MEASURING_PHASES = frozenset({"train_forward", "replay_sample"})
 

@@ -1,0 +1,82 @@
+"""Module forwards of ``archsim capture run``'s AutoMarker (archsim.capture.auto_markers): an outermost
+``nn.Module.__call__`` is ``act`` or ``train_forward``, decided by its input batch against the
+environment's (grad mode only before any environment was seen), and its batch is the learner batch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_get_ident = threading.get_ident
+
+
+class ForwardMarking:
+    """Mixin of AutoMarker: wraps ``nn.Module.__call__`` into ``act``/``train_forward`` phases."""
+
+    # set by AutoMarker
+    _depth: int
+    _thread: int
+    _learner: Any
+    _forward_max: int
+    _ambiguous: set[int]
+    _trains_at_env_batch: dict[int, bool]
+    env_batch: int | None
+    obs_ndim: int | None
+    learner_batch: int
+    _marked: Callable[..., Any]
+
+    def _batch_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+        import torch
+
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, torch.Tensor):
+                if self.obs_ndim is not None:
+                    return int(value.shape[0]) if value.dim() > self.obs_ndim else 1
+                return int(value.shape[0]) if value.dim() >= 2 else 1
+        return None
+
+    def resolve_ambiguous(self, trained: bool) -> None:
+        """A backward (``trained``) or an env step followed the grad-on forwards at the env's batch
+        since the last of either: what those modules did, for their next such forward."""
+        for key in self._ambiguous:
+            self._trains_at_env_batch[key] = trained
+        self._ambiguous.clear()
+
+    def _forward_phase(self, module: Any, batch: int | None, grad: bool) -> str:
+        """The phase of an outermost module call on ``batch`` (None: no tensor input), ``grad``:
+        grad mode on and not inference mode."""
+        if self._learner is not None:
+            phase = "train_forward"
+        elif self.env_batch is not None and batch is not None:
+            phase = "act" if batch == self.env_batch else "train_forward"
+            if phase == "act" and grad:
+                # acting with grad on (CleanRL's DQN), or training at the env's batch
+                self._ambiguous.add(id(module))
+                if self._trains_at_env_batch.get(id(module)):
+                    phase = "train_forward"
+        else:
+            phase = "train_forward" if grad else "act"
+        if phase == "train_forward" and self._learner is None and batch:
+            self.learner_batch = batch
+        return phase
+
+    def _wrap_module_call(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        import torch
+
+        def call(module: Any, *args: Any, **kwargs: Any) -> Any:
+            if (
+                self._depth or _get_ident() != self._thread
+            ):  # nested (submodules): as fast as can be
+                return original(module, *args, **kwargs)
+            # read once per call: the hot path of every outermost forward
+            batch = self._batch_of(args, kwargs)
+            grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+            phase = self._forward_phase(module, batch, grad)
+            result = self._marked(phase, original, (module, *args), kwargs)
+            if phase == "train_forward" and grad and self._learner is not None:
+                self._forward_max = max(self._forward_max, batch or 0)
+            return result
+
+        return call
