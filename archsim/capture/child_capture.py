@@ -150,6 +150,7 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
     from archsim.capture.auto_markers import auto_markers
     from archsim.capture.cpu_clock import process_cpu_time
     from archsim.capture.kineto_merge import merge_windows
+    from archsim.capture.markers import outside_gaps
     from archsim.capture.unprofiled import timing_unprofiled_steps
 
     settings = child.settings
@@ -188,13 +189,18 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
         on_trace_ready=on_ready,
         record_shapes=settings.record_shapes,
     )
+
+    def tick() -> None:
+        with outside_gaps():  # the tick is archsim's work, not the worker's: out of the next gap
+            profiler.step()
+
     sidecar["complete"] = False
     try:
         with (
-            timing_unprofiled_steps() as times,
+            timing_unprofiled_steps(gaps=True) as times,
             profiler,
             process_cpu_time(),
-            auto_markers(profiler.step, (), actor=child.index, ready=learning_started) as m,
+            auto_markers(tick, (), actor=child.index, ready=learning_started) as m,
         ):
             try:
                 result = child.target(*args, **kwargs)

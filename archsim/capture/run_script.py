@@ -249,6 +249,7 @@ def capture_program(
     can say the capture was stopped)."""
     import tempfile
 
+    from archsim.capture import markers
     from archsim.capture.auto_markers import active_marker, auto_markers
     from archsim.capture.child_capture import Workers, note
     from archsim.capture.cpu_clock import process_cpu_time
@@ -268,11 +269,18 @@ def capture_program(
     with tempfile.TemporaryDirectory(prefix="archsim-workers-") as folder:
         workers = Workers(Path(folder), profiled)
         with capture(
-            out_dir, meta, schedule=profiled, device=device, force=True, torch_schedule=roles
+            out_dir,
+            meta,
+            schedule=profiled,
+            device=device,
+            force=True,
+            torch_schedule=roles,
+            time_gaps=True,
         ) as cap:
 
             def on_tick() -> None:
-                with interrupts.held():  # a Ctrl-C in a window's export waits for its end
+                # the tick is archsim's work, not the program's: out of the next step's gap
+                with interrupts.held(), markers.outside_gaps():  # a Ctrl-C in an export waits
                     cap.step()  # the profiler exports a window when it steps past its last step
                 if stop_when_recorded and roles.finished():
                     if marker.counts.stopped_when_recorded:  # it caught the last one and went on

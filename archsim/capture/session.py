@@ -121,6 +121,7 @@ def capture(
     record_shapes: bool = True,
     total_steps: int | None = None,
     torch_schedule: Any = None,
+    time_gaps: bool = False,
 ) -> Iterator[CaptureHandle]:
     """Profile the block and save a normalized trace (with its raw Kineto JSON.gz) to ``out_dir``.
 
@@ -128,6 +129,7 @@ def capture(
     as one window (fine for short user loops that never call ``step``). ``total_steps`` sizes the
     progress bar shown on a terminal. ``torch_schedule``: a torch.profiler schedule callable to run
     instead of ``schedule``'s (``capture run``'s archsim.capture.role_schedule.RoleSchedule).
+    ``time_gaps``: also time the CPU between unprofiled steps (archsim.capture.unprofiled.GAP_KEY).
     """
     import torch
 
@@ -157,7 +159,7 @@ def capture(
             # torch warns that each cycle's events are cleared; archsim exports every window itself
             warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle.*")
             try:
-                with timing_unprofiled_steps() as unprofiled_times, profiler:
+                with timing_unprofiled_steps(time_gaps) as unprofiled_times, profiler:
                     yield handle
             finally:
                 progress.close()

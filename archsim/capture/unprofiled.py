@@ -7,7 +7,9 @@ with a schedule runs most steps unprofiled (60 of every 70 by default), so while
 time those steps too (two CPU clock reads per marker, only during a capture: the thread's clock,
 or the process's under archsim.capture.cpu_clock.process_cpu_time) and the
 capture stores, per role and phase, the median CPU time per step over them. The simulator scales the
-profiled phases down to those medians (archsim.sim.profiler_cost).
+profiled phases down to those medians (archsim.sim.profiler_cost). ``capture run`` also times the
+loop's code between two unprofiled steps (GAP_KEY, the recorded steps' ``gap_cpu_us``): a DQN's
+Polyak target update after its optimizer step is there, and costs more profiled too.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import numpy as np
 from archsim.capture import cpu_clock
 
 STEP_KEY = "step"  # the whole step's CPU time, next to its phases
+# CPU time between the previous step's end and this step's start (the loop's code outside every
+# step; a recorded step's ``gap_cpu_us``, which archsim.sim.profiler_cost scales by this figure)
+GAP_KEY = "gap"
 # Samples kept per (role, phase): enough for a stable median, bounded memory on long captures.
 MAX_SAMPLES = 20_000
 
@@ -28,10 +33,24 @@ MAX_SAMPLES = 20_000
 class UnprofiledTimes:
     """Per (role, phase or STEP_KEY): CPU microseconds per step of unprofiled steps."""
 
-    def __init__(self) -> None:
+    def __init__(self, gaps: bool = False) -> None:
         self.samples: dict[tuple[str, str], list[float]] = {}
-        self._local = threading.local()  # the step being timed on this thread: {phase: cpu us}
+        # the step being timed on this thread: {phase: cpu us}; and ``end_ns``, the CPU clock when
+        # its last unprofiled step ended (None: unknown, or a recorded step ran since)
+        self._local = threading.local()
         self._lock = threading.Lock()
+        self.gaps = gaps  # also time GAP_KEY: the CPU between two unprofiled steps
+
+    def break_gap(self) -> None:
+        """A step ran that is not timed here (a recorded one): no gap spans it."""
+        self._local.end_ns = None
+
+    def skip_gap_ns(self, spent_ns: int) -> None:
+        """Leave ``spent_ns`` of CPU (the capture's own, archsim.capture.markers.outside_gaps) out
+        of the gap to this thread's next step."""
+        end_ns = getattr(self._local, "end_ns", None)
+        if end_ns is not None:
+            self._local.end_ns = end_ns + spent_ns
 
     def _add(self, role: str, key: str, cpu_us: float) -> None:
         with self._lock:
@@ -55,10 +74,11 @@ _active: UnprofiledTimes | None = None
 
 
 @contextlib.contextmanager
-def timing_unprofiled_steps() -> Iterator[UnprofiledTimes]:
-    """While the block runs, markers outside profiler recording time their steps' CPU."""
+def timing_unprofiled_steps(gaps: bool = False) -> Iterator[UnprofiledTimes]:
+    """While the block runs, markers outside profiler recording time their steps' CPU (``gaps``:
+    and the CPU between them, GAP_KEY)."""
     global _active
-    previous, _active = _active, UnprofiledTimes()
+    previous, _active = _active, UnprofiledTimes(gaps)
     try:
         yield _active
     finally:
@@ -78,14 +98,19 @@ class UnprofiledStep:
         self._times, self._role, self._cpu_ns = times, role, 0
 
     def __enter__(self) -> UnprofiledStep:
-        self._times._local.phases = {}
+        local = self._times._local
+        local.phases = {}
         self._cpu_ns = cpu_clock.now_ns()
+        end_ns = getattr(local, "end_ns", None)
+        if self._times.gaps and end_ns is not None:
+            self._times._add(self._role, GAP_KEY, (self._cpu_ns - end_ns) / 1000.0)
         return self
 
     def __exit__(self, *exc: object) -> None:
         cpu_us = (cpu_clock.now_ns() - self._cpu_ns) / 1000.0
         phases = getattr(self._times._local, "phases", None) or {}
         self._times._local.phases = None
+        self._times._local.end_ns = None if exc[0] is not None else cpu_clock.now_ns()
         if exc[0] is not None:
             return  # an interrupted step is not a sample
         self._times._add(self._role, STEP_KEY, cpu_us)
