@@ -32,6 +32,13 @@ _KERNEL_TOKEN_CLASSES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"lstm\w*|gru\w*", "rnn"),
     )
 )
+# vLLM's Triton grouped GEMM of a mixture-of-experts layer, ``fused_moe_kernel`` (vllm/
+# model_executor/layers/fused_moe/fused_moe.py; SGLang and LMDeploy keep the name): tiles of
+# tokens sorted by expert times that expert's weights (tl.dot), one launch for w1 and one for w2.
+# Matched as the whole run of tokens: "moe" alone also names its helpers (moe_align_block_size,
+# moe_sum), which multiply nothing.
+_FUSED_MOE_GEMM = re.compile(r"(?:^|_)fused_moe_kernel(?:_|$)")
+
 # Kernels that do the work of an op of a class; other kernels an op launches (bias copies, layout
 # transforms) are helpers and get no share of its FLOPs.
 MAIN_KERNEL_CLASSES: dict[str, frozenset[str]] = {
@@ -85,6 +92,8 @@ def kernel_class(kernel_name: str) -> str:
     inductor = inductor_kernel_class(kernel_name)
     if inductor is not None:
         return inductor
+    if _FUSED_MOE_GEMM.search(kernel_name):
+        return "gemm"
     tokens = kernel_tokens(kernel_name)
     for pattern, klass in _KERNEL_TOKEN_CLASSES:
         if any(pattern.fullmatch(t) for t in tokens):

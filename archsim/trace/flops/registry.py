@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from archsim.trace.flops import attention, conv, gemm, memory, optim, pointwise, rnn
+from archsim.trace.flops import attention, conv, gemm, memory, moe, optim, pointwise, rnn
 from archsim.trace.flops.args import Formula, OpCost, parse_args, words
 from archsim.trace.flops.kernels import inductor_kernel_class
 
 _FORMULAS: dict[str, tuple[str, Formula]] = {
     **gemm.FORMULAS,
+    **moe.FORMULAS,
     **attention.FORMULAS,
     **conv.FORMULAS,
     **rnn.FORMULAS,
