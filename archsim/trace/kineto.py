@@ -50,6 +50,7 @@ from archsim.trace.kineto_columns import (
     shared_args,
 )
 from archsim.trace.kineto_columns import INPUT_TYPE_KEYS as _INPUT_TYPE_KEYS
+from archsim.trace.not_kineto import no_events_reason
 from archsim.trace.stream import iter_trace, max_events, too_many_events
 
 # Kineto category (lower-cased) -> normalised category. Legacy names from PyTorch 1.8-1.10 traces.
@@ -132,9 +133,10 @@ _EXACT_DECODER = json.JSONDecoder(parse_float=lambda text: ExactFloat(text))
 def flatten(path: Path, doc: dict[str, Any]) -> KinetoTrace:
     """Flatten an already parsed trace document (see flatten_events)."""
     events = doc.get("traceEvents")
-    if not isinstance(events, list):
-        raise ArchsimError(where(path, "not a Kineto trace (no 'traceEvents' list)"))
     top = {k: v for k, v in doc.items() if k != "traceEvents"}
+    if not isinstance(events, list):
+        why = no_events_reason(top) if "traceEvents" not in doc else ""
+        raise ArchsimError(where(path, f"not a Kineto trace (no 'traceEvents' list{why})"))
     return flatten_events(Path(path), ((i, e, "") for i, e in enumerate(events)), top)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from archsim.errors import ArchsimError, where
+from archsim.trace.not_kineto import no_events_reason
 
 CHUNK_CHARS = 1 << 22  # 4 Mi characters of text per refill
 # A top-level scalar is decoded only with this much text after it (or at end of file), so that a
@@ -261,7 +262,9 @@ def iter_trace(
         if buf.skip_ws():
             raise ArchsimError(where(path, "not JSON (Extra data)"))
         if not seen_events:
-            raise ArchsimError(where(path, "not a Kineto trace (no 'traceEvents' list)"))
+            raise ArchsimError(
+                where(path, f"not a Kineto trace (no 'traceEvents' list{no_events_reason(top)})")
+            )
 
 
 def _array_of_objects(buf: _Buffer) -> bool:
