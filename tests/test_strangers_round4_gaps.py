@@ -62,9 +62,9 @@ def test_no_unprofiled_gap_spans_a_recorded_step_and_none_without_asking():
     with unprofiled.timing_unprofiled_steps(gaps=True) as times:
         with markers.step("actor", actor=0):
             pass
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-            with markers.step("actor", actor=0):
-                pass
+        cpu = [torch.profiler.ProfilerActivity.CPU]
+        with torch.profiler.profile(activities=cpu), markers.step("actor", actor=0):
+            pass
         with markers.step("actor", actor=0):
             pass
         with markers.step("actor", actor=0):
