@@ -27,6 +27,7 @@ from tests.test_public_traces import _predict_json
 DATA = Path(__file__).parent / "data"
 PARAM_ET = DATA / "param_linear_execution_trace.json.gz"
 MOE = DATA / "tracelens_moe_fused_experts.json.gz"
+MOE_DENSE = DATA / "tracelens_moe_top2_dense.json.gz"
 NCCL_PLUGIN = DATA / "nccl_profiler_plugin_example.json.gz"
 MI300X = ["--source-hw", "mi300x"]  # the eval names no GPU; TraceLens's evals are MI300X traces
 
@@ -76,6 +77,26 @@ def test_fused_moe_priced_on_the_experts_it_reaches(capsys) -> None:
     assert got["gpu_seconds"] >= MOE_FLOPS / gpu.tensor_peak_flops
     assert got["gpu_seconds"] >= MOE_READ / (gpu.dram_bw_gbs * 1e9)
     assert got["gpu_seconds"] < 0.0299  # not the 17.3 GB of every expert any more
+
+
+# moe_04 by hand: 512 tokens of 7168, 16 experts, w1 [16, 28672, 7168], w2 [16, 7168, 14336], top-2.
+# 1,024 (token, expert) pairs over 16 experts reach all 16: 16 * (1 - (14/16)^512) = 16 to 1e-29.
+DENSE_FLOPS = 2 * 512 * 2 * (28672 * 7168 + 7168 * 14336)  # 631,360,192,512
+DENSE_READ = 512 * 7168 * 2 + 512 * 2 * 4 + 16 * (28672 * 7168 + 7168 * 14336) * 2  # 9.87 GB
+
+
+def test_many_tokens_read_every_expert(capsys) -> None:
+    """TraceLens's moe_04 (top-2, dense routing): every expert is read, 9.87 GB, so no model
+    time can beat the MI300X's 5.3 TB/s on it: at least 1.863 ms, though the hand-made eval's
+    kernel says 1.8 ms (5.48 TB/s, more than the card's DRAM can give). Before: 0 FLOPs, the
+    same bytes by accident (all inputs read)."""
+    (op,) = ingest(MOE_DENSE).ops.itertuples()
+    assert op.op_class == "gemm" and op.flops == DENSE_FLOPS
+    assert op.bytes_read == pytest.approx(DENSE_READ, rel=1e-12)
+    got = _predict_json(capsys, str(MOE_DENSE), "--hw", "mi300x", "--phase", "all", "--model-only")
+    gpu = load_hw("mi300x").gpu
+    assert got["gpu_seconds"] >= DENSE_READ / (gpu.dram_bw_gbs * 1e9) > 1.8e-3
+    assert got["gpu_seconds"] >= DENSE_FLOPS / gpu.tensor_peak_flops
 
 
 def _moe_cost(w1_hidden: int = 4096, tokens: int = 16, experts: int = 64):
