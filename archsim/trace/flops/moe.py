@@ -16,7 +16,10 @@ experts, ``x @ w1[e].T`` (N1 = 2 * N2 for a gated activation) then ``act(...) @ 
   tokens. Skewed routing reaches fewer, so this is high for a skewed layer.
 - Bytes written: the output, [T, H] (the in-place variant overwrites hidden_states).
 Weights packed two values a byte (int4) or otherwise not [E, N, H] fail the shape checks: no
-formula, as before.
+formula, as before. Under expert parallelism w1 holds one rank's E of the model's experts and
+tokens routed elsewhere skip this op's GEMMs (vLLM's expert_map); the shapes do not say how many
+experts the model has, so such a call is priced as if all k choices were local: high by the
+model's expert count over E.
 """
 
 from __future__ import annotations
