@@ -19,7 +19,9 @@ Weights packed two values a byte (int4) or otherwise not [E, N, H] fail the shap
 formula, as before. Under expert parallelism w1 holds one rank's E of the model's experts and
 tokens routed elsewhere skip this op's GEMMs (vLLM's expert_map); the shapes do not say how many
 experts the model has, so such a call is priced as if all k choices were local: high by the
-model's expert count over E.
+model's expert count over E. vLLM's Triton path launches fused_moe_kernel twice (x @ w1, then
+act @ w2), and the op's work is shared between them by launch size (archsim.trace.gpu_costs
+split_op): their tiles differ in depth (K = H, then N2), so that split is off, the total is not.
 """
 
 from __future__ import annotations
