@@ -141,6 +141,7 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
         self.env_batch: int | None = None
         self.frameskip: Any = None  # archsim.capture.frameskip.FrameSkip, once an env has stepped
         self.obs_ndim: int | None = None
+        self.obs_key_ndim: dict[str, int] = {}
         self.learner_batch = 1
         # modules whose grad-on forward at the env's batch was followed by a backward (True) or an
         # env step (False), and those whose such forward awaits either (see _forward_phase)

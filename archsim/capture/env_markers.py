@@ -30,6 +30,7 @@ class EnvMarking:
     env_batch: int | None
     frameskip: Any  # archsim.capture.frameskip.FrameSkip of the env last stepped
     obs_ndim: int | None
+    obs_key_ndim: dict[str, int]  # a Dict observation space's rank of each key's observation
     seen_learner: bool
     steady: bool
     _actor_stepped: bool
@@ -49,6 +50,14 @@ class EnvMarking:
         space = space or getattr(env, "observation_space", None)
         shape = getattr(space, "shape", None)
         self.obs_ndim = len(shape) if isinstance(shape, tuple) else None
+        # gymnasium's Dict space (and SB3's MultiInputPolicy's): each key's own rank; a module fed
+        # a dict of a batch of 24 read batch 1 (no tensor argument), and its pacing 1 for 24
+        spaces = getattr(space, "spaces", None)
+        self.obs_key_ndim = {
+            key: len(sub.shape)
+            for key, sub in (spaces.items() if isinstance(spaces, dict) else ())
+            if isinstance(getattr(sub, "shape", None), tuple)
+        }
         self.frameskip = env_frameskip(env)
 
     def _wrap_env_step(self, original: Callable[..., Any]) -> Callable[..., Any]:

@@ -12,6 +12,14 @@ from typing import Any
 _get_ident = threading.get_ident
 
 
+def _batch(value: Any, obs_ndim: int | None) -> int:
+    """The batch of an input tensor: its first dimension when it has more than one observation's
+    (``obs_ndim``; unknown: more than one dimension), else 1."""
+    if obs_ndim is not None:
+        return int(value.shape[0]) if value.dim() > obs_ndim else 1
+    return int(value.shape[0]) if value.dim() >= 2 else 1
+
+
 class ForwardMarking:
     """Mixin of AutoMarker: wraps ``nn.Module.__call__`` into ``act``/``train_forward`` phases."""
 
@@ -24,6 +32,7 @@ class ForwardMarking:
     _trains_at_env_batch: dict[int, bool]
     env_batch: int | None
     obs_ndim: int | None
+    obs_key_ndim: dict[str, int]
     learner_batch: int
     _marked: Callable[..., Any]
 
@@ -32,9 +41,11 @@ class ForwardMarking:
 
         for value in (*args, *kwargs.values()):
             if isinstance(value, torch.Tensor):
-                if self.obs_ndim is not None:
-                    return int(value.shape[0]) if value.dim() > self.obs_ndim else 1
-                return int(value.shape[0]) if value.dim() >= 2 else 1
+                return _batch(value, self.obs_ndim)
+            if isinstance(value, dict):  # a Dict observation: its first tensor, by its key's rank
+                for key, item in value.items():
+                    if isinstance(item, torch.Tensor):
+                        return _batch(item, self.obs_key_ndim.get(key))
         return None
 
     def resolve_ambiguous(self, trained: bool) -> None:
