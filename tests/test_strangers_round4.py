@@ -326,3 +326,56 @@ def test_stable_baselines3_ppo_and_a2c(tmp_path, capsys, algo, timesteps, expect
     steps = trace.steps
     assert set(steps[steps.role == "learner"].batch_size) == {expected["batch"]}
     assert set(steps[steps.role == "actor"].batch_size) == {2}
+
+
+# An actor thread steps its own CartPole and queues observations; the program's thread only trains
+# (a threaded Ape-X-like loop). argv: updates.
+ACTOR_THREADS = textwrap.dedent(
+    """
+    import queue, sys, threading, time
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    torch.set_num_threads(1)
+    q = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
+    opt = torch.optim.Adam(q.parameters(), lr=1e-3)
+    data, stop = queue.Queue(), threading.Event()
+
+    def actor(seed):
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=seed)
+        while not stop.is_set():
+            with torch.no_grad():
+                a = int(q(torch.as_tensor(obs)).argmax())
+            nobs, r, term, trunc, _ = env.step(a)
+            data.put(obs)
+            obs = env.reset()[0] if term or trunc else nobs
+            time.sleep(0.001)  # paced (a free-running thread starves the learner of the GIL)
+
+    thread = threading.Thread(target=actor, args=(0,))
+    thread.start()
+    buf = []
+    for _ in range(int(sys.argv[1])):
+        buf.append(data.get())
+        x = torch.as_tensor(np.array([buf[i] for i in np.random.randint(len(buf), size=8)]))
+        loss = q(x).pow(2).mean(); opt.zero_grad(); loss.backward(); opt.step()
+    stop.set()
+    thread.join()
+    """
+)
+
+
+def test_actor_threads_are_named_not_called_envless(tmp_path, capsys):
+    """An actor on a thread of its own: capture run marks the program's thread only, and said the
+    program "stepped no gymnasium environment" though its thread had stepped hundreds. (About 1 s.)"""
+    script = _script(tmp_path, ACTOR_THREADS, "actor_threads.py")
+    out = tmp_path / "cap"
+    assert main(["capture", "run", "--out", str(out), *SCHEDULE, "--", script, "20"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "archsim: error: capture run: actor_threads stepped its environments on 1 other thread(s) "
+        "only (actor threads), and capture run marks the thread that runs the program only: step "
+        "them in it, or in worker processes (multiprocessing), which are captured per process"
+    )
+    assert not out.exists()

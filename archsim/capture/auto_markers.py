@@ -92,6 +92,7 @@ class Counts:
     ticks: int = 0  # schedule steps, from the first learner step on
     worker_processes: int = 0  # multiprocessing processes the program started
     other_thread_optimizer_steps: int = 0  # Optimizer.step calls on threads that are not marked
+    other_env_threads: int = 0  # threads that are not marked that stepped an env (actor threads)
     ended_by_os_exit: bool = False  # the program ended with os._exit(0) (archsim.capture.program)
     stopped_when_recorded: bool = False  # archsim ended it after its last window (--stop-when-...)
     interrupted: bool = False  # an uncaught Ctrl-C ended it (archsim.capture.interrupt)
@@ -142,6 +143,7 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
         self.frameskip: Any = None  # archsim.capture.frameskip.FrameSkip, once an env has stepped
         self.obs_ndim: int | None = None
         self.obs_key_ndim: dict[str, int] = {}
+        self.other_env_threads: set[int] = set()  # counted in Counts.other_env_threads
         self.learner_batch = 1
         # modules whose grad-on forward at the env's batch was followed by a backward (True) or an
         # env step (False), and those whose such forward awaits either (see _forward_phase)

@@ -31,6 +31,7 @@ class EnvMarking:
     frameskip: Any  # archsim.capture.frameskip.FrameSkip of the env last stepped
     obs_ndim: int | None
     obs_key_ndim: dict[str, int]  # a Dict observation space's rank of each key's observation
+    other_env_threads: set[int]
     seen_learner: bool
     steady: bool
     _actor_stepped: bool
@@ -65,6 +66,8 @@ class EnvMarking:
             if before_env_step is not None:
                 before_env_step()
             if not self._outermost():
+                if threading.get_ident() != self._thread:  # an actor thread: not marked
+                    self._note_other_thread()
                 return original(env, *args, **kwargs)
             self._note_env(env)
             result = self._marked("env_step", original, (env, *args), kwargs)
@@ -78,6 +81,13 @@ class EnvMarking:
             return result
 
         return step
+
+    def _note_other_thread(self) -> None:
+        """An env stepped on a thread that is not marked: counted, so the refusal can say so."""
+        ident = threading.get_ident()
+        if ident not in self.other_env_threads:
+            self.other_env_threads.add(ident)
+            self.counts.other_env_threads = len(self.other_env_threads)
 
     def _wrap_env_reset(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def reset(env: Any, *args: Any, **kwargs: Any) -> Any:

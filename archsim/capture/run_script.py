@@ -347,6 +347,13 @@ def _check_counts(
             f"capture run: {program.name} made no optimizer step (torch.optim.Optimizer.step), so it "
             "has no learner step to record; run it long enough to train"
         )
+    if counts.env_steps == 0 and counts.actor_steps == 0 and counts.other_env_threads:
+        raise ArchsimError(
+            f"capture run: {program.name} stepped its environments on {counts.other_env_threads} "
+            "other thread(s) only (actor threads), and capture run marks the thread that runs the "
+            "program only: step them in it, or in worker processes (multiprocessing), which are "
+            "captured per process"
+        )
     if counts.env_steps == 0 and counts.actor_steps == 0 and not worker_env_steps:
         raise ArchsimError(
             f"capture run: {program.name} stepped no gymnasium environment and ran no acting forward "
