@@ -14,10 +14,11 @@ per-core figure is what is left of TDP after idle, spread over every core of the
 its threads busy.
 
 Power is linear in the time-integrated activity (busy seconds, bytes), so the power of a window is
-the mean of the power of its parts and energy is exactly the integral of the power series. Every
-result is clipped to [idle, TDP] per device: activity can only exceed its bound through float
-residue or a DRAM byte rate above the modelled bandwidth (two memory-bound kernels sharing the
-GPU), and a real board caps its power at TDP by lowering its clocks.
+the mean of the power of its parts and energy is exactly the integral of the power series. A what-if
+clock above the part's, or DRAM bandwidth above the card's, can ask for more than TDP: a real part
+then lowers its clock until its mean power is the TDP (cpu_clock_cap, gpu_clock_cap), and the
+simulator reruns at that clock (archsim.sim.power_cap). What is left, float residue and short bins
+above the mean, is clipped to [idle, TDP] per device.
 """
 
 from __future__ import annotations
@@ -70,13 +71,30 @@ def gpu_power_w(
     (before, a faster clock made the same work cheaper: dgx-a100, R2D2, 64 actors, 705 -> 2,820 MHz,
     96.0 -> 95.2 W at the same 330 updates/s). The voltage a higher clock needs is left out, so this
     is the least a what-if clock costs."""
+    sm_w, dram_w = gpu_dynamic_w(
+        sm_share, dram_bytes_per_s, idle_w, max_w, dram_bw_gbs, dram_pj_per_bit, clock_rel
+    )
+    return np.clip(idle_w + sm_w + dram_w, idle_w, max(max_w, idle_w))
+
+
+def gpu_dynamic_w(
+    sm_share: np.ndarray | float,
+    dram_bytes_per_s: np.ndarray | float,
+    idle_w: float,
+    max_w: float,
+    dram_bw_gbs: float,
+    dram_pj_per_bit: float,
+    clock_rel: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(SM W, DRAM W) above idle of gpu_power_w, before its clip at TDP: what the power cap
+    (gpu_clock_cap) weighs against the board's budget."""
     budget_w = max(max_w - idle_w, 0.0)
     dram_w_per_bps = dram_pj_per_bit * PJ * BITS_PER_BYTE
     dram_full_w = min(dram_peak_w(dram_bw_gbs, dram_pj_per_bit), budget_w)
     sm_dynamic_w = (budget_w - dram_full_w) * max(clock_rel, 0.0)
     share = np.clip(np.asarray(sm_share, dtype=float), 0.0, 1.0)
     dram_w = np.maximum(np.asarray(dram_bytes_per_s, dtype=float), 0.0) * dram_w_per_bps
-    return np.clip(idle_w + sm_dynamic_w * share + dram_w, idle_w, max(max_w, idle_w))
+    return sm_dynamic_w * share, dram_w
 
 
 def cpu_per_core_w(
@@ -114,11 +132,64 @@ def cpu_socket_power_w(
     worth (sum of their busy fractions) and whose SMT siblings ``sibling_thread_busy`` threads'
     worth; within [idle_w, max_w]. Threads fill cores before SMT siblings (Linux's placement), so a
     busy sibling adds only SMT_SECOND_THREAD_POWER_FRAC of a core."""
+    p = idle_w + cpu_dynamic_w(
+        first_thread_busy,
+        sibling_thread_busy,
+        idle_w,
+        max_w,
+        cores_per_socket,
+        threads_per_core,
+        clock_rel,
+    )
+    return np.clip(p, idle_w, max(max_w, idle_w))
+
+
+def cpu_dynamic_w(
+    first_thread_busy: np.ndarray | float,
+    sibling_thread_busy: np.ndarray | float,
+    idle_w: float,
+    max_w: float,
+    cores_per_socket: int,
+    threads_per_core: int,
+    clock_rel: float = 1.0,
+) -> np.ndarray:
+    """Watts above idle of cpu_socket_power_w, before its clip at TDP (for cpu_clock_cap)."""
     per_core = cpu_per_core_w(idle_w, max_w, cores_per_socket, threads_per_core, clock_rel)
     first = np.maximum(np.asarray(first_thread_busy, dtype=float), 0.0)
     sibling = np.maximum(np.asarray(sibling_thread_busy, dtype=float), 0.0)
-    p = idle_w + per_core * (first + SMT_SECOND_THREAD_POWER_FRAC * sibling)
-    return np.clip(p, idle_w, max(max_w, idle_w))
+    return per_core * (first + SMT_SECOND_THREAD_POWER_FRAC * sibling)
+
+
+def cpu_clock_cap(dynamic_w: float, idle_w: float, max_w: float) -> float:
+    """Factor (at most 1) to lower a socket's clock by so that its mean power is its TDP.
+
+    A part held at its power limit lowers its clock until it is within it: Intel's RAPL package
+    limit PL1 (by default the TDP, a mean over its time window: Intel 64 and IA-32 Architectures
+    SDM vol. 3B, "Platform Specific Power Management Support") and AMD's PPT. The limit is a mean,
+    so the run's mean power is held to it (short bins may pass it, as PL2 lets a part do). Core dynamic power is linear in the clock at the part's voltage (cpu_per_core_w), so
+    the same busy core-seconds draw ``dynamic_w x factor`` at the lowered clock. Being linear, and
+    leaving out the voltage a clock above the part's needs, this is the least a cap lowers the
+    clock: with V rising with f (P ~ f V^2, the DVFS range) it would fall less far for the same
+    watts, so these clocks are an upper bound. The run's busy seconds grow as the clock falls, so
+    one factor lands above the clock at which power is the TDP: archsim.sim.power_cap repeats it.
+    """
+    headroom_w = max(max_w - idle_w, 0.0)
+    if dynamic_w <= headroom_w or dynamic_w <= 0:
+        return 1.0
+    return headroom_w / dynamic_w
+
+
+def gpu_clock_cap(sm_w: float, dram_w: float, idle_w: float, max_w: float) -> float:
+    """Factor (at most 1) to lower a GPU's SM clock by so that its mean power is its TDP: NVIDIA's
+    power capping lowers the graphics (SM) clock, not the memory's (nvidia-smi
+    --help-query-gpu, clocks_throttle_reasons.sw_power_cap: "SW Power Scaling algorithm is
+    reducing the clocks below requested clocks because the GPU is consuming too much power"). SM power is linear in the clock (gpu_power_w), DRAM power is the bytes moved, which
+    the SM clock leaves nearly alone. 0 when DRAM alone is over the budget: no SM clock brings
+    such a board within its TDP (the caller refuses it)."""
+    headroom_w = max(max_w - idle_w, 0.0)
+    if sm_w + dram_w <= headroom_w or sm_w <= 0:
+        return 1.0 if dram_w <= headroom_w else 0.0
+    return max(headroom_w - dram_w, 0.0) / sm_w
 
 
 def energy_j(power_w: np.ndarray, dt_s: np.ndarray | float) -> float:

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from archsim.perf.power import (
+    cpu_dynamic_w,
     cpu_socket_power_w,
     frames_per_joule,
+    gpu_dynamic_w,
     gpu_power_w,
     sm_share_of_card,
 )
@@ -207,19 +209,14 @@ class PowerModel:
     cpu_clock_rel: float = 1.0  # cpu.thread_speed_rel over the part's: scales core dynamic power
 
 
-def _power_w(
+def socket_busy(
     power: PowerModel,
-    width_s: float,
-    cpu_busy_s: np.ndarray,
-    gpu_sm_busy_s: np.ndarray | float,
-    gpu_dram_bytes: np.ndarray | float,
+    busy: np.ndarray,
     socket_of_thread: np.ndarray,
     smt_sibling: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(CPU W, GPU W) over intervals of ``width_s``: ``cpu_busy_s`` is (intervals, threads) busy
-    seconds, the GPU figures per interval. Linear in every input, so a window's power is the mean
-    of its parts' (energy = integral of power)."""
-    busy = np.atleast_2d(cpu_busy_s) / width_s
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """(first threads' busy cores, SMT siblings' busy threads), each (intervals, sockets), from the
+    (intervals, threads) busy fractions ``busy``, and each socket's cores for the power split."""
     sibling = np.zeros(busy.shape[1], dtype=bool) if smt_sibling is None else smt_sibling
     first_busy = np.zeros((busy.shape[0], power.sockets))
     sibling_busy = np.zeros((busy.shape[0], power.sockets))
@@ -228,20 +225,42 @@ def _power_w(
         first_busy[:, s] = busy[:, on & ~sibling].sum(axis=1)
         sibling_busy[:, s] = busy[:, on & sibling].sum(axis=1)
     in_use = np.bincount(socket_of_thread[~sibling], minlength=power.sockets)
-    cores = power.cores_per_socket or np.maximum(in_use, 1)
-    cpu_w = np.zeros(busy.shape[0])
+    cores = [power.cores_per_socket or max(int(n), 1) for n in in_use]
+    return first_busy, sibling_busy, cores
+
+
+def _power_w(
+    power: PowerModel,
+    width_s: float,
+    cpu_busy_s: np.ndarray,
+    gpu_sm_busy_s: np.ndarray | float,
+    gpu_dram_bytes: np.ndarray | float,
+    socket_of_thread: np.ndarray,
+    smt_sibling: np.ndarray | None,
+    tdp_clip: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(CPU W, GPU W) over intervals of ``width_s``: ``cpu_busy_s`` is (intervals, threads) busy
+    seconds, the GPU figures per interval. Linear in every input, so a window's power is the mean
+    of its parts' (energy = integral of power). ``tdp_clip`` False leaves an interval above TDP:
+    a power limit holds the mean (archsim.sim.power_cap), and a short stretch may pass it (Intel's
+    PL2 above PL1), so clipping a bin would lose energy the window's mean counts."""
+    first_busy, sibling_busy, cores = socket_busy(
+        power, np.atleast_2d(cpu_busy_s) / width_s, socket_of_thread, smt_sibling
+    )
+    cpu_power = cpu_socket_power_w if tdp_clip else _cpu_unclipped_w
+    gpu_power = gpu_power_w if tdp_clip else _gpu_unclipped_w
+    cpu_w = np.zeros(first_busy.shape[0])
     for s in range(power.sockets):
-        cores_s = int(cores if np.isscalar(cores) else cores[s])
-        cpu_w += cpu_socket_power_w(
+        cpu_w += cpu_power(
             first_busy[:, s],
             sibling_busy[:, s],
             power.cpu_idle_w,
             power.cpu_max_w,
-            cores_s,
+            cores[s],
             power.threads_per_core,
             power.cpu_clock_rel,
         )
-    gpu_w = np.zeros(busy.shape[0])
+    gpu_w = np.zeros(first_busy.shape[0])
     if power.gpus > 0:
         share = sm_share_of_card(
             np.asarray(gpu_sm_busy_s, dtype=float) / width_s,
@@ -249,7 +268,7 @@ def _power_w(
             power.gpu_card_sms,
         )
         # One GPU runs both streams; any further GPUs in use are counted idle (the learner uses one).
-        gpu_w = gpu_w + gpu_power_w(
+        gpu_w = gpu_w + gpu_power(
             share,
             np.asarray(gpu_dram_bytes, dtype=float) / width_s,
             power.gpu_idle_w,
@@ -260,6 +279,17 @@ def _power_w(
         )
         gpu_w = gpu_w + (power.gpus - 1) * power.gpu_idle_w
     return cpu_w, gpu_w
+
+
+def _cpu_unclipped_w(first, sibling, idle_w: float, max_w: float, *split) -> np.ndarray:
+    """cpu_socket_power_w without its clip at TDP (``split``: cores, threads per core, clock)."""
+    return idle_w + cpu_dynamic_w(first, sibling, idle_w, max_w, *split)
+
+
+def _gpu_unclipped_w(share, bytes_per_s, idle_w: float, max_w: float, *card) -> np.ndarray:
+    """gpu_power_w without its clip at TDP (``card``: DRAM bandwidth, pJ/bit, clock)."""
+    sm_w, dram_w = gpu_dynamic_w(share, bytes_per_s, idle_w, max_w, *card)
+    return idle_w + sm_w + dram_w
 
 
 def core_utilization(cpu_busy_s: np.ndarray, cores: int, window_s: float) -> np.ndarray:
@@ -362,6 +392,7 @@ def power_series(
         rec.dram_bins,
         socket_of_thread,
         smt_sibling,
+        tdp_clip=False,
     )
     starts = np.arange(n) * width
     if rec.timeline is not None:  # the timeline shows CPU and GPU power as separate counters

@@ -29,6 +29,7 @@ from archsim.sim.limits import check_simulated_work
 from archsim.sim.metrics import Recorder, add_cpu_power, power_series, summarize
 from archsim.sim.nodes import node_layout
 from archsim.sim.placement import choose_placement
+from archsim.sim.power_cap import ClockCaps, run_clock_caps, within_tdp
 from archsim.sim.replay_power import replay_host_power_w, replay_host_sockets
 from archsim.sim.replay_server import (
     check_network_knobs,
@@ -56,6 +57,8 @@ class SimResult:
     network: dict | None = None
     # --engine steady: the window reported and the doublings before it (archsim.sim.steady)
     steady: object | None = None
+    # how far the clocks must fall for the run's mean power to be within TDP (archsim.sim.power_cap)
+    clock_caps: ClockCaps = ClockCaps()
 
 
 # SMT calibration: short runs that measure each hardware thread's busy fraction, from which the
@@ -214,6 +217,7 @@ def summarize_run(
         timeline=rec.timeline,
         power_series=series,
         network=detail,
+        clock_caps=run_clock_caps(rec, power, socket_of_thread, smt_sibling),
     )
 
 
@@ -251,7 +255,24 @@ def simulate(
 ) -> SimResult:
     """Simulate ``trace``'s workload on ``hw`` (a HardwareConfig) with the knobs of ``config``.
     ``service_times``: a stand-in for ``derive_service_times`` with its signature (sweeps pass a
-    memoized one: archsim.analysis.sweep_cache), so many points reuse one derivation."""
+    memoized one: archsim.analysis.sweep_cache), so many points reuse one derivation. A what-if
+    whose clocks draw more than TDP runs at the clocks that hold it to TDP (archsim.sim.power_cap;
+    the memo is keyed by the asked hardware, so those runs derive their own service times)."""
+    result = _simulate_at(trace, hw, config, timeline, series_bins, service_times)
+    return within_tdp(
+        result, hw, lambda capped: _simulate_at(trace, capped, config, timeline, series_bins)
+    )
+
+
+def _simulate_at(
+    trace,
+    hw,
+    config: SimConfig,
+    timeline: bool = False,
+    series_bins: int = 0,
+    service_times=None,
+) -> SimResult:
+    """simulate at ``hw``'s clocks as given."""
     from archsim.sim.pacing import resolve_pacing
     from archsim.sim.recorded import recorded_inference_batch_mean
     from archsim.sim.workload import derive_machine, derive_service_times, trace_learner_batch

@@ -286,6 +286,25 @@ def loop_metrics(
 ) -> dict[str, float]:
     """The run's metrics (named as the distributed loop's) from the closed form; energy over
     ``sim_seconds`` of the steady state."""
+    rec, socket_of_thread, per_socket, smt_sibling = loop_record(
+        times, machine, frames_per_env_step
+    )
+    t, u, e = times.iteration_s, times.updates_per_iteration, times.env_steps_per_iteration
+    metrics = summarize(rec, machine.power, socket_of_thread, per_socket, smt_sibling)
+    metrics["energy_j"] = metrics["avg_power_w"] * sim_seconds
+    metrics["samples_per_insert"] = u * learner_batch / e
+    metrics["seconds_per_1000_steps"] = 1000.0 * t / e
+    metrics["iteration_s"] = t
+    # cpu_core_util_max / _mean come from summarize (archsim.sim.metrics.core_utilization): the
+    # loop's core is the busiest, the mean is over every core of the machine.
+    return metrics
+
+
+def loop_record(
+    times: LoopTimes, machine, frames_per_env_step: float
+) -> tuple[Recorder, np.ndarray, np.ndarray, np.ndarray]:
+    """One iteration of the loop as a Recorder, with its threads' sockets, threads per socket and
+    SMT siblings: what loop_metrics and the power cap (archsim.sim.power_cap) read."""
     t = times.iteration_s
     if not t > 0:
         raise ArchsimError(
@@ -314,14 +333,7 @@ def loop_metrics(
     socket_of_thread = layout.socket_of_thread()
     per_socket = np.bincount(socket_of_thread, minlength=machine.sockets)
     smt_sibling = np.arange(layout.hw_threads) >= layout.cores
-    metrics = summarize(rec, machine.power, socket_of_thread, per_socket, smt_sibling)
-    metrics["energy_j"] = metrics["avg_power_w"] * sim_seconds
-    metrics["samples_per_insert"] = u * learner_batch / e
-    metrics["seconds_per_1000_steps"] = 1000.0 * t / e
-    metrics["iteration_s"] = t
-    # cpu_core_util_max / _mean come from summarize (archsim.sim.metrics.core_utilization): the
-    # loop's core is the busiest, the mean is over every core of the machine.
-    return metrics
+    return rec, socket_of_thread, per_socket, smt_sibling
 
 
 def timeline_slices(times: LoopTimes, sim_seconds: float) -> list:
@@ -362,6 +374,7 @@ def simulate_sequential(
     from archsim.perf.conv_impl import trace_with_conv_impl
     from archsim.sim.machine import derive_machine
     from archsim.sim.pacing import trace_frames_per_env_step
+    from archsim.sim.power_cap import run_clock_caps
     from archsim.sim.run import SimResult
     from archsim.sim.step_work import whole_steps
     from archsim.sim.workload import without_process_profiler_cost
@@ -377,6 +390,9 @@ def simulate_sequential(
     metrics = loop_metrics(
         times, machine, trace_frames_per_env_step(trace), learner_batch, config.sim_seconds
     )
+    rec, socket_of_thread, _, smt_sibling = loop_record(
+        times, machine, trace_frames_per_env_step(trace)
+    )
     series = None
     if series_bins:  # the steady state draws constant power
         width = config.sim_seconds / series_bins
@@ -388,4 +404,5 @@ def simulate_sequential(
         events=0,
         timeline=timeline_slices(times, config.sim_seconds) if timeline else None,
         power_series=series,
+        clock_caps=run_clock_caps(rec, machine.power, socket_of_thread, smt_sibling),
     )

@@ -1,0 +1,121 @@
+"""Physics invariants, round 4: a what-if clock past TDP runs at the clock that holds its mean power
+at the TDP (archsim.sim.power_cap), as a power-limited part does, instead of being clipped to the
+TDP while it keeps the faster clock's throughput (more work per joule from a cap).
+
+The runs are dqn-pong-cpu with its default actors on the fast engine (0.2-0.6 s of CPU each).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archsim.hw import load_hw
+from archsim.hw.presets import list_presets
+from archsim.perf.power import cpu_clock_cap, dram_peak_w, gpu_clock_cap
+from archsim.sim.config import SimConfig
+from archsim.sim.power_cap import POWER_CAP_TOL
+from archsim.sim.run import simulate
+from archsim.trace import load
+
+ROOT = Path(__file__).resolve().parents[1]
+NOISE = 0.02
+GPU_PRESETS = tuple(p for p in list_presets() if p != "local" and load_hw(p).gpu is not None)
+
+
+@functools.cache
+def _trace(name: str):
+    return load(ROOT / "traces" / name)
+
+
+def _run(preset: str, overrides: tuple[str, ...] = (), trace: str = "dqn-pong-cpu"):
+    return simulate(_trace(trace), load_hw(preset, list(overrides)), SimConfig(sim_seconds=2.0))
+
+
+@functools.cache
+def _short(preset: str, overrides: tuple[str, ...] = ()):
+    """16 actors for 0.5 s: 0.2-0.7 s of CPU a run on every preset."""
+    config = SimConfig(sim_seconds=0.5, actors=16)
+    return simulate(_trace("dqn-pong-cpu"), load_hw(preset, list(overrides)), config)
+
+
+def _capped_mhz(result, device: str) -> float | None:
+    """The clock the power cap ran ``device`` ("CPU boost" or "GPU") at, from its note."""
+    for note in result.notes:
+        found = re.search(device + r" [\d,]+ -> ([\d,]+) MHz", note)
+        if found:
+            return float(found.group(1).replace(",", ""))
+    return None
+
+
+def test_clock_caps_by_hand():
+    # jetson-tx1's CPU socket: 1.5 W idle, 7.5 W TDP, 6 W of headroom; a clock asking 9 W of
+    # dynamic power falls to 6/9 of itself (dynamic power linear in f at the part's voltage).
+    assert cpu_clock_cap(9.0, 1.5, 7.5) == pytest.approx(6 / 9)
+    assert cpu_clock_cap(5.0, 1.5, 7.5) == 1.0
+    # GPU: 6 W of headroom less 1 W of DRAM leaves the SMs 5 W of the 10 W they ask
+    assert gpu_clock_cap(10.0, 1.0, 1.5, 7.5) == pytest.approx(0.5)
+    assert gpu_clock_cap(4.0, 1.0, 1.5, 7.5) == 1.0
+    assert gpu_clock_cap(2.0, 7.0, 1.5, 7.5) == 0.0  # DRAM alone over the budget
+
+
+def test_a_gpu_clock_past_tdp_runs_at_the_clock_that_holds_it():
+    """The fault: jetson-tx1 (998 MHz, 7.5 W) at --set gpu.clock_mhz=3000 asked its SMs for 2.3x
+    the TDP, was clipped to 7.5 W and kept 3 GHz's throughput. Now it runs at about 1,114 MHz,
+    where its SMs' busy cycles per second are what the TDP pays for: above the card's clock (the
+    card at 998 MHz draws 6.85 W here), below the asked."""
+    hw = load_hw("jetson-tx1", ["gpu.clock_mhz=3000"])
+    capped, part = _run("jetson-tx1", ("gpu.clock_mhz=3000",)), _run("jetson-tx1")
+    mhz = _capped_mhz(capped, "GPU")
+    assert mhz is not None and hw.gpu.card_clock < mhz < 3000
+    assert capped.clock_caps.within()
+    # the SMs' dynamic power at the run's clock, from its busy share: within the TDP's budget
+    gpu = hw.gpu
+    sm_budget_w = (
+        gpu.max_power_w
+        - gpu.idle_power_w
+        - dram_peak_w(gpu.dram_bw_gbs, gpu.dram_pj_per_bit or 0.0)
+    )
+    sm_w = sm_budget_w * mhz / gpu.card_clock * capped.metrics["gpu_sm_util"]
+    assert gpu.idle_power_w + sm_w <= gpu.max_power_w * (1 + POWER_CAP_TOL)
+    assert capped.metrics["frames_per_s"] >= part.metrics["frames_per_s"] * (1 - NOISE)
+
+
+def test_a_cpu_boost_past_tdp_runs_at_the_clock_that_holds_it():
+    """local (2 cores, 7.03 W a socket) runs R2D2's actors at 98% of its cores: a 5 GHz boost asked
+    1.6x the TDP. It runs at about 2,659 MHz, just above the part's 2,596 MHz."""
+    capped = _run("local", ("cpu.boost_clock_mhz=5000",), "r2d2-seed-2x2-cpu")
+    part = _run("local", (), "r2d2-seed-2x2-cpu")
+    mhz = _capped_mhz(capped, "CPU boost")
+    assert mhz is not None and load_hw("local").cpu.boost_clock_mhz <= mhz < 5000
+    assert capped.clock_caps.within()
+    assert capped.metrics["frames_per_s"] >= part.metrics["frames_per_s"] * (1 - NOISE)
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    preset=st.sampled_from(GPU_PRESETS),
+    what_if=st.sampled_from(("gpu.clock_mhz", "cpu.boost_clock_mhz", "gpu.dram_bw_gbs")),
+    scale=st.sampled_from((1.5, 2.5)),
+)
+def test_a_faster_what_if_is_never_slower_and_never_past_tdp(preset, what_if, scale):
+    """Every GPU preset, a faster clock or DRAM: at least the part's throughput (the cap never
+    lowers a CPU below the part's clock, and a GPU's SMs only as far as its DRAM traffic takes
+    their budget), and every device's mean power within [idle, TDP] at the clocks it ran."""
+    hw = load_hw(preset)
+    section, field = what_if.split(".")
+    value = min(getattr(getattr(hw, section), field) * scale, 9000.0)  # limits: under 10 GHz
+    fast = _short(preset, (f"{what_if}={value}",))
+    part = _short(preset)
+    assert fast.clock_caps.within(), fast.clock_caps
+    assert fast.metrics["frames_per_s"] >= part.metrics["frames_per_s"] * (1 - NOISE)
+    m = fast.metrics
+    assert hw.gpu.idle_power_w - 1e-9 <= m["gpu_power_w"] <= hw.gpu.max_power_w + 1e-9
+    sockets = hw.cpu.sockets
+    assert sockets * hw.cpu.idle_power_w - 1e-9 <= m["cpu_power_w"]
+    assert m["cpu_power_w"] <= sockets * hw.cpu.max_power_w + 1e-9
