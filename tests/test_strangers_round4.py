@@ -379,3 +379,73 @@ def test_actor_threads_are_named_not_called_envless(tmp_path, capsys):
         "them in it, or in worker processes (multiprocessing), which are captured per process"
     )
     assert not out.exists()
+
+
+# A DQN on a SyncVectorEnv of 4 CartPoles that evaluates greedily on a separate single CartPole
+# (up to 10 steps) every 10 updates, as training loops with an eval env do. argv: vector steps.
+EVALUATES = textwrap.dedent(
+    """
+    import sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    torch.set_num_threads(1)
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(4)])
+    eval_env = gym.make("CartPole-v1")
+    q = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
+    opt = torch.optim.Adam(q.parameters(), lr=1e-3)
+    c = dict(train_calls=0, eval_steps=0, updates=0)
+
+    def evaluate():
+        o, _ = eval_env.reset(seed=1)
+        for _ in range(10):
+            with torch.no_grad():
+                a = int(q(torch.as_tensor(o)).argmax())
+            o, r, term, trunc, _ = eval_env.step(a)
+            c["eval_steps"] += 1
+            if term or trunc:
+                break
+
+    obs, _ = envs.reset(seed=0)
+    buf = []
+    for t in range(int(sys.argv[1])):
+        with torch.no_grad():
+            a = q(torch.as_tensor(obs)).argmax(1).numpy()
+        nobs, r, term, trunc, _ = envs.step(a)
+        c["train_calls"] += 1
+        buf.extend(obs)
+        obs = nobs
+        if t >= 8:
+            x = torch.as_tensor(np.array([buf[i] for i in np.random.randint(len(buf), size=32)]))
+            loss = q(x).pow(2).mean(); opt.zero_grad(); loss.backward(); opt.step()
+            c["updates"] += 1
+            if c["updates"] % 10 == 0:
+                evaluate()
+    print("COUNTS " + " ".join(f"{k}={v}" for k, v in c.items()))
+    """
+)
+
+
+def test_acting_after_an_evaluation_env_is_acting(tmp_path, capsys):
+    """The vector env's acting forward at 4, right after an evaluation on a single env (whose batch
+    of 1 was the last env's), was a train forward: it opened learner steps of batch 4 that trained
+    nothing. Every learner step is now an update of 32; the evaluation's env steps are actor steps
+    and transitions like the training env's (README: they dilute the pacing). (About 1.5 s.)"""
+    out = tmp_path / "cap"
+    script = _script(tmp_path, EVALUATES, "dqn_evaluates.py")
+    schedule = ["--wait", "2", "--warmup", "1", "--active", "40", "--repeat", "1"]
+    assert main(["capture", "run", "--out", str(out), *schedule, "--", script, "40"]) == 0
+    did = _counts(capsys.readouterr().out)
+    assert (did["train_calls"], did["updates"]) == (40, 32)
+    trace = load(out)
+    counts = trace.meta["workload"]["settings"]["counts"]
+    assert counts["learner_steps"] == did["updates"]
+    assert counts["env_steps"] == counts["actor_steps"] == 40 + did["eval_steps"]
+    assert counts["transitions"] == 4 * 40 + did["eval_steps"]
+    steps = trace.steps
+    learner = steps[steps.role == "learner"]
+    assert len(learner) and set(learner.batch_size) == {32}
+    assert learner.train_backward_us.notna().all()
+    assert set(steps[steps.role == "actor"].batch_size) == {1, 4}

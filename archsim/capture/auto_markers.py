@@ -140,6 +140,7 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
         self._pending = True  # late patches (program's own classes, libraries) not yet done
         self._env_id = 0
         self.env_batch: int | None = None
+        self.env_batches: set[int] = set()  # every env's (archsim.capture.env_markers)
         self.frameskip: Any = None  # archsim.capture.frameskip.FrameSkip, once an env has stepped
         self.obs_ndim: int | None = None
         self.obs_key_ndim: dict[str, int] = {}

@@ -28,6 +28,7 @@ class EnvMarking:
     _depth: int
     counts: Any
     env_batch: int | None
+    env_batches: set[int]  # of every env stepped or reset so far
     frameskip: Any  # archsim.capture.frameskip.FrameSkip of the env last stepped
     obs_ndim: int | None
     obs_key_ndim: dict[str, int]  # a Dict observation space's rank of each key's observation
@@ -46,6 +47,7 @@ class EnvMarking:
         num_envs = getattr(env, "num_envs", None)
         vector = isinstance(num_envs, int) and num_envs >= 1
         self.env_batch = num_envs if vector else 1
+        self.env_batches.add(self.env_batch)
         # gymnasium vector envs batch observation_space; SB3's VecEnv keeps it per env
         space = getattr(env, "single_observation_space", None) if vector else None
         space = space or getattr(env, "observation_space", None)

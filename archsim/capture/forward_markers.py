@@ -31,6 +31,7 @@ class ForwardMarking:
     _ambiguous: set[int]
     _trains_at_env_batch: dict[int, bool]
     env_batch: int | None
+    env_batches: set[int]
     obs_ndim: int | None
     obs_key_ndim: dict[str, int]
     learner_batch: int
@@ -61,7 +62,9 @@ class ForwardMarking:
         if self._learner is not None:
             phase = "train_forward"
         elif self.env_batch is not None and batch is not None:
-            phase = "act" if batch == self.env_batch else "train_forward"
+            # any env's batch: a loop that evaluates on a single env between its vector env's
+            # steps acted at 4 after an evaluation, before its next step, and opened a learner step
+            phase = "act" if batch in self.env_batches else "train_forward"
             if phase == "act" and grad:
                 # acting with grad on (CleanRL's DQN), or training at the env's batch
                 self._ambiguous.add(id(module))
