@@ -8,7 +8,8 @@ launch in the file) are dropped and counted; device events of accelerators archs
 
 CPU-only traces: one op per compute cpu op that is not inside another kept op. Compute ops are ops
 in a namespace (``aten::``..., not ``autograd::``/``profiler::``) that are not pure metadata (views,
-empty, reshape: flops.METADATA_OPS). Kept: the outermost compute op that has a FLOP formula (its
+empty, reshape: flops.METADATA_OPS), and torch.distributed's collectives (``gloo:all_reduce``, class
+communication: flops.is_collective), whether filed as cpu ops or, as torch 2.x does, annotations. Kept: the outermost compute op that has a FLOP formula (its
 measured time includes the ops it calls: ``aten::linear`` rather than the ``addmm`` and bias
 ``copy_`` inside it, which a plain "leaf op" rule would split and lose the GEMM), and compute ops
 without a formula that contain no other compute op (true leaves). Kept ops never overlap on a
@@ -119,7 +120,11 @@ def _ingest(
         raise ArchsimError(
             where(path, "every GPU event was queued before the profiling window: nothing to ingest")
         )
-    ops = _gpu_ops(kt, gpu, runtime, cpu, counts) if len(gpu) else _cpu_ops(cpu, counts)
+    if len(gpu):
+        ops = _gpu_ops(kt, gpu, runtime, cpu, counts)
+    else:  # torch 2.x files a process group's work ("gloo:all_reduce") as a user annotation
+        collective = annotations["name"].astype(str).map(flops_mod.is_collective).astype(bool)
+        ops = _cpu_ops(pd.concat([cpu, annotations[collective]], ignore_index=True), counts)
     # torch.compile'd code on the CPU: Inductor's fused C++ kernels are not profiler ops, so only
     # the library ops inside its graph calls are priced (archsim.trace.info says so)
     compiled = annotations["name"].astype(str).str.startswith(COMPILED_GRAPH_PREFIX)
@@ -316,6 +321,7 @@ def _cpu_ops(cpu: pd.DataFrame, counts: dict[str, Any]) -> pd.DataFrame:
     """Compute cpu ops of a CPU-only trace (see module docstring for the rule)."""
     names = cpu["name"].astype(str)
     namespaced = names.str.contains("::", regex=False) & ~names.str.startswith(_NON_OP_NAMESPACES)
+    namespaced |= names.map(flops_mod.is_collective).astype(bool)  # gloo:all_reduce: one colon
     metadata = names.map(flops_mod.is_metadata_op).astype(bool)
     compute = cpu[namespaced & ~metadata].reset_index(drop=True)
     costs_all = [
@@ -323,6 +329,9 @@ def _cpu_ops(cpu: pd.DataFrame, counts: dict[str, Any]) -> pd.DataFrame:
         for name, args in zip(compute["name"], compute["args"], strict=True)
     ]
     has_f = np.array([c.has_formula for c in costs_all], dtype=bool)
+    # a collective is kept whole, like an op with a formula: gloo's all_gather copies its inputs
+    # into the output list with aten ops of its own, which are part of the collective's time
+    has_f |= compute["name"].astype(str).map(flops_mod.is_collective).to_numpy(dtype=bool)
     parent = ancestors_table(compute) if len(compute) else np.empty(0, dtype=np.int64)
     is_parent = np.zeros(len(compute), dtype=bool)
     is_parent[parent[parent >= 0]] = True

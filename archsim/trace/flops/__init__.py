@@ -32,6 +32,7 @@ from archsim.trace.flops.optim import (
 from archsim.trace.flops.registry import (
     METADATA_OPS,
     has_formula,
+    is_collective,
     is_metadata_op,
     op_class,
     op_cost,
@@ -54,6 +55,7 @@ __all__ = [
     "Tensor",
     "_rnn_sequence",
     "has_formula",
+    "is_collective",
     "is_metadata_op",
     "kernel_class",
     "op_class",

@@ -63,6 +63,7 @@ OP_CLASSES = (
     "rnn",
     "memcpy",
     "memset",
+    "communication",
     "other",
 )
 

@@ -20,6 +20,9 @@ _SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _KERNEL_TOKEN_CLASSES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern), klass)
     for pattern, klass in (
+        # NCCL/RCCL collectives (ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_...): first,
+        # lest their "reduce" token make them reductions; their time is the wire's and the peers'
+        (r"nccl|rccl", "communication"),
         (r"softmax\w*|soft", "softmax"),  # softmax_warp_forward; cunn_SoftMaxForward -> soft max
         (r"flash\w*|fmha\w*|attention\w*|sdpa\w*", "attention"),
         (r"bn|batchnorm\w*|layernorm\w*|rmsnorm\w*|groupnorm\w*", "reduction"),

@@ -58,8 +58,23 @@ def is_metadata_op(name: str) -> bool:
     return op_key(name) in METADATA_OPS and "::" in name
 
 
+# Collectives and point-to-point ops of torch.distributed: c10d's dispatcher ops (c10d::allreduce_,
+# c10d::broadcast_, c10d::barrier: torch/csrc/distributed/c10d/Ops.cpp) and the record_function title
+# each process group gives its work, "<backend>:<op>" (ProcessGroupGloo.cpp "gloo:all_reduce",
+# ProcessGroupNCCL.cpp "nccl:all_reduce", ProcessGroupMPI.cpp "mpi:all_reduce", ProcessGroupXCCL.cpp
+# "xccl:all_reduce"). Their time is the wire's and the peers', not arithmetic on the op's shapes.
+_COLLECTIVE = re.compile(r"(?:c10d::|(?:gloo|nccl|mpi|xccl):)\w+")
+
+
+def is_collective(name: str) -> bool:
+    """``gloo:all_reduce``, ``nccl:broadcast``, ``c10d::allreduce_``: an op of torch.distributed."""
+    return _COLLECTIVE.fullmatch(name) is not None
+
+
 def op_class(name: str) -> str:
     """The family an op (or an autograd node / backward op of it) belongs to."""
+    if is_collective(name):
+        return "communication"
     inductor = inductor_kernel_class(name)  # a torch.compile kernel's record_function
     if inductor is not None:
         return inductor
