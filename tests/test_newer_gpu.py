@@ -45,14 +45,16 @@ EXCEPTIONS: dict[tuple[str, str], tuple[frozenset[str], str]] = {
     ("dgx-a100", "dgx-h100"): (frozenset(), ""),
     ("dgx-h100", "dgx-h200"): (frozenset(), ""),
     ("dgx-h100", "dgx-b200"): (
-        frozenset({"clock", "l2_latency"}),
+        frozenset({"clock", "l2_latency", "dram_latency"}),
         "B200 1979 vs 1980 MHz, derived from the DGX B200 datasheet's FP32 peak in dgx-b200.yaml; "
-        "L2 hit 295 cycles, 149.1 ns (markdewing/AI_kernels latency table) vs GH200 141.5 ns",
+        "L2 hit 295 cycles, 149.1 ns (markdewing/AI_kernels latency table) vs GH200 141.5 ns; "
+        "pointer chase 860 cycles, 435 ns (the same table) vs GH200 343 ns (gpu-benches gh200.txt)",
     ),
     ("t4", "l4"): (
         frozenset({"dram_bw", "l2_latency"}),
         "L4 GDDR6 300 vs T4 320 GB/s (datasheets); "
-        "L2 hit 135.5 ns (gpu-benches l40.txt) vs Volta's 193 cycles at 1590 MHz",
+        "L2 hit 135.5 ns (gpu-benches l40.txt) vs the T4's 188 cycles at 1590 MHz, 118.2 ns "
+        "(Jia et al. 2019, Table 3.1)",
     ),
     ("rtx2080ti", "rtx4090"): (frozenset(), ""),
     ("mi210", "mi300x"): (
