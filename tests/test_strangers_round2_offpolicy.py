@@ -269,13 +269,14 @@ SAC = textwrap.dedent(
 )
 
 
-def test_sac_with_three_optimizers_counts_each_optimizer_step(tmp_path, capsys):
+def test_sac_with_three_optimizers_counts_one_update_per_draw(tmp_path, capsys):
     """40 Pendulum steps: critics trained at steps 11..39 (29), actor and temperature twice at
-    the even ones from 12 (28 each). Every env step is an actor step of batch 1 (the squashed
-    Gaussian's forward is ``act``), every Optimizer.step a learner step of the sampled 32, so the
-    pacing counts the batch of each of an env step's optimizer steps (README: a learner step is
-    one optimizer step): from env step 12 on, 28 transitions and 28 + 56 steps of 32, 96 per
-    transition. The Polyak update, under no_grad and with no forward, is no step of its own."""
+    the even ones from 12 (28 each), all on the minibatch drawn for the critics. Every env step is
+    an actor step of batch 1 (the squashed Gaussian's forward is ``act``), every draw one learner
+    step of the sampled 32 whatever number of optimizers stepped on it (it was one per
+    Optimizer.step, 96 samples per transition): from env step 12 on, 28 transitions and 28 updates
+    of 32, 32 per transition. The Polyak update, under no_grad and with no forward, is no step of
+    its own."""
     script = _script(tmp_path, SAC, "sac_pendulum.py")
     out = tmp_path / "cap"
     schedule = ["--wait", "2", "--warmup", "1", "--active", "8", "--repeat", "2"]
@@ -285,9 +286,9 @@ def test_sac_with_three_optimizers_counts_each_optimizer_step(tmp_path, capsys):
     trace = load(out)
     counts = trace.meta["workload"]["settings"]["counts"]
     assert counts["env_steps"] == counts["actor_steps"] == did["env_steps"]
-    assert counts["learner_steps"] == did["q"] + did["pi"] + did["alpha"]
+    assert counts["learner_steps"] == did["q"]
     steps = trace.steps
     assert set(steps[steps.role == "learner"].batch_size) == {32}
     actor = steps[steps.role == "actor"]
     assert set(actor.batch_size) == {1} and actor.act_us.notna().all()
-    assert trace.meta["workload"]["samples_per_insert"] == (28 + 56) * 32 / 28
+    assert trace.meta["workload"]["samples_per_insert"] == 28 * 32 / 28

@@ -13,16 +13,18 @@
   than an env step trains at that batch (a PPO whose minibatch equals ``num_envs``): its next such
   forward is ``train_forward``;
 * ``Tensor.backward`` / ``torch.autograd.backward``: ``train_backward``;
-* ``Optimizer.step`` (torch's global optimizer hooks): ``optimizer_step``, which closes the learner step
-  (so does a hand-written update marked ``--phase-fn MODULE:QUALNAME=optimizer_step``);
+* ``Optimizer.step`` (torch's global optimizer hooks): ``optimizer_step``, after which the learner step
+  (one update) ends when the loop moves on to a new draw (archsim.capture.learner_markers); so does
+  a hand-written update marked ``--phase-fn MODULE:QUALNAME=optimizer_step``;
 * Stable-Baselines3 ``ReplayBuffer.add/sample`` and TorchRL ``ReplayBuffer.extend/add/sample`` when the
   program has imported them, and any ``--phase-fn MODULE:QUALNAME=PHASE``.
 
 Steps follow the loop's order. An actor step opens at its ``act`` or ``env_step`` and closes when the
 next iteration's ``act``/``env_step`` starts or a learner phase starts; a learner step opens at its first
-learner phase and closes after the optimizer step. So all of one thread's time between two steps
-belongs to one of them, as the sequential loop ran it. Nested calls (wrappers' ``step``, submodules,
-a forward inside a marked function) are not marked again. Only the thread that runs the program is
+learner phase and closes once its optimizer has stepped and a new draw, acting or an env step starts.
+So all of one thread's time between two steps belongs to one of them, as the sequential loop ran it.
+Nested calls (wrappers' ``step``, submodules, a forward inside a marked function) are not marked
+again. Only the thread that runs the program is
 marked. Every patch is undone on exit. ``multiprocessing`` processes the program starts are counted
 and, given ``workers`` (archsim.capture.child_capture.Workers), wrapped so that each worker marks
 and profiles itself: there a marker numbers its actor steps ``actor`` and ticks once ``ready`` says
@@ -132,6 +134,8 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
         self._learner: Any = None
         self._learner_batch = (1, False)  # the open learner step's (batch, in the steady state)
         self._learner_trained = False  # the open learner step ran a backward or optimizer step
+        self._learner_stepped = False  # ... and an optimizer step (archsim.capture.learner_markers)
+        self._draw: dict[tuple[Any, ...], Any] = {}  # its draw's tensors (learner_markers)
         # gradient accumulation: the open learner step's samples over its backwards so far, and the
         # largest grad-on train forward batch since its last backward (see _note_backward)
         self._backward_samples = 0
@@ -225,6 +229,7 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
     def cut(self) -> None:
         """The program was stopped mid-step (Ctrl-C): close the open step marked as cut (no CPU
         time, archsim.capture.markers), uncounted when it is a learner step."""
+        self.end_done_update()  # an update whose optimizer stepped was done, not cut
         for attr in ("_actor", "_learner"):
             step = getattr(self, attr)
             setattr(self, attr, None)
@@ -244,6 +249,7 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
             if not self._outermost():
                 return original(*args, **kwargs)
             if phase == "replay_sample":
+                self.new_draw()  # a new minibatch: ends an update that has stepped
                 sizes = [a for a in args[1:2] if isinstance(a, int) and not isinstance(a, bool)]
                 if sizes and self._learner is None and sizes[0] > 0:
                     self.learner_batch = sizes[0]

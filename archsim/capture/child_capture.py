@@ -215,6 +215,7 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
                 raise
             finally:
                 term.exporting = True
+                m.end_done_update()  # its last update, done at its optimizer step, counts
                 sidecar["counts"] = dataclasses.asdict(m.counts)
                 if m.frameskip is not None:  # the parent's meta takes it (capture.run_script)
                     sidecar["frameskip"] = dataclasses.asdict(m.frameskip)

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from archsim.capture.learner_markers import tensors_of
+
 _get_ident = threading.get_ident
 
 
@@ -36,6 +38,10 @@ class ForwardMarking:
     obs_key_ndim: dict[str, int]
     learner_batch: int
     _marked: Callable[..., Any]
+    _learner_stepped: bool  # archsim.capture.learner_markers: an update goes on on its draw only
+    _close_learner: Callable[[], None]
+    same_draw: Callable[[list[Any]], bool]
+    note_draw: Callable[[list[Any]], None]
 
     def _batch_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
         import torch
@@ -56,10 +62,11 @@ class ForwardMarking:
             self._trains_at_env_batch[key] = trained
         self._ambiguous.clear()
 
-    def _forward_phase(self, module: Any, batch: int | None, grad: bool) -> str:
+    def _forward_phase(self, module: Any, batch: int | None, grad: bool, goes_on: bool) -> str:
         """The phase of an outermost module call on ``batch`` (None: no tensor input), ``grad``:
-        grad mode on and not inference mode."""
-        if self._learner is not None:
+        grad mode on and not inference mode, ``goes_on``: part of the open update (before its
+        optimizer step, or on its draw after it: archsim.capture.learner_markers)."""
+        if goes_on:
             phase = "train_forward"
         elif self.env_batch is not None and batch is not None:
             # any env's batch: a loop that evaluates on a single env between its vector env's
@@ -72,8 +79,6 @@ class ForwardMarking:
                     phase = "train_forward"
         else:
             phase = "train_forward" if grad else "act"
-        if phase == "train_forward" and self._learner is None and batch:
-            self.learner_batch = batch
         return phase
 
     def _wrap_module_call(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -87,10 +92,21 @@ class ForwardMarking:
             # read once per call: the hot path of every outermost forward
             batch = self._batch_of(args, kwargs)
             grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
-            phase = self._forward_phase(module, batch, grad)
+            stepped = self._learner is not None and self._learner_stepped
+            inputs = tensors_of((*args, *kwargs.values())) if stepped else None
+            goes_on = self._learner is not None and (not stepped or self.same_draw(inputs or []))
+            phase = self._forward_phase(module, batch, grad, goes_on)
+            if phase == "train_forward":
+                if not goes_on:  # a new update (a stepped one ends): it trains on this batch
+                    self._close_learner()
+                    self.learner_batch = batch or self.learner_batch
+                if inputs is None:
+                    inputs = tensors_of((*args, *kwargs.values()))
             result = self._marked(phase, original, (module, *args), kwargs)
-            if phase == "train_forward" and grad and self._learner is not None:
-                self._forward_max = max(self._forward_max, batch or 0)
+            if phase == "train_forward":
+                if grad and self._learner is not None:
+                    self._forward_max = max(self._forward_max, batch or 0)
+                self.note_draw([*(inputs or ()), *tensors_of((result,))])
             return result
 
         return call

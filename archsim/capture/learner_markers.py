@@ -1,12 +1,32 @@
-"""Learner steps of ``archsim capture run``'s AutoMarker (archsim.capture.auto_markers): a backward
-adds its batch to the open learner step, an ``Optimizer.step`` (torch's global hooks) closes it, and
-its batch and samples are counted as it closes.
+"""Learner steps of ``archsim capture run``'s AutoMarker (archsim.capture.auto_markers): one learner
+step is one update, one minibatch drawn and trained on by however many optimizers step on it.
+
+An RL update may step several optimizers on one draw: SAC steps its critics', actor's and
+temperature's (Haarnoja et al. 2018, Alg. 1: one gradient step of each per minibatch; CleanRL's
+sac_continuous_action.py steps the actor and temperature ``policy_frequency`` times every
+``policy_frequency`` steps on the same ``data``), TD3 its critics' every update and its actor's every
+second one on the same minibatch (Fujimoto et al. 2018, delayed policy updates), a script may step
+an auxiliary loss's optimizer on the minibatch of its main one. So an optimizer step does not close
+the learner step; after one, the update goes on while the loop works on the same draw and ends at:
+
+* an environment step or an acting forward (the loop's order: archsim.capture.auto_markers);
+* a replay ``sample`` (a library buffer's, or ``--phase-fn ...=replay_sample``): a new draw;
+* a train forward none of whose tensor inputs is a live tensor that a forward of the update took or
+  returned (same storage, offset, shape, strides and version): a new minibatch (PPO's next
+  ``b_obs[mb_inds]``, DQN's next ``rb.sample()``). A forward without tensor inputs shows no draw,
+  and is a new update too, as every optimizer step was before.
+
+A backward with no forward since the update's optimizer step (a temperature loss on the actor's
+log-probabilities) is part of the update. The update's batch is the minibatch drawn: the summed
+batches of the backwards before its first optimizer step (gradient accumulation's micro-batches),
+not those of every optimizer's backward on the same samples.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from archsim.capture import markers
@@ -14,8 +34,39 @@ from archsim.capture import markers
 _get_ident = threading.get_ident
 
 
+def tensors_of(values: Iterable[Any]) -> list[Any]:
+    """The tensors among ``values`` and inside those that are tuples, lists or dicts (a forward's
+    inputs, its ``(action, log_prob)`` output, a Dict observation)."""
+    import torch
+
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, tuple | list | dict):  # a dict: a Dict observation's tensors
+            items = value.values() if isinstance(value, dict) else value
+            found.extend(v for v in items if isinstance(v, torch.Tensor))
+    return found
+
+
+def _draw_key(tensor: Any) -> tuple[Any, ...]:
+    """Which data a tensor holds: its storage, offset, shape, strides and version (an in-place
+    refill of the same batch tensor is a new draw); an alias (``detach()``, ``as_tensor`` of the
+    same array) has the same key. Tensors without storage or version fall back to their object."""
+    try:
+        place = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
+        place += (tensor.dtype, tuple(tensor.shape), tuple(tensor.stride()))
+    except (RuntimeError, NotImplementedError, TypeError):
+        return ("object", id(tensor))
+    try:
+        return (*place, tensor._version)
+    except RuntimeError:  # an inference-mode tensor keeps no version
+        return place
+
+
 class LearnerMarking:
-    """Mixin of AutoMarker: closes learner steps at optimizer steps and counts their samples."""
+    """Mixin of AutoMarker: ends an update (learner step) when its loop moves on to a new draw,
+    and counts its samples."""
 
     # set by AutoMarker
     _thread: int
@@ -29,12 +80,17 @@ class LearnerMarking:
     _workers: Any
     counts: Any
     seen_learner: bool
+    _learner_stepped: bool  # the open learner step ran an optimizer step: a new draw ends it
+    # the open update's tensors (forward inputs and outputs), weakly: a freed one draws no match
+    _draw: dict[tuple[Any, ...], weakref.ref]
     _begin: Callable[..., None]
     _outermost: Callable[[], bool]
 
     def _close_learner(self) -> None:
         if self._learner is not None:
             learner, self._learner = self._learner, None
+            self._learner_stepped = False
+            self._draw.clear()
             batch, training = self._learner_batch
             if self._backward_samples and self._backward_samples != batch:
                 batch = self._backward_samples  # measured over its micro-batches
@@ -49,11 +105,39 @@ class LearnerMarking:
         """A backward ended: it trained on the largest batch of the grad-on train forwards since
         the previous one (not their sum: DQN's online and target nets, SAC's twin critics and a
         recurrent net's per-time-step calls see the same samples), and a learner step's batch is
-        the sum over its backwards (4 accumulated micro-batches of 8 make 32). A step whose
-        backwards saw no such forward (A2C's loss from its acting forwards, SAC's temperature)
-        keeps its first forward's or replay sample's batch."""
-        self._backward_samples += self._forward_max
+        the sum over its backwards before its first optimizer step (4 accumulated micro-batches
+        of 8 make 32; SAC's actor and temperature backwards after its critics' step are on the
+        same 32). A step whose backwards saw no such forward (A2C's loss from its acting
+        forwards) keeps its first forward's or replay sample's batch."""
+        if not self._learner_stepped:
+            self._backward_samples += self._forward_max
         self._forward_max = 0
+
+    def same_draw(self, tensors: list[Any]) -> bool:
+        """Whether one of ``tensors`` holds data of the open update's draw (see the module)."""
+        for tensor in tensors:
+            ref = self._draw.get(_draw_key(tensor))
+            if ref is not None and ref() is not None:
+                return True
+        return False
+
+    def note_draw(self, tensors: list[Any]) -> None:
+        """A train forward of the open update took or returned ``tensors``."""
+        if self._learner is None:
+            return
+        for tensor in tensors:
+            self._draw[_draw_key(tensor)] = weakref.ref(tensor)
+
+    def end_done_update(self) -> None:
+        """The program is ending (or was stopped) after an optimizer step, before its loop moved
+        on: that update was done, and counts."""
+        if self._learner_stepped:
+            self._close_learner()
+
+    def new_draw(self) -> None:
+        """The loop drew a new minibatch (a replay sample): it ends an update that has stepped."""
+        if self._learner_stepped:
+            self._close_learner()
 
     def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if _get_ident() != self._thread:  # a learner thread: counted, so the refusal can say so
@@ -76,8 +160,10 @@ class LearnerMarking:
         self._learner_step_done()
 
     def _learner_step_done(self) -> None:
-        """An optimizer step ended: it closes the learner step, and training has started."""
-        self._close_learner()
+        """An optimizer step ended: the update may go on (another optimizer on its draw) until
+        the loop moves on (see the module), and training has started."""
+        if self._learner is not None:
+            self._learner_stepped = True
         if not self.seen_learner and self._workers is not None:
             self._workers.learning_started()
         self.seen_learner = True
