@@ -9,7 +9,8 @@ own GPU (its preset, or a config built from its deviceProperties), against the m
 per kernel class; calibrated on one fixture and applied to the others; kernels only beside totals
 with copies. The model's achieved fractions (archsim.perf.efficiency) come from published
 microbenchmarks, not from these files; the few figures that were read off a fixture are named in
-the table's *in sample* column. Last: AlexNet captured on a CPU, predicted on several presets, against
+the table's *in sample* column. Then the real GPU captures under tests/data, out of sample
+(accuracy_public.py). Last: AlexNet captured on a CPU, predicted on several presets, against
 published throughputs.
 """
 
@@ -42,6 +43,7 @@ from accuracy_notes import (  # noqa: E402
     REFUSED,
     tx1_audit,
 )
+from accuracy_public import public_section  # noqa: E402
 
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "kineto"
 TARGET_TOTAL, TARGET_KERNEL = 0.20, 0.30
@@ -97,9 +99,9 @@ def _ms(seconds: float) -> str:
     return f"{1e3 * seconds:.3f}"
 
 
-def fixture_frame(name: str):
+def fixture_frame(name: str, folder: Path = FIXTURES):
     """(per-op frame of measured and model seconds, hardware) for one fixture."""
-    trace = ingest(FIXTURES / name)
+    trace = ingest(folder / name)
     hw = source_hw_for_trace(trace)
     ops = measured_ops(trace.ops)
     kind = ops["kind"].astype(str).to_numpy()
@@ -115,6 +117,27 @@ def fixture_frame(name: str):
         }
     )
     return frame, hw
+
+
+def fixture_row(
+    name: str, provenance: str, frame: pd.DataFrame, hw, in_sample: str, judged: bool = True
+) -> str:
+    """One row of the model-only table; ``judged`` False (out of sample) leaves the goals n/a."""
+    s = summary(frame)
+    if not judged:
+        goals = "n/a (out of sample)"
+    elif s["shaped_share"] >= 0.5:
+        ok = abs(s["error"]) <= TARGET_TOTAL and s["median_abs"] <= TARGET_KERNEL
+        goals = "yes" if ok else "no"
+    else:
+        goals = "n/a (no shapes)"
+    return (
+        f"| {name} | {provenance} | {hw.name} ({hw.gpu.name}) | {len(frame)} | "
+        f"{s['shaped_share']:.0%} | {_ms(s['measured'])} | {_ms(s['model'])} | "
+        f"{_pct(s['error'])} | {_ms(s['k_measured'])} | {_ms(s['k_model'])} | "
+        f"{_pct(s['k_error'])} | {100 * s['median_abs']:.0f}% | {goals} | "
+        f"{repeats.repeat_cells(repeats.repeat_summary(frame))} {in_sample} |"
+    )
 
 
 def summary(frame: pd.DataFrame, efficiency: dict[str, float] | None = None) -> dict[str, float]:
@@ -238,21 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     ]
     sums, reps = {}, {}
     for name in names:
-        s = sums[name] = summary(frames[name])
+        sums[name] = summary(frames[name])
         reps[name] = repeats.repeat_summary(frames[name])
-        shaped = s["shaped_share"] >= 0.5
-        if shaped:
-            ok = abs(s["error"]) <= TARGET_TOTAL and s["median_abs"] <= TARGET_KERNEL
-            goals = "yes" if ok else "no"
-        else:
-            goals = "n/a (no shapes)"
-        hw = hws[name]
         lines.append(
-            f"| {name} | {FIXTURE_NOTES[name][0]} | {hw.name} ({hw.gpu.name}) | {len(frames[name])} | "
-            f"{s['shaped_share']:.0%} | {_ms(s['measured'])} | {_ms(s['model'])} | "
-            f"{_pct(s['error'])} | {_ms(s['k_measured'])} | {_ms(s['k_model'])} | "
-            f"{_pct(s['k_error'])} | {100 * s['median_abs']:.0f}% | {goals} | "
-            f"{repeats.repeat_cells(reps[name])} {FIXTURE_NOTES[name][1]} |"
+            fixture_row(
+                name, FIXTURE_NOTES[name][0], frames[name], hws[name], FIXTURE_NOTES[name][1]
+            )
         )
     shaped_names = [n for n in names if sums[n]["shaped_share"] >= 0.5]
     met = [n for n in shaped_names if abs(sums[n]["error"]) <= TARGET_TOTAL]
@@ -270,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         *repeats.goals_sentence({n: reps[n] for n in shaped_names}, TARGET_TOTAL, TARGET_KERNEL),
         "",
         *repeats.cold_table(reps),
+        "",
+        *public_section(fixture_frame, fixture_row),
     ]
     lines += ["", *LIMITS]
     # calibrate on one, predict the others
@@ -281,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         "Per-class efficiencies fitted on the row's fixture (`archsim calibrate`: time-weighted, "
         "clipped to 1), applied to the column's fixture (model-only totals). Classes are split by "
         "whether the work came from shapes or was inferred from the grid (`_grid`), so a fit on a "
-        "fixture without shapes moves only fixtures without shapes. Diagonal: in sample.",
+        "fixture without shapes moves only fixtures without shapes. NCCL/RCCL collectives are a class "
+        "of their own (`communication`): a fit on one fixture's collectives, time spent waiting "
+        "on peers, moves only another's collectives. Diagonal: in sample.",
         "",
         "| fitted on \\ predicted | " + " | ".join(n.split(".")[0] for n in names) + " |",
         "|---|" + "---|" * len(names),
