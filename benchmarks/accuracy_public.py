@@ -28,7 +28,9 @@ PUBLIC = {
     "tracelens_mi300x_gemm_no_correlation.json.gz": (
         "TraceLens eval gemm_02, MI300X per its eval (gfx942 from Tensile names), ten bf16 "
         "[1025, 8192] x [8192, 1025] mm",
-        "hipGetDeviceProperties and hipExtModuleLaunchKernel calls, full Tensile kernel names",
+        "a hipGetDeviceProperties call before each hipExtModuleLaunchKernel, full Tensile kernel "
+        "names, durations drifting 101-113 us (its whole-microsecond times and missing "
+        "correlations look rewritten by TraceLens, which adds its own `Ev Idx`)",
     ),
     "tracelens_mi300x_flash_attn_fwd.json.gz": (
         "TraceLens eval sdpa_01, MI300X (ROCm 7), one bf16 flash-attention forward, "
