@@ -5,6 +5,7 @@ gradient accumulation and an auxiliary loss's optimizer marked in process on rea
 from __future__ import annotations
 
 import textwrap
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -12,7 +13,10 @@ import torch
 
 from archsim.capture.auto_markers import auto_markers
 from archsim.cli import main
+from archsim.sim.gpu_jobs import representative_ops
 from archsim.trace.format import load
+from archsim.trace.learner_batch import updates_differ
+from archsim.trace.schema import PHASE_GROUPS
 from tests.test_strangers_round2 import _counts, _script
 
 # Twin-critic actor-critic on Pendulum, n env steps, an update of 32 from step 10 on: SAC steps its
@@ -137,6 +141,28 @@ def test_td3_with_policy_delay_2_is_one_update_per_draw(tmp_path, capsys):
     assert set(learner.batch_size) == {32}
     per_step = _adam_params(trace, learner.step_id)
     assert set(per_step) == {8, 12} and all(np.diff(per_step) != 0)
+    # 30 optimizer steps for 20 updates: the updates differ by design, so the simulator's typical
+    # learner step is the mean of every recorded one, not the modal (critic-only) ones
+    assert (counts["optimizer_steps"], updates_differ(trace)) == (30, True)
+    ops, n_steps, _ = representative_ops(trace, PHASE_GROUPS["train"], "learner", every_step=True)
+    assert n_steps == len(learner) and set(ops.step_id) == set(learner.step_id)
+    train = trace.ops[trace.ops.phase.isin(PHASE_GROUPS["train"])]
+    assert len(ops) == train.step_id.isin(learner.step_id).sum()
+
+
+def test_updates_differ_only_where_the_capture_counted_more_optimizer_steps():
+    """Older traces (no optimizer_steps count), one optimizer per update and malformed counts keep
+    the modal representative steps."""
+
+    def trace(counts):
+        return SimpleNamespace(meta={"workload": {"settings": {"counts": counts}}})
+
+    assert updates_differ(trace({"optimizer_steps": 30, "learner_steps": 20}))
+    assert not updates_differ(trace({"optimizer_steps": 20, "learner_steps": 20}))
+    assert not updates_differ(trace({"learner_steps": 20}))
+    assert not updates_differ(trace({"optimizer_steps": True, "learner_steps": 0}))
+    assert not updates_differ(trace("20"))
+    assert not updates_differ(SimpleNamespace(meta={}))
 
 
 def _marked_loop(updates_per_rollout) -> tuple[int, int]:

@@ -94,6 +94,9 @@ class Counts:
     ticks: int = 0  # schedule steps, from the first learner step on
     worker_processes: int = 0  # multiprocessing processes the program started
     other_thread_optimizer_steps: int = 0  # Optimizer.step calls on threads that are not marked
+    # optimizer steps of the marked thread: more than learner_steps when an update steps several
+    # (SAC, TD3's delayed actor), whose updates may then differ (archsim.trace.learner_batch)
+    optimizer_steps: int = 0
     other_env_threads: int = 0  # threads that are not marked that stepped an env (actor threads)
     ended_by_os_exit: bool = False  # the program ended with os._exit(0) (archsim.capture.program)
     stopped_when_recorded: bool = False  # archsim ended it after its last window (--stop-when-...)

@@ -164,6 +164,7 @@ class LearnerMarking:
         the loop moves on (see the module), and training has started."""
         if self._learner is not None:
             self._learner_stepped = True
+            self.counts.optimizer_steps += 1
         if not self.seen_learner and self._workers is not None:
             self._workers.learning_started()
         self.seen_learner = True

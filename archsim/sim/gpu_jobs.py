@@ -19,10 +19,14 @@ COPY_KINDS = ("memcpy",)
 
 
 def representative_ops(
-    trace, phases: tuple[str, ...], role: str
+    trace, phases: tuple[str, ...], role: str, every_step: bool = False
 ) -> tuple[pd.DataFrame, int, np.ndarray]:
     """(ops of up to REPRESENTATIVE_STEPS typical steps, number of those steps, batch of each op's
-    step). Ops not tied to a step are spread evenly over the trace's steps of ``role``."""
+    step). Ops not tied to a step are spread evenly over the trace's steps of ``role``.
+    ``every_step``: the steps differ by design (archsim.trace.learner_batch.updates_differ), so
+    all of them are taken, whose mean is the typical step (the modal steps of a 200-step TD3
+    capture of tests/test_learner_updates.py's script were its critic-only updates: 127 train ops,
+    where its updates average 183)."""
     ops = trace.ops[trace.ops["phase"].isin(phases)]
     if ops.empty:
         return ops, 1, np.ones(0)
@@ -34,6 +38,8 @@ def representative_ops(
     counts = linked.groupby("step_id").size()
     modal = counts[counts == counts.mode().iloc[0]].index.to_numpy()
     pick = modal[np.linspace(0, len(modal) - 1, min(REPRESENTATIVE_STEPS, len(modal))).astype(int)]
+    if every_step:
+        pick = counts.index.to_numpy()
     chosen = linked[linked["step_id"].isin(pick)].reset_index(drop=True)
     batch = steps.loc[chosen["step_id"], "batch_size"].to_numpy(dtype=float)
     return chosen, len(np.unique(pick)), np.maximum(batch, 1.0)

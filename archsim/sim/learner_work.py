@@ -18,6 +18,7 @@ from archsim.perf.shared_memory import shared_copy_seconds
 from archsim.sim.gpu_jobs import has_copies, job_times, lowered, representative_ops
 from archsim.sim.recorded import fold_sequence_dims, sequence_settings
 from archsim.sim.step_work import has_cpu_time, phase_work_us, typical_us
+from archsim.trace.learner_batch import updates_differ
 from archsim.trace.schema import PHASE_GROUPS
 
 # One 84x84 uint8 grayscale ALE frame (Mnih et al. 2015 preprocessing): an observation stacks 4.
@@ -71,7 +72,9 @@ def sample_us(learner: pd.DataFrame) -> float:
 
 def derive_learner_work(trace, hw, learner_batch: int, source) -> LearnerWork:
     """A learner step of ``learner_batch`` samples on ``hw`` (a GPU machine)."""
-    train_ops, train_steps, train_from = representative_ops(trace, PHASE_GROUPS["train"], "learner")
+    train_ops, train_steps, train_from = representative_ops(
+        trace, PHASE_GROUPS["train"], "learner", every_step=updates_differ(trace)
+    )
     if train_ops.empty:
         raise ArchsimError("trace: no training ops (train_forward/backward/optimizer phases)")
     sequence = sequence_settings(trace)

@@ -44,6 +44,22 @@ def unknown_learner_batch(trace: Any) -> str | None:
     )
 
 
+def updates_differ(trace: Any) -> bool:
+    """Whether the learner steps of an ``archsim capture run`` trace are updates that stepped
+    several optimizers (its counts say more optimizer steps than learner steps), which may differ
+    from one update to the next by design: TD3's actor steps on every second update (Fujimoto et
+    al. 2018), CleanRL's SAC its actor and temperature twice every second one. No one update is
+    then typical; their mean is. Older traces say nothing and are read as before."""
+    workload = trace.meta.get("workload") or {}
+    counts = (workload.get("settings") or {}).get("counts") if isinstance(workload, dict) else None
+    if not isinstance(counts, dict):
+        return False
+    optimizer, learner = counts.get("optimizer_steps"), counts.get("learner_steps")
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (optimizer, learner)):
+        return False
+    return optimizer > learner > 0
+
+
 def learner_batch_flag_note(trace: Any, learner_batch: int | None) -> str | None:
     """The one line to print when ``--learner-batch`` (None: not given) meets an unknown batch."""
     reason = unknown_learner_batch(trace)
