@@ -61,7 +61,7 @@ PUBLISHED = {
 
 def tx1_audit(rates: dict) -> list[str]:
     """The Jetson TX1 audit, with the predicted/published ratios of this run (``rates``: predicted
-    images/s per (preset, trace, batch), from accuracy_table.alexnet_rows)."""
+    images/s per (preset, trace, batch), from accuracy_alexnet.alexnet_rows)."""
 
     def ratio(trace: str, batch: int) -> str:
         key = ("jetson-tx1", trace, batch)

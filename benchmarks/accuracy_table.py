@@ -16,7 +16,6 @@ published throughputs.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -27,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from archsim.atomic import atomic_output_file  # noqa: E402
-from archsim.hw import load_hw  # noqa: E402
 from archsim.perf.calibrate import measured_ops  # noqa: E402
 from archsim.perf.kernel import body_seconds, efficiency_class, work_inferred  # noqa: E402
 from archsim.perf.source import source_hw_for_trace  # noqa: E402
@@ -35,60 +33,13 @@ from archsim.trace.ingest import ingest  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import accuracy_repeats as repeats  # noqa: E402
+from accuracy_alexnet import alexnet_section, cpu_capture_section  # noqa: E402
 from accuracy_limits import LIMITS  # noqa: E402
-from accuracy_notes import (  # noqa: E402
-    BEFORE,
-    FIXTURE_NOTES,
-    PUBLISHED,
-    REFUSED,
-    tx1_audit,
-)
+from accuracy_notes import BEFORE, FIXTURE_NOTES, REFUSED  # noqa: E402
 from accuracy_public import public_section  # noqa: E402
 
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "kineto"
 TARGET_TOTAL, TARGET_KERNEL = 0.20, 0.30
-CPU_TRACE = ROOT / "traces" / "alexnet-b32-fp32"
-CPU_TRACE_BATCH, FIXTURE_BATCH = 32, 128
-A100_ALEXNET = "a100_alexnet_forward.json.gz"
-FORWARD_MARKER = "|measure|forward"
-
-
-def last_forward_window_us(path: Path) -> tuple[float, float]:
-    """(start, end) of the fixture's last forward-pass annotation, in trace microseconds."""
-    import gzip
-    import json
-
-    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-    last = max((e for e in events if FORWARD_MARKER in e.get("name", "")), key=lambda e: e["ts"])
-    return float(last["ts"]), float(last["ts"] + last["dur"])
-
-
-def cpu_capture_rows():
-    """Measured (fixture) and predicted (CPU capture) seconds per op class, or None if absent."""
-    from archsim.perf.kernel import predict_op_seconds, scale_ops_to_batch
-    from archsim.trace.format import load
-
-    if not CPU_TRACE.is_dir():
-        return None
-    trace = load(CPU_TRACE)
-    ops = trace.ops[trace.ops.step_id == trace.ops.step_id.max()]  # one steady step
-    ops = scale_ops_to_batch(ops, CPU_TRACE_BATCH, FIXTURE_BATCH)
-    predicted = (
-        pd.Series(
-            predict_op_seconds(ops, load_hw("dgx-a100"), include_launch=False), index=ops.index
-        )
-        .groupby(ops["op_class"].astype(str))
-        .sum()
-    )
-    fixture = FIXTURES / A100_ALEXNET
-    start, end = last_forward_window_us(fixture)
-    fops = ingest(fixture).ops
-    fops = fops[(fops.kind == "kernel") & (fops.start_us >= start) & (fops.start_us <= end)]
-    measured = (fops.dur_us * 1e-6).groupby(fops["op_class"].astype(str)).sum()
-    table = pd.DataFrame({"measured_s": measured, "predicted_s": predicted}).fillna(0.0)
-    table.loc["total"] = table.sum()
-    table["error"] = table["predicted_s"] / table["measured_s"] - 1.0
-    return table
 
 
 def _pct(x: float) -> str:
@@ -173,50 +124,6 @@ def class_rows(frame: pd.DataFrame) -> list[str]:
             f"{_pct(g.model_s.sum() / g.measured_s.sum() - 1)} | "
             f"{100 * float(np.median(np.abs(ratio - 1))):.0f}% |"
         )
-    return rows
-
-
-ALEXNET_PRESETS = ("jetson-tx1", "dgx1-p100", "t4", "dgx1-v100", "dgx-a100")
-
-
-def alexnet_rows(rates: dict | None = None) -> list[str]:
-    """Table rows; ``rates`` (if given) receives predicted images/s per (preset, trace, batch)."""
-    from archsim.analysis.predict import predict_inference
-    from archsim.perf.batch import scale_ops_to_batch
-    from archsim.trace.format import load
-
-    rows = []
-    for trace_name, batches in (("alexnet-b1-fp32", (1,)), ("alexnet-b32-fp32", (32, 128)),
-                                ("alexnet-b32-fp16", (1, 32, 128))):  # fmt: skip
-        path = ROOT / "traces" / trace_name
-        if not path.is_dir():
-            continue
-        trace = load(path)
-        captured = int(trace.meta["workload"]["settings"]["batch_size"])
-        last = trace.ops[trace.ops.step_id == trace.ops.step_id.max()]
-        flops_per_image = float(last.flops.fillna(0).sum()) / captured
-        for batch in batches:
-            resized = trace
-            if batch != captured:
-                resized = dataclasses.replace(
-                    trace, ops=scale_ops_to_batch(trace.ops, captured, batch)
-                )
-            for preset in ALEXNET_PRESETS:
-                result = predict_inference(resized, load_hw(preset), source=None)
-                rate = batch / result["gpu_seconds"]
-                if rates is not None:
-                    rates[(preset, trace_name, batch)] = rate
-                published = PUBLISHED.get((preset, trace_name, batch))
-                ratio = f"{rate / published:.2f}" if published else ""
-                # the fraction of the GPU's peak the published rate implies (FLOPs per image from
-                # the capture's ops): what the 2015 libraries achieved, evidence the model did not use
-                gpu = load_hw(preset).gpu
-                peak = gpu.fp16_peak_flops if "fp16" in trace_name else gpu.fp32_peak_flops
-                implied = f"{published * flops_per_image / peak:.2f}" if published else ""
-                rows.append(
-                    f"| {trace_name} | {batch} | {preset} | {1e3 * result['gpu_seconds']:.3f} | "
-                    f"{rate:.0f} | {published or ''} | {ratio} | {implied} |"
-                )
     return rows
 
 
@@ -340,28 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             *class_rows(frames[name]),
             "",
         ]
-    cpu = cpu_capture_rows()
-    if cpu is not None:
-        total = cpu.loc["total"]
-        lines += [
-            "## Across devices: AlexNet captured on a CPU, predicted for the A100 fixture",
-            "",
-            "The only pair of fixtures and captures that share a workload: the bundled CPU capture",
-            f"`{CPU_TRACE.relative_to(ROOT)}` (one steady step, resized {CPU_TRACE_BATCH} -> "
-            f"{FIXTURE_BATCH}) predicted on `dgx-a100` from FLOPs and bytes alone, against the kernels",
-            f"of the last forward pass of `{A100_ALEXNET}` (batch 128, fp32, TF32 convolutions). No",
-            "two GPU fixtures run the same workload, so no GPU-to-GPU pair can be checked.",
-            "",
-            "| class | measured ms | predicted ms | error |",
-            "|---|---|---|---|",
-            *[f"| {c} | {_ms(r.measured_s)} | {_ms(r.predicted_s)} | "
-              f"{_pct(r.error) if r.measured_s > 0 else 'n/a'} |" for c, r in cpu.iterrows()],
-            "",
-            f"Total {_pct(total.error)} (before issue 12, at peak: -35.1%). Part of the gap is the",
-            "workloads: the fixture's AlexNet adds each conv bias in a separate element-wise kernel",
-            "and runs dropout, which the captured torchvision AlexNet in eval mode does not.",
-            "",
-        ]  # fmt: skip
+    lines += cpu_capture_section()
     from archsim.perf.efficiency import ACHIEVED
 
     lines += [
@@ -377,24 +263,7 @@ def main(argv: list[str] | None = None) -> int:
           f"| {a.source} |" for g, a in ACHIEVED.items()],
         "",
     ]  # fmt: skip
-    rates: dict = {}
-    lines += [
-        "## AlexNet captured on a CPU, predicted on several GPUs",
-        "",
-        "The bundled CPU captures of torchvision AlexNet inference (`traces/alexnet-b1-fp32`,",
-        "`alexnet-b32-fp32`, `alexnet-b32-fp16`), resized to other batches with `scale_ops_to_batch`,",
-        "predicted from FLOPs and bytes alone (GPU time per batch, no launch overhead). Published:",
-        "NVIDIA, *GPU-Based Deep Learning Inference: A Performance and Power Analysis* (whitepaper,",
-        "Nov 2015), AlexNet on Jetson TX1 with Caffe and cuDNN 4. Ratio = predicted / published.",
-        "",
-        "| trace | batch | preset | GPU ms per batch | predicted images/s | published images/s | ratio "
-        "| published x FLOPs / peak |",
-        "|---|---|---|---|---|---|---|---|",
-        *alexnet_rows(rates),
-        "",
-        *tx1_audit(rates),
-        "",
-    ]
+    lines += alexnet_section()
     text = "\n".join(lines)
     out = args.out
     with atomic_output_file(out) as handle:
