@@ -126,8 +126,8 @@ def test_a_class_based_n_step_dqn_with_polyak_targets(tmp_path, capsys):
     an update of 32 every 2 transitions from the 30th: every count is the script's own, acting under
     inference_mode and the target net's no_grad forward at 32 make no actor steps, the learner batch
     is 32 and the pacing is the samples after the first update over the env steps after it. The
-    capture also times the loop's code between unprofiled steps (the Polyak update after each
-    optimizer step), and simulate runs the updates per env step that pacing says. (About 2 s.)"""
+    capture also times the CPU between unprofiled steps of both roles, and simulate runs the
+    updates per env step that pacing says. (About 2 s.)"""
     out = tmp_path / "cap"
     script = _script(tmp_path, TRAINER, "dqn_trainer.py")
     argv = ["capture", "run", "--out", str(out), *SCHEDULE, "--", script, "--batch-size", "32"]
