@@ -119,3 +119,43 @@ def test_a_faster_what_if_is_never_slower_and_never_past_tdp(preset, what_if, sc
     sockets = hw.cpu.sockets
     assert sockets * hw.cpu.idle_power_w - 1e-9 <= m["cpu_power_w"]
     assert m["cpu_power_w"] <= sockets * hw.cpu.max_power_w + 1e-9
+
+
+ALL_PRESETS = tuple(list_presets())
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    preset=st.sampled_from(ALL_PRESETS),
+    what_if=st.sampled_from(((), ("gpu.clock_mhz", 2.0), ("cpu.boost_clock_mhz", 2.0))),
+    actors=st.sampled_from((4, 16)),
+    cpu_sched=st.sampled_from(("pinned", "shared")),
+)
+def test_the_books_balance_at_every_clock(preset, what_if, actors, cpu_sched):
+    """Conservation on every preset, capped or not: energy is the integral of the power series
+    (whose bins may pass TDP for a moment: a limit holds the mean), the total is CPU plus GPU,
+    frames per joule are frames over energy, and the replay ratio reached is updates x batch per
+    env step."""
+    hw = load_hw(preset)
+    overrides = []
+    if what_if and (what_if[0].startswith("cpu.") or hw.gpu is not None):
+        section, field = what_if[0].split(".")
+        value = getattr(getattr(hw, section), field) * what_if[1]
+        overrides = [f"{what_if[0]}={min(value, 9000.0)}"]
+    config = SimConfig(sim_seconds=0.5, actors=actors, cpu_sched=cpu_sched)
+    result = simulate(_trace("dqn-pong-cpu"), load_hw(preset, overrides), config, series_bins=20)
+    m = result.metrics
+    _, watts = result.power_series
+    assert float(watts.sum()) * 0.5 / 20 == pytest.approx(m["energy_j"], rel=2e-3)
+    assert m["avg_power_w"] == pytest.approx(m["cpu_power_w"] + m["gpu_power_w"], rel=1e-12)
+    assert m["energy_j"] == pytest.approx(m["avg_power_w"] * 0.5, rel=1e-12)
+    assert m["frames_per_joule"] == pytest.approx(m["frames_per_s"] * 0.5 / m["energy_j"])
+    assert m["samples_per_insert"] == pytest.approx(
+        m["learner_updates_per_s"] * result.config.learner_batch / m["env_steps_per_s"]
+    )
+    assert m["frames_per_s"] == pytest.approx(4 * m["env_steps_per_s"])  # Pong: 4 frames a step
+    sockets = hw.cpu.sockets
+    assert sockets * hw.cpu.idle_power_w - 1e-9 <= m["cpu_power_w"]
+    assert m["cpu_power_w"] <= sockets * hw.cpu.max_power_w + 1e-9
+    if hw.gpu is not None:
+        assert hw.gpu.idle_power_w - 1e-9 <= m["gpu_power_w"] <= hw.gpu.max_power_w + 1e-9
