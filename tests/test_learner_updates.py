@@ -249,3 +249,36 @@ def test_dqn_gradient_steps_accumulation_and_an_auxiliary_optimizer():
     assert _marked_loop(accumulate) == (1, 32)
     assert _marked_loop(auxiliary) == (2, 32)
     assert _marked_loop(same_draw_twice) == (1, 32)
+
+
+# Stable-Baselines3's SAC (argv: gradient steps per env step): each gradient step samples the
+# replay buffer and steps the temperature's, critics' and actor's optimizers, in that order.
+SB3_SAC = textwrap.dedent(
+    """
+    import sys
+    import torch
+    from stable_baselines3 import SAC
+
+    torch.set_num_threads(1)
+    model = SAC("MlpPolicy", "Pendulum-v1", batch_size=32, learning_starts=10,
+                gradient_steps=int(sys.argv[1]), policy_kwargs=dict(net_arch=[32, 32]), seed=0)
+    model.learn(total_timesteps=40)
+    print(f"COUNTS updates={model._n_updates}")
+    """
+)
+
+
+def test_stable_baselines3_sac_updates_are_its_gradient_steps(tmp_path, capsys):
+    """SB3's SAC with 2 gradient steps per env step from step 10 on: 60 updates (its own
+    ``_n_updates``) of 3 optimizer steps, 64 samples per transition. Its critics' target reads
+    ``next_observations`` first after the temperature's step: that tensor came from the buffer's
+    ``sample``, so it is the update's draw, not a new one."""
+    script = _script(tmp_path, SB3_SAC, "sb3_sac.py")
+    out = tmp_path / "cap"
+    assert main(["capture", "run", "--out", str(out), *_SCHEDULE, "--", script, "2"]) == 0
+    did = _counts(capsys.readouterr().out)
+    trace = load(out)
+    counts = trace.meta["workload"]["settings"]["counts"]
+    assert did["updates"] == counts["learner_steps"] == 60
+    assert counts["optimizer_steps"] == 3 * 60
+    assert trace.meta["workload"]["samples_per_insert"] == 64.0

@@ -50,7 +50,7 @@ from typing import Any
 from archsim.capture import markers
 from archsim.capture.env_markers import EnvMarking
 from archsim.capture.forward_markers import ForwardMarking
-from archsim.capture.learner_markers import LearnerMarking
+from archsim.capture.learner_markers import LearnerMarking, tensors_of
 from archsim.capture.patches import Patches
 from archsim.capture.phase_fn import PhaseFn
 from archsim.errors import ArchsimError
@@ -256,6 +256,11 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
                 sizes = [a for a in args[1:2] if isinstance(a, int) and not isinstance(a, bool)]
                 if sizes and self._learner is None and sizes[0] > 0:
                     self.learner_batch = sizes[0]
+                result = self._marked(phase, original, args, kwargs)
+                # the batch it hands out is the update's draw (SB3's named tuple of tensors): its
+                # next_observations, first used after the temperature's step, are of this update
+                self.note_draw(tensors_of((result,)))
+                return result
             if phase == "train_backward":
                 self.resolve_ambiguous(True)
                 result = self._marked(phase, original, args, kwargs)

@@ -11,8 +11,8 @@ the learner step; after one, the update goes on while the loop works on the same
 
 * an environment step or an acting forward (the loop's order: archsim.capture.auto_markers);
 * a replay ``sample`` (a library buffer's, or ``--phase-fn ...=replay_sample``): a new draw;
-* a train forward none of whose tensor inputs is a live tensor that a forward of the update took or
-  returned (same first element, shape and version): a new minibatch (PPO's next
+* a train forward none of whose tensor inputs is a live tensor that a forward or the replay sample of
+  the update took or returned (same first element, shape and version): a new minibatch (PPO's next
   ``b_obs[mb_inds]``, DQN's next ``rb.sample()``). A forward without tensor inputs shows no draw,
   and is a new update too, as every optimizer step was before.
 
