@@ -10,6 +10,8 @@ from types import SimpleNamespace
 import gymnasium as gym
 import numpy as np
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archsim.capture.auto_markers import auto_markers
 from archsim.cli import main
@@ -282,3 +284,35 @@ def test_stable_baselines3_sac_updates_are_its_gradient_steps(tmp_path, capsys):
     assert did["updates"] == counts["learner_steps"] == 60
     assert counts["optimizer_steps"] == 3 * 60
     assert trace.meta["workload"]["samples_per_insert"] == 64.0
+
+
+_ENV = gym.make("CartPole-v1")
+_NETS = [torch.nn.Linear(4, 2) for _ in range(3)]
+_OPTS = [torch.optim.SGD(net.parameters(), lr=0.01) for net in _NETS]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=4), max_size=3), max_size=6)
+)
+def test_one_learner_step_per_draw_in_any_loop(loop):
+    """Invariant over random loops: per env step, 0-3 draws of 8 samples, on each 1-4 optimizer
+    steps of any of 3 optimizers (repeats included) on that draw. One learner step per draw, of 8
+    samples, as many optimizer steps as the loop made, and one unprofiled learner step timed per
+    draw."""
+    from archsim.capture.unprofiled import STEP_KEY, timing_unprofiled_steps
+
+    with timing_unprofiled_steps() as times, auto_markers(lambda: None) as marker:
+        obs, _ = _ENV.reset(seed=0)
+        for draws in loop:
+            obs, *_ = _ENV.step(0)
+            for optimizers in draws:
+                batch = torch.randn(8, 4)
+                for k in optimizers:
+                    _OPTS[k].zero_grad()
+                    _NETS[k](batch).pow(2).mean().backward()
+                    _OPTS[k].step()
+    n_draws = sum(len(draws) for draws in loop)
+    assert (marker.counts.learner_steps, marker.counts.samples) == (n_draws, 8 * n_draws)
+    assert marker.counts.optimizer_steps == sum(len(o) for draws in loop for o in draws)
+    assert len(times.samples.get(("learner", STEP_KEY), [])) == n_draws
