@@ -214,3 +214,44 @@ def test_socket_cut_mid_message_is_a_protocol_error_and_between_messages_a_close
         left.close()
         with pytest.raises(wire.ConnectionClosed):
             wire.recv_message(right)
+
+
+def test_recording_stops_at_half_once_the_learner_has_recorded_a_step():
+    from workloads.apex.runner import _recorded_enough
+    from workloads.apex.settings import ApexSettings
+
+    run = ApexSettings(seconds=3.0, start_timeout_s=120.0)  # half: 1.5 s; give up 121.5 s in
+    assert not _recorded_enough(1.4, run, learner_stepped=True)
+    assert not _recorded_enough(1.5, run, learner_stepped=False)
+    assert _recorded_enough(1.5, run, learner_stepped=True)
+    assert not _recorded_enough(121.4, run, learner_stepped=False)
+    assert _recorded_enough(121.5, run, learner_stepped=False)  # a learner that never trains
+
+
+def test_replay_smaller_than_a_batch_is_refused_in_one_line():
+    from workloads.apex.settings import ApexSettings
+
+    with pytest.raises(ArchsimError, match=r"^--replay-capacity 8: expected >= --batch-size 16 "):
+        ApexSettings(replay_capacity=8, batch_size=16)
+
+
+def test_a_process_writes_its_stepped_file_once_for_its_first_recorded_step(tmp_path):
+    import time
+
+    from workloads.r2d2.seed.profiling import ProcessProfiler, stepped_path
+
+    path = stepped_path(tmp_path, "learner", 0)
+    assert path == tmp_path / "learner-0.stepped"
+    before_ns = time.time_ns()
+    with ProcessProfiler(tmp_path, "learner", 0, record_shapes=False) as prof:
+        assert not path.exists()
+        prof.stepped()
+        assert before_ns <= int(path.read_text()) <= time.time_ns()
+        path.unlink()
+        prof.stepped()  # once: later steps write nothing
+        assert not path.exists()
+        prof.stop_recording()
+        prof.stepped()
+    idle = ProcessProfiler(tmp_path, "actor", 1)
+    idle.stepped()  # not recording (not entered, as after stop_recording): not a recorded step
+    assert not stepped_path(tmp_path, "actor", 1).exists()

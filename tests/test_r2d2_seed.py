@@ -25,6 +25,7 @@ from workloads.r2d2.model import R2D2Net
 from workloads.r2d2.seed import protocol
 from workloads.r2d2.seed.inference import EnvStates, apex_epsilons
 from workloads.r2d2.seed.probe import PROBE_REPEATS, PROBE_SIZES, probe_inference, probe_sizes
+from workloads.r2d2.seed.profiling import stepped_path
 from workloads.r2d2.seed.runner import PROCESSES_FILE, run_seed
 from workloads.r2d2.seed.settings import SeedSettings
 
@@ -307,7 +308,12 @@ def test_dead_actor_stops_the_local_inference_run_and_keeps_a_marked_partial_tra
             if listed and listed[0].get("run_started"):
                 procs = listed
     assert procs is not None, "the run never started"
-    time.sleep(4.0)  # local actors build the 4.4 M-parameter net and fetch weights before acting
+    # actor 0 has recorded a whole step (its stepped file), so the partial trace holds its steps;
+    # the deadline only catches a hang
+    deadline = time.monotonic() + 120
+    while not stepped_path(process_dir, "actor", 0).exists():
+        assert time.monotonic() < deadline, "actor 0 never recorded a step"
+        time.sleep(0.05)
     victim = next(p for p in procs if p["role"] == "actor" and p["index"] == 1)
     os.kill(victim["pid"], signal.SIGKILL)
     thread.join(timeout=180)

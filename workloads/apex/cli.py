@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seconds",
         type=positive_float,
         default=d.seconds,
-        help="run length once every actor is acting (default: %(default)s; first half profiled)",
+        help="run length once every actor is acting (default: %(default)s; first half profiled, "
+        "longer if the learner has not yet recorded a training step, the timed part keeping its length)",
     )
     parser.add_argument(
         "--netns",

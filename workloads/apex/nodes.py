@@ -169,6 +169,7 @@ def _learner(index, settings, raw_dir, status, stop, bind_host, peers, log, go) 
                     priorities = learner.train(*batch[1:])
                     with phase("priority_update"):
                         sampler.update(batch[0], priorities)
+                prof.stepped()  # the runner keeps recording until the first one (runner.py)
         except _PEER_GONE:
             if not stop.is_set():  # at the end of a run the replay server may close first
                 raise

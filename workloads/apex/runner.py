@@ -3,8 +3,10 @@
 Servers start first and report their ports: the replay server (placement ``server``), then the
 learner; then the actors, which connect to both. The run lasts ``seconds`` once every actor has its
 first parameters; the first half is profiled, the second only timed (RECORDED_FRACTION, as R2D2's
-runner). Any process exiting early stops the run; stopping, terminating stragglers and (``--netns``)
-removing the namespaces happen on every exit path, Ctrl-C and SIGTERM included.
+runner). The recording goes on past half until the learner has recorded a whole step (its stepped
+file), and the timed part then keeps its length: a short run on a loaded machine would otherwise
+record no training. Any process exiting early stops the run; stopping, terminating stragglers and
+(``--netns``) removing the namespaces happen on every exit path, Ctrl-C and SIGTERM included.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from archsim.capture.progress import Progress
 from archsim.errors import ArchsimError
 from workloads.apex.nodes import messages_path, node_main
 from workloads.apex.settings import ApexSettings
-from workloads.r2d2.seed.profiling import STOP_RECORDING_FILE
+from workloads.r2d2.seed.profiling import STEPPED_SUFFIX, STOP_RECORDING_FILE, stepped_path
 from workloads.r2d2.seed.runner import (
     ABORT_GRACE_S,
     RECORDED_FRACTION,
@@ -93,6 +95,8 @@ def run_apex(settings: ApexSettings, raw_dir: Path) -> tuple[SeedRunResult, dict
     raw_dir = Path(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
     (raw_dir / STOP_RECORDING_FILE).unlink(missing_ok=True)
+    for old in raw_dir.glob(f"*{STEPPED_SUFFIX}"):  # a reused directory's old signals
+        old.unlink()
     labels = node_labels(settings)
     with _sigterm_unwinds(), contextlib.ExitStack() as stack:
         topo = None
@@ -154,15 +158,18 @@ def _run(settings: ApexSettings, raw_dir: Path, labels: list[str], topo: Any) ->
         go.set()
         started = time.monotonic()
         recording = True
+        run_s = settings.seconds
+        learner_stepped = stepped_path(raw_dir, "learner", 0)
         progress = Progress(settings.seconds, "apex run (profiled half)", "s")
-        while failure is None and time.monotonic() - started < settings.seconds:
+        while failure is None and (recording or time.monotonic() - started < run_s):
             time.sleep(WATCH_PERIOD_S)
             failure = _first_exit(procs, started)
             elapsed_s = time.monotonic() - started
             progress.set_to(min(elapsed_s, settings.seconds))
-            if recording and elapsed_s >= settings.seconds * RECORDED_FRACTION:
+            if recording and _recorded_enough(elapsed_s, settings, learner_stepped.exists()):
                 (raw_dir / STOP_RECORDING_FILE).write_text(f"{elapsed_s:.3f}\n")
                 recording = False
+                run_s = max(run_s, elapsed_s + settings.seconds * (1 - RECORDED_FRACTION))
                 progress.note("unprofiled half")
         progress.close()
     except BaseException:
@@ -172,6 +179,16 @@ def _run(settings: ApexSettings, raw_dir: Path, labels: list[str], topo: Any) ->
     _stop_all(procs, stop, settings.shutdown_timeout_s)
     failure = collect_processes(procs, raw_dir, status, failure)
     return SeedRunResult(records, failure is None, failure, run_seconds, peers["learner"][1])
+
+
+def _recorded_enough(elapsed_s: float, settings: ApexSettings, learner_stepped: bool) -> bool:
+    """Whether to stop recording now: half the run has passed and the learner has recorded a whole
+    step, or it has not within ``start_timeout_s`` past half (a bound that only ends a learner that
+    never trains; its trace is then kept without training, as a capture says)."""
+    half_s = settings.seconds * RECORDED_FRACTION
+    return elapsed_s >= half_s and (
+        learner_stepped or elapsed_s >= half_s + settings.start_timeout_s
+    )
 
 
 def _wait_for_actors(procs: list, status: Any, settings: ApexSettings) -> str | None:

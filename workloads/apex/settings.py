@@ -54,6 +54,11 @@ class ApexSettings:
             raise ArchsimError(
                 f"--replay-placement {self.replay_placement}: expected one of {', '.join(PLACEMENTS)}"
             )
+        if self.replay_capacity < self.batch_size:
+            raise ArchsimError(
+                f"--replay-capacity {self.replay_capacity}: expected >= --batch-size "
+                f"{self.batch_size} (the learner samples a whole batch)"
+            )
         if self.seconds <= 0:
             raise ArchsimError(f"--seconds {self.seconds}: expected > 0")
         if self.param_fetch_frames < 1:

@@ -124,7 +124,7 @@ def _run_actor(
                 status.put(("ready", f"actor {actor}", ""))
 
             try:
-                loop(actor, settings, sock, envs, stop, ready, on_step)
+                loop(actor, settings, sock, envs, stop, ready, on_step, prof.stepped)
             except (protocol.ConnectionClosed, ConnectionError, TimeoutError) as exc:
                 if not stop.is_set():
                     raise LearnerGone(f"actor {actor}: lost the learner ({exc!r})") from None
@@ -142,9 +142,10 @@ def _central_loop(
     stop: Any,
     ready: Any,
     stop_recording: Any,
+    stepped: Any,
 ) -> None:
     """SEED: ship each observation, wait for the action; ``stop_recording`` after the step whose
-    reply says the learner is stopping its recording."""
+    reply says the learner is stopping its recording; ``stepped`` after every step."""
     k = settings.envs_per_actor
     ready()
     while not stop.is_set():
@@ -155,15 +156,23 @@ def _central_loop(
                 )
                 actions, last_recorded = protocol.decode_reply(protocol.recv_message(sock))
             envs.step(actions)
+        stepped()
         if last_recorded:
             stop_recording()
 
 
 def _local_loop(
-    actor: int, settings: SeedSettings, sock: Any, envs: _Envs, stop: Any, ready: Any, poll: Any
+    actor: int,
+    settings: SeedSettings,
+    sock: Any,
+    envs: _Envs,
+    stop: Any,
+    ready: Any,
+    poll: Any,
+    stepped: Any,
 ) -> None:
     """Ape-X / R2D2: act with a local copy of the network (refreshed every param_update_interval
-    steps), cut sequences here and ship them to the learner's replay."""
+    steps), cut sequences here and ship them to the learner's replay; ``stepped`` after every step."""
     from workloads.r2d2.model import R2D2Net
     from workloads.r2d2.seed.inference import EnvStates, apex_epsilons
 
@@ -198,3 +207,4 @@ def _local_loop(
             steps += 1
             if steps % settings.param_update_interval == 0:
                 fetch_params()
+        stepped()

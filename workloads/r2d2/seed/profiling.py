@@ -30,6 +30,11 @@ from archsim.capture.unprofiled import timing_unprofiled_steps
 STOP_RECORDING_FILE = "stop-recording"
 # How often a process looks for it: a stat call per 50 ms, nothing against ms-long steps.
 POLL_PERIOD_S = 0.05
+# Written into the same directory by a process once it has recorded its first whole step
+# (``<role>-<index>.stepped``, holding time.time_ns(); R2D2 actors and the Ape-X learner): the sign,
+# readable mid-run, that it records work. The Ape-X runner waits for the learner's before it stops
+# the recording (workloads/apex/runner.py).
+STEPPED_SUFFIX = ".stepped"
 # Clock-sync rounds per process: a CI run on a loaded 2-core VM saw one process's single annotation
 # start 2.1 ms after its sample (2026-11-24); five rounds take
 # 47 us (median of 20 under the profiler on this 2-core VM, 72 us at most; 2026-11-25), once per process.
@@ -40,6 +45,11 @@ def part_paths(raw_dir: Path, role: str, index: int) -> tuple[Path, Path]:
     """(Kineto JSON, sidecar JSON) of one process."""
     stem = f"{role}-{index}"
     return Path(raw_dir) / f"{stem}.trace.json", Path(raw_dir) / f"{stem}.json"
+
+
+def stepped_path(raw_dir: Path, role: str, index: int) -> Path:
+    """The file a process writes once it has recorded a whole step (STEPPED_SUFFIX)."""
+    return Path(raw_dir) / f"{role}-{index}{STEPPED_SUFFIX}"
 
 
 def host_identity() -> dict[str, str]:
@@ -84,6 +94,8 @@ class ProcessProfiler:
     def __init__(self, raw_dir: Path, role: str, index: int, record_shapes: bool = True):
         self.trace_path, self.sidecar_path = part_paths(raw_dir, role, index)
         self.stop_recording_path = Path(raw_dir) / STOP_RECORDING_FILE
+        self.stepped_path = stepped_path(raw_dir, role, index)
+        self._stepped = False
         self.role = role
         self.index = index
         self.record_shapes = record_shapes
@@ -139,6 +151,14 @@ class ProcessProfiler:
         self.sidecar["recording_stopped_time_ns"] = time.time_ns()
         self._timing = timing_unprofiled_steps()
         self._unprofiled_times = self._timing.__enter__()
+
+    def stepped(self) -> None:
+        """Call after each whole step: the first one recorded writes this process's stepped file
+        (STEPPED_SUFFIX); nothing after that, nor once recording has stopped."""
+        if self._stepped or not self.recording:
+            return
+        self._stepped = True
+        self.stepped_path.write_text(f"{time.time_ns()}\n")
 
     def poll(self) -> None:
         """Call between steps: stop recording once the runner asks. Only for a process whose
