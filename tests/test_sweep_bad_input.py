@@ -180,7 +180,9 @@ def test_sigkilled_sweep_takes_its_workers_along_and_resumes_without_loss(trace_
     process.wait(timeout=30)
     finished = {r["actors"]: r["frames_per_s"] for r in _rows(out)}
     assert len(finished) >= 2 and workers
-    deadline = time.monotonic() + 15
+    # workers look for their parent every 0.5 s (sweep_exec.PARENT_POLL_S); a generous deadline
+    # that only catches workers that never go (a loaded machine can hold a poll back seconds)
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in workers), "pool workers outlived the killed sweep"
