@@ -6,10 +6,12 @@ Before, such a run was clipped to TDP while it kept the faster clock's throughpu
 joule from the cap (jetson-tx1, R2D2, 64 actors, ``--set gpu.clock_mhz=3000``: the SMs asked for
 2.1x the 7.5 W TDP). The run's busy seconds grow as the clock falls, so the clock that holds the
 mean power at TDP is a fixed point: each pass lowers the clock by TDP headroom / dynamic power at
-the last clock, which lands at or above the fixed point (power is linear in the clock at the same
-busy seconds, and the busy seconds only grow as it falls), and the next pass is run there.
-POWER_CAP_PASSES passes bring the presets' what-ifs within POWER_CAP_TOL of TDP; what is left is
-clipped (archsim.perf.power). A CPU is never lowered below the part's own clock, at which every
+the last clock, which lands at or above the fixed point when the busy seconds only grow as the
+clock falls (power is linear in the clock at the same busy seconds), and the next pass is run
+there. A run's batching can move its busy seconds a little either way, so a pass may land just
+below: jetson-tx1, DQN, 1 SM, ``gpu.clock_mhz=3000`` ends at 2,168 MHz and 7.46 W of 7.5. Within
+POWER_CAP_PASSES passes the presets' what-ifs are within POWER_CAP_TOL of TDP or below it; what is
+left above is clipped (archsim.perf.power). A CPU is never lowered below the part's own clock, at which every
 core busy draws exactly its TDP; a GPU may be when a what-if DRAM bandwidth's bytes take part of
 the SMs' budget.
 """
