@@ -64,6 +64,24 @@ def test_clock_caps_by_hand():
     assert gpu_clock_cap(2.0, 7.0, 1.5, 7.5) == 0.0  # DRAM alone over the budget
 
 
+def test_capped_hw_lowers_clocks_keeps_the_parts_and_refuses_a_memory_over_budget():
+    from archsim.errors import ArchsimError
+    from archsim.sim.power_cap import ClockCaps, capped_hw
+
+    hw = load_hw("dgx1-v100", ["cpu.boost_clock_mhz=7200", "gpu.clock_mhz=3060"])
+    capped = capped_hw(hw, ClockCaps(cpu=0.75, gpu=0.5))
+    # a CPU at 2x the part's 3,600 MHz boost lowered by 0.75: 5,400 MHz, speed 0.773 x 1.5
+    assert capped.cpu.boost_clock_mhz == pytest.approx(5400)
+    assert capped.cpu.thread_speed_rel == pytest.approx(0.773 * 1.5)
+    assert capped.cpu.physical_thread_speed_rel == pytest.approx(0.773)
+    assert capped.gpu.clock_mhz == pytest.approx(1530) and capped.gpu.card_clock == 1530
+    # never below the part's clock: there every core busy is exactly the TDP
+    assert capped_hw(hw, ClockCaps(cpu=0.1)).cpu.thread_speed_rel == pytest.approx(0.773)
+    assert capped_hw(hw, ClockCaps()) is hw
+    with pytest.raises(ArchsimError, match=r"gpu\.dram_bw_gbs: .*gpu\.max_power_w"):
+        capped_hw(hw, ClockCaps(gpu=0.0))
+
+
 def test_a_gpu_clock_past_tdp_runs_at_the_clock_that_holds_it():
     """The fault: jetson-tx1 (998 MHz, 7.5 W) at --set gpu.clock_mhz=3000 asked its SMs for 2.3x
     the TDP, was clipped to 7.5 W and kept 3 GHz's throughput. Now it runs at about 1,114 MHz,
