@@ -254,6 +254,7 @@ def capture_program(
     from archsim.capture.child_capture import Workers, note
     from archsim.capture.cpu_clock import process_cpu_time
     from archsim.capture.interrupt import Interrupts
+    from archsim.capture.marker_cost import measure_marker_cost
     from archsim.capture.program import ProgramStopped, run_program, stop_at_next_line
     from archsim.capture.role_schedule import RoleSchedule
     from archsim.capture.session import capture
@@ -288,6 +289,8 @@ def capture_program(
                     marker.counts.stopped_when_recorded = True
                     raise ProgramStopped()
 
+            with process_cpu_time():  # the markers' own CPU per step, as the program will see it
+                cap.capture_meta["marker_cpu_us"] = measure_marker_cost()
             try:
                 with (
                     process_cpu_time(),

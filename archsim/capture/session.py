@@ -88,6 +88,8 @@ class CaptureHandle:
         self.steps = 0
         self.trace = None
         self.out_dir: Path | None = None
+        # more of the capture's own figures for ``meta.capture`` (capture run's marker_cpu_us)
+        self.capture_meta: dict[str, Any] = {}
 
     def step(self) -> None:
         """Advance the profiler schedule by one step (call it at the end of every agent step)."""
@@ -183,6 +185,7 @@ def capture(
                 "device": device,
                 # CPU time per step of the steps outside the recorded windows (no profiler cost)
                 "unprofiled_cpu_us": unprofiled_times.summary(),
+                **handle.capture_meta,
             },
         }
         handle.trace = ingest_and_save(raw_path, meta, out_dir, force)

@@ -27,6 +27,7 @@ from archsim.sim.cpu_only_work import cpu_only_times, learner_scale, learner_ste
 from archsim.sim.inference_work import derive_inference_work
 from archsim.sim.learner_work import derive_learner_work, trace_learner_batch
 from archsim.sim.machine import derive_machine
+from archsim.sim.marker_cost import without_marker_cost
 from archsim.sim.pacing import trace_frames_per_env_step
 from archsim.sim.profiler_cost import without_profiler_cost
 from archsim.sim.python_share import (
@@ -119,12 +120,13 @@ def without_process_profiler_cost(trace):
     from archsim.trace.info import loop_of_steps
 
     if not loop_of_steps(trace.steps)[0]:
-        return without_profiler_cost(trace)
+        return without_marker_cost(without_profiler_cost(trace))
     loop_steps, workers = split_workers(trace.steps)
     if workers.empty:
-        return without_profiler_cost(trace)
+        return without_marker_cost(without_profiler_cost(trace))
     loop_trace = dataclasses.replace(trace, meta=loop_meta(trace.meta), steps=loop_steps)
-    clean = without_profiler_cost(loop_trace).steps
+    # the markers' cost measured in the parent: out of the parent's steps only
+    clean = without_marker_cost(without_profiler_cost(loop_trace)).steps
     workers = without_worker_profiler_cost(workers, trace.meta)
     return dataclasses.replace(trace, steps=pd.concat([clean, workers]).sort_index())
 

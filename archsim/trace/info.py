@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from archsim.perf.classes import work_inferred
+from archsim.sim.marker_cost import marker_cost
 from archsim.trace.concurrency import concurrency_note
 from archsim.trace.format import Trace
 from archsim.trace.ingest import describe_repairs
@@ -172,6 +173,8 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "steps": {role: step_times(trace.steps, role) for role in _ROLE_PHASES},
         "ingest": dict(meta.get("ingest", {}) or {}),
         "concurrency": concurrency_note(ops),  # GPU work side by side, or None
+        # capture run's markers' own CPU per step, measured in its process: simulate takes it out
+        "marker_cpu_us": marker_cost(trace),
         # element types of the kernels: recorded, or read from the names of shape-less ones
         "kernel_dtypes": kernel_dtype_counts(ops, work_inferred(ops)),
     }
@@ -250,6 +253,15 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append(f"inferred {rule}")
     if summary.get("concurrency"):
         lines.append(summary["concurrency"])
+    if summary.get("marker_cpu_us"):
+        taken = "; ".join(
+            f"{role} {f.get('step_us', 0.0):.1f} us a step + {f.get('gap_us', 0.0):.1f} us before it"
+            for role, f in summary["marker_cpu_us"].items()
+        )
+        lines.append(
+            f"capture markers' own CPU, measured in the captured process: {taken} "
+            "(simulate takes it out of each step; a step keeps its phases' CPU)"
+        )
     dtypes = summary.get("kernel_dtypes") or {}
     if dtypes.get("from_kernel_names") or dtypes.get("unknown"):
         named = ", ".join(f"{k} {v}" for k, v in dtypes["from_kernel_names"].items()) or "none"
