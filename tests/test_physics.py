@@ -48,6 +48,11 @@ def _trace(name: str):
     return load(ROOT / "traces" / name)
 
 
+# One run per distinct (trace, preset, overrides, knobs) in this module: hypothesis draws the same
+# run more than once (pinned low and high thread counts that round to one value, a point drawn
+# twice: 48 runs of 29 distinct ones in test_more_cpu_threads_never_lower_throughput), and a
+# simulation is deterministic. Results are only read.
+@functools.cache
 def _run(trace: str, preset: str, overrides: tuple[str, ...] = (), **knobs):
     hw = load_hw(preset, list(overrides))
     series_bins = knobs.pop("series_bins", 0)
