@@ -33,7 +33,13 @@ def handle(args: argparse.Namespace) -> int:
     from archsim.commands._common import refuse_output_over_inputs
     from archsim.commands._trace_input import load_trace_input
     from archsim.hw.args import hw_from_args
-    from archsim.perf.calibrate import calibration_document, fit_table, write_calibration
+    from archsim.perf.calibrate import (
+        calibration_document,
+        fit_table,
+        left_out_table,
+        write_calibration,
+    )
+    from archsim.perf.classes import UNFITTED_REASON
 
     refuse_output_over_inputs(args.out, args.trace)
     trace = load_trace_input(args.trace)
@@ -59,7 +65,9 @@ def handle(args: argparse.Namespace) -> int:
     else:
         hw = hw_from_args(args)
     table = fit_table(trace.ops, hw)
-    write_calibration(args.out, calibration_document(table, str(args.trace), hw, args.hw_set))
+    left_out = left_out_table(trace.ops, hw)
+    document = calibration_document(table, str(args.trace), hw, args.hw_set, left_out)
+    write_calibration(args.out, document)
     # efficiency is clipped to 1 (archsim.perf.calibrate); model/measured shows the unclipped ratio
     print(
         f"{'class':14s} {'ops':>6s} {'measured ms':>12s} {'model ms':>10s} "
@@ -70,6 +78,13 @@ def handle(args: argparse.Namespace) -> int:
             f"{name:14s} {int(row.ops):6d} {1e3 * row.measured_s:12.3f} "
             f"{1e3 * row.bound_s:10.3f} {row.model_over_measured:10.3f} {row.efficiency:10.3f}"
         )
+    for name, row in left_out.iterrows():  # collectives: not fitted (archsim.perf.classes)
+        print(
+            f"{name:14s} {int(row.ops):6d} {1e3 * row.measured_s:12.3f} "
+            f"{1e3 * row.bound_s:10.3f} {row.bound_s / row.measured_s:10.3f} {'left out':>10s}"
+        )
+    if len(left_out):
+        print(f"left out of the fit: {', '.join(left_out.index)} ({UNFITTED_REASON})")
     if (table["model_over_measured"] > 1).any():
         print(
             "efficiency is at most 1: where model/meas > 1 the model's inferred work for that "

@@ -5,7 +5,9 @@ over the measured ops of that class: the time-weighted fraction, i.e. the factor
 reproduce the class's total measured time on the fitting GPU. (A median of per-op ratios is reported
 too; totals are what the simulator adds up, so the time-weighted fit is the one used.) Classes the
 fitting trace lacked keep efficiency 1 when predicting; the fit over all ops (``all``) is reported in
-the provenance only.
+the provenance only. Collectives (class ``communication``: NCCL/RCCL kernels) are left out of the fit
+and keep the model's time (archsim.perf.classes.UNFITTED_CLASSES says why); ``left_out_table`` lists
+them for the report.
 
 The model already predicts ACHIEVED time (archsim.perf.efficiency: published achievable DRAM and GEMM
 fractions), so the fit is a correction around 1, and never above it: an efficiency above 1 would
@@ -35,7 +37,12 @@ import yaml
 from archsim.atomic import atomic_output_file
 from archsim.errors import ArchsimError
 from archsim.hw.schema import HardwareConfig
-from archsim.perf.classes import known_classes_text, known_efficiency_classes
+from archsim.perf.classes import (
+    UNFITTED_REASON,
+    is_unfitted_class,
+    known_classes_text,
+    known_efficiency_classes,
+)
 from archsim.perf.kernel import MEASURED_KINDS, body_seconds, efficiency_class
 
 ALL_CLASSES = "all"
@@ -50,19 +57,33 @@ def measured_ops(ops: pd.DataFrame) -> pd.DataFrame:
     return ops[kind.isin(MEASURED_KINDS) & (dur > 0)].reset_index(drop=True)
 
 
-def fit_table(ops: pd.DataFrame, hw: HardwareConfig) -> pd.DataFrame:
-    """Per class: ops, measured and model seconds, median per-op model/measured, the time-weighted
-    ``model_over_measured`` and ``efficiency`` (the same clipped to MAX_EFFICIENCY)."""
+def _class_frame(ops: pd.DataFrame, hw: HardwareConfig, fitted: bool) -> pd.DataFrame:
+    """Per measured op of the fitted classes (or, ``fitted`` False, of the left-out ones): class,
+    measured and model seconds."""
     ops = measured_ops(ops)
-    if ops.empty:
-        raise ArchsimError("trace has no measured GPU ops (kernel/memcpy/memset) to calibrate on")
-    frame = pd.DataFrame(
+    classes = efficiency_class(ops)
+    keep = classes.map(is_unfitted_class).to_numpy(dtype=bool) != fitted
+    ops = ops[keep].reset_index(drop=True)
+    return pd.DataFrame(
         {
-            "op_class": efficiency_class(ops).to_numpy(),
+            "op_class": classes[keep].to_numpy(),
             "measured_s": ops["dur_us"].to_numpy(dtype=float) * 1e-6,
-            "bound_s": body_seconds(ops, hw),
+            "bound_s": body_seconds(ops, hw) if len(ops) else [],
         }
     )
+
+
+def fit_table(ops: pd.DataFrame, hw: HardwareConfig) -> pd.DataFrame:
+    """Per fitted class: ops, measured and model seconds, median per-op model/measured, the
+    time-weighted ``model_over_measured`` and ``efficiency`` (the same clipped to MAX_EFFICIENCY);
+    row ``all`` over the fitted classes' ops. Collectives are left out (``left_out_table``)."""
+    if measured_ops(ops).empty:
+        raise ArchsimError("trace has no measured GPU ops (kernel/memcpy/memset) to calibrate on")
+    frame = _class_frame(ops, hw, fitted=True)
+    if frame.empty:
+        raise ArchsimError(
+            f"trace's measured GPU ops are all collectives, which are not calibrated ({UNFITTED_REASON})"
+        )
     frame["ratio"] = frame["bound_s"] / frame["measured_s"]
     table = frame.groupby("op_class").agg(
         ops=("ratio", "size"),
@@ -86,15 +107,34 @@ def fit_table(ops: pd.DataFrame, hw: HardwareConfig) -> pd.DataFrame:
     return pd.concat([table, overall]).rename_axis("op_class")
 
 
+def left_out_table(ops: pd.DataFrame, hw: HardwareConfig) -> pd.DataFrame:
+    """Per class left out of the fit (collectives): ops, measured and model seconds; empty when the
+    trace has none."""
+    frame = _class_frame(ops, hw, fitted=False)
+    return (
+        frame.groupby("op_class")
+        .agg(
+            ops=("measured_s", "size"), measured_s=("measured_s", "sum"), bound_s=("bound_s", "sum")
+        )
+        .rename_axis("op_class")
+    )
+
+
 def fit_efficiency(ops: pd.DataFrame, hw: HardwareConfig) -> dict[str, float]:
     table = fit_table(ops, hw).drop(index=ALL_CLASSES)
     return {str(c): float(e) for c, e in table["efficiency"].items()}
 
 
 def calibration_document(
-    table: pd.DataFrame, trace: str, hw: HardwareConfig, overrides: list[str] | None = None
+    table: pd.DataFrame,
+    trace: str,
+    hw: HardwareConfig,
+    overrides: list[str] | None = None,
+    left_out: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
+    """The overlay: fitted efficiencies and their provenance, naming the classes left out."""
     per_class = table.drop(index=ALL_CLASSES)
+    left = {} if left_out is None else {str(c): int(n) for c, n in left_out["ops"].items()}
     return {
         "efficiency": {str(c): round(float(e), 6) for c, e in per_class["efficiency"].items()},
         "provenance": {
@@ -115,6 +155,7 @@ def calibration_document(
             "median_efficiency": {
                 str(c): round(float(m), 6) for c, m in table["median_efficiency"].items()
             },
+            **({"left_out": {"ops_per_class": left, "reason": UNFITTED_REASON}} if left else {}),
         },
     }
 
@@ -144,6 +185,11 @@ def load_efficiency(path: Path) -> dict[str, float]:
     out = {}
     known = known_efficiency_classes()
     for name, value in data["efficiency"].items():
+        if is_unfitted_class(str(name)):  # an overlay written before collectives were left out
+            raise ArchsimError(
+                f"{path}: efficiency.{name}: collectives are not calibrated ({UNFITTED_REASON}); "
+                "remove the entry"
+            )
         if str(name) not in known:  # a typo would calibrate nothing, silently
             close = difflib.get_close_matches(str(name), sorted(known), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
@@ -201,6 +247,7 @@ __all__ = [
     "class_errors",
     "fit_efficiency",
     "fit_table",
+    "left_out_table",
     "load_efficiency",
     "measured_ops",
     "total_error",
