@@ -97,3 +97,30 @@ def test_older_torch_cpu_op_category(tmp_path):
     counts = ingest(path).ops.name.value_counts().to_dict()
     for name, n in EXPECTED.items():
         assert counts.get(name) == n, name
+
+
+def test_each_collective_priced_once_on_a_gpu():
+    # predicted on a GPU, the caller's c10d op is the collective's one launch and kernel; the gloo
+    # work op on the group's thread is the same collective again (archsim.perf.collectives)
+    from archsim.hw import load_hw
+    from archsim.perf.collectives import repeated_collectives
+    from archsim.perf.kernel import cpu_launch_seconds, predict_op_seconds
+
+    ops = ingest(GLOO).ops
+    repeated = repeated_collectives(ops)
+    assert ops.name[repeated].value_counts().to_dict() == EXPECTED
+    hw = load_hw("dgx-a100")
+    gpu_s, launch_s = predict_op_seconds(ops, hw), cpu_launch_seconds(ops, hw)
+    assert (gpu_s[repeated] == 0).all() and (launch_s[repeated] == 0).all()
+    callers = ops.name.str.startswith("c10d::").to_numpy()
+    assert callers.sum() == sum(EXPECTED.values())  # one priced op per collective
+    assert (gpu_s[callers] > 0).all() and (launch_s[callers] > 0).all()
+    # a trace of the process group's work alone (no c10d op) prices the work ops
+    alone = ops[~callers].reset_index(drop=True)
+    assert not repeated_collectives(alone).any()
+    work = alone.name.str.startswith("gloo:").to_numpy()
+    assert (predict_op_seconds(alone, hw)[work] > 0).all()
+    # another process's c10d ops do not stand for this one's work
+    other = ops.copy()
+    other.loc[callers, "pid"] = other.loc[callers, "pid"] + 1
+    assert not repeated_collectives(other).any()

@@ -37,6 +37,7 @@ from archsim.perf.classes import (
     efficiency_class,
     work_inferred,
 )
+from archsim.perf.collectives import repeated_collectives
 from archsim.perf.columns import MEASURED_KINDS
 from archsim.perf.columns import column as _column
 from archsim.perf.columns import strings as _strings
@@ -154,7 +155,8 @@ def predict_op_seconds(
     With ``source`` (the GPU the trace was measured on), kernel/memcpy/memset ops with a measured
     duration are scaled by model(target, idealize) / model(source). Other ops (CPU-captured, or no
     source given) are predicted from FLOPs, bytes and blocks, divided by the calibrated efficiency of
-    their class. ``include_launch`` adds the target's GPU-side launch latency to every op.
+    their class. ``include_launch`` adds the target's GPU-side launch latency to every op. A CPU
+    capture's collective is priced once, as its caller's c10d op (archsim.perf.collectives).
     """
     ops = ops.reset_index(drop=True)
     gpu = _require_gpu(target)
@@ -180,7 +182,7 @@ def predict_op_seconds(
             predicted = np.where(anchored, measured_us * _US * ratio, predicted)
     if include_launch:
         predicted = predicted + gpu.launch_latency_us * _US
-    return predicted
+    return np.where(repeated_collectives(ops), 0.0, predicted)
 
 
 def cpu_launch_seconds(ops: pd.DataFrame, target: HardwareConfig) -> np.ndarray:

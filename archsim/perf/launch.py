@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from archsim.perf.collectives import repeated_collectives
+
 # measured: median cudaLaunchKernel 5.22 us in fixture v100_cnn_ddp_train x the DGX-1 host's
 # thread_speed_rel 0.773 (hwconfigs/dgx1-v100.yaml) = 4.04 us of a capture-machine thread.
 LAUNCH_CPU_US_AT_CAPTURE_SPEED = 5.22 * 0.773
@@ -34,8 +36,10 @@ def launch_calls(ops: pd.DataFrame) -> np.ndarray:
     """Host launch calls each op cost: 1, except that the kernels (and copies) one graph launch
     issues share its single ``cudaGraphLaunch``/``hipGraphLaunch`` call (one correlation and start
     per call): fixture a100_80gb_train_prewindow has 345 GPU events from 70 cudaGraphLaunch calls,
-    whose own traced durations are the graph's whole host cost."""
-    calls = np.ones(len(ops))
+    whose own traced durations are the graph's whole host cost. A CPU capture's collective is
+    launched once, by its caller's c10d op, not again by its process group's work op
+    (archsim.perf.collectives)."""
+    calls = np.where(repeated_collectives(ops), 0.0, 1.0)
     if not len(ops) or not {"launch_api", "correlation", "launch_start_us"} <= set(ops.columns):
         return calls
     graph = ops["launch_api"].astype(str).str.contains("GraphLaunch", regex=False).to_numpy()
