@@ -181,6 +181,18 @@ def test_load_between_by_hand():
     assert math.isnan(load_between(blind, dataclasses.replace(blind, wall_s=1.0), 0.0).steal_cpus)
 
 
+def test_the_sampling_recorder_answers_every_call_the_runtime_makes_of_its_profiler():
+    # validate swaps ProcessProfiler for SamplingRecorder in the R2D2 processes; a method the
+    # runtime calls that the stand-in lacks fails only there, mid-run (stepped() once did). stop()
+    # runs only where times_after_run is True, which the stand-in says it is not.
+    from archsim.validate.measure import SamplingRecorder
+    from workloads.r2d2.seed.profiling import ProcessProfiler
+
+    called = {n for n in vars(ProcessProfiler) if not n.startswith("_")} - {"stop", "recording"}
+    assert called <= set(dir(SamplingRecorder)), called - set(dir(SamplingRecorder))
+    assert SamplingRecorder.times_after_run is False
+
+
 def test_parse_proc_stat_by_hand():
     from archsim.validate.load import parse_proc_stat
 

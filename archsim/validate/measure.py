@@ -180,6 +180,9 @@ class SamplingRecorder:
     def stop_recording(self) -> None:
         """Nothing is recorded."""
 
+    def stepped(self) -> None:
+        """Nothing is recorded, so no step is: no stepped file (ProcessProfiler's)."""
+
     def __init__(self, raw_dir: Path, role: str, index: int, record_shapes: bool = True):
         self.path = Path(raw_dir) / f"validate-{role}-{index}.json"
         self.role = role
