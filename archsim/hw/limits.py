@@ -53,6 +53,9 @@ HW_RANGES: dict[str, Range] = {
     "gpu.fp32_flops_per_clk_per_sm": Range(1, 4096, "16x an Ampere/Hopper SM's 256"),
     "gpu.fp16_flops_per_clk_per_sm": Range(1, 8192, "16x an Ampere/Hopper SM's 512"),
     "gpu.tensor_flops_per_clk_per_sm": Range(0, 65_536, "16x an H100 SM's 4,096 (FP16 dense)"),
+    # B200 dense FP8 4.5 PFLOP/s (HGX B200 datasheet, 72 sparse / 8 / 2) / (148 SMs x 1.979 GHz)
+    # = 15,364 FLOP/clk; 131,072 is 8.5x that.
+    "gpu.fp8_flops_per_clk_per_sm": Range(0, 131_072, "8.5x a B200 SM's 15,364 (FP8 dense)"),
     # B200: 8 TB/s of HBM3e (NVIDIA DGX B200 datasheet).
     "gpu.dram_bw_gbs": Range(0.001, 100_000, "12.5x the 8 TB/s of B200 HBM3e"),
     "gpu.card_dram_bw_gbs": Range(0.001, 100_000, "12.5x the 8 TB/s of B200 HBM3e"),

@@ -94,6 +94,11 @@ def detect_gpu() -> GpuConfig | None:
         fp32_flops_per_clk_per_sm=128,
         fp16_flops_per_clk_per_sm=256,
         tensor_flops_per_clk_per_sm=1024 if props.major >= 7 else 0,
+        # FP8 tensor cores from Ada/Hopper (cc 8.9/9.0) on, at twice the FP16 rate (the datasheets
+        # of hwconfigs/l4.yaml and dgx-h100.yaml)
+        fp8_flops_per_clk_per_sm=(
+            2048 if not torch.version.hip and (props.major, props.minor) >= (8, 9) else 0
+        ),
         # as torch.cuda.is_bf16_supported(including_emulation=False): ROCm, or CUDA cc >= 8.0
         bf16=bool(torch.version.hip) or props.major >= 8,
         dram_bw_gbs=900,

@@ -92,6 +92,11 @@ class GpuConfig(_Strict):
     # Tensor cores take TF32 (Ampere and later) at half the FP16 tensor rate; PyTorch runs fp32
     # convolutions in TF32 by default (torch.backends.cudnn.allow_tf32 = True).
     tf32: bool = False
+    # Dense FP8 (e4m3/e5m2) matrix rate with FP32 accumulate, FLOP per SM per clock; 0 = no FP8
+    # matrix units (before Ada/Hopper, CDNA2 and older). Applies only where the part has tensor
+    # cores, and never below their FP16 rate (archsim.perf.fp8): a what-if that raises the FP16
+    # tensor rate past it raises FP8 with it.
+    fp8_flops_per_clk_per_sm: float = Field(default=0.0, ge=0)
     # Native bfloat16 math (BF16 instructions and tensor-core format): NVIDIA from Ampere on (A100
     # whitepaper; PyTorch's torch.cuda.is_bf16_supported(including_emulation=False) is compute
     # capability >= 8.0), every CDNA GPU (bf16 MFMA: CDNA2 whitepaper). False (Maxwell to Turing):
@@ -161,6 +166,14 @@ class GpuConfig(_Strict):
     @property
     def tensor_peak_flops(self) -> float:
         return self.sms * self.tensor_flops_per_clk_per_sm * self.clock_mhz * 1e6
+
+    @property
+    def fp8_matrix_flops_per_clk_per_sm(self) -> float:
+        """FP8 matrix FLOP per SM per clock: the FP8 rate where the part has one (never below its
+        FP16 tensor rate), else the FP16 tensor rate (an FP8 GEMM ported there runs in FP16)."""
+        if self.tensor_flops_per_clk_per_sm <= 0:
+            return 0.0
+        return max(self.fp8_flops_per_clk_per_sm, self.tensor_flops_per_clk_per_sm)
 
 
 class HostLinkConfig(_Strict):
