@@ -162,7 +162,7 @@ DOCUMENTED_NAMES = [
     ("Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0", "float16"),
     ("Cijk_Ailk_Bljk_I8II_BH_MT128x128x64_MI32x32x16x1_SN", "int8"),
     ("Cijk_Ailk_Bljk_ZB_MT64x64x8_SN", None),
-    ("Cijk_Ailk_Bljk_F8H_HHS_BH_MT128x128x64", None),
+    ("Cijk_Ailk_Bljk_F8H_HHS_BH_MT128x128x64", "float8_e4m3fn"),  # 1 byte (archsim.perf.fp8)
     ("cutlass_80_tensorop_s8_i16832gemm_s8_256x128_64x3_tn_align16", "int8"),
     ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x256x64_1x2x1_0_tnn_align8", "float16"),
     ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "bfloat16"),

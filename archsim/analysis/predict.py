@@ -242,6 +242,7 @@ def predict_phase(
     (FLOPs, bytes, launch geometry), ignoring measured durations.
     """
     from archsim.perf.bf16 import emulated_bf16_note
+    from archsim.perf.fp8 import fp8_port_note
     from archsim.perf.kernel import cpu_launch_seconds, predict_op_seconds
     from archsim.perf.launch import launch_calls
     from archsim.perf.source import source_hw_for_trace
@@ -307,7 +308,9 @@ def predict_phase(
         "n_ops": int(round(len(in_steps) / len(per_step))),
         "n_steps": int(len(per_step)),
         "steps_from": step_key,
-        "notes": [n for n in (emulated_bf16_note(in_steps, hw),) if n],  # one line each
+        "notes": [  # one line each
+            n for n in (emulated_bf16_note(in_steps, hw), fp8_port_note(in_steps, hw)) if n
+        ],
     }
 
 

@@ -107,11 +107,12 @@ def handle(args: argparse.Namespace) -> int:
             f"({what} {steps} step{'s' * (steps != 1)}): {parts}"
         )
     from archsim.perf.bf16 import emulated_bf16_note
+    from archsim.perf.fp8 import fp8_port_note
     from archsim.trace.learner_batch import learner_batch_flag_note
 
     learner = batches["learner_batch"]
     batch_note = learner_batch_flag_note(trace, learner) if learner is not None else None
-    for note in filter(None, [emulated_bf16_note(ops, hw), batch_note]):
+    for note in filter(None, [emulated_bf16_note(ops, hw), fp8_port_note(ops, hw), batch_note]):
         print(f"{args.trace}: {note}", file=sys.stderr)
     print(f"wrote {args.out}")
     return 0

@@ -85,6 +85,12 @@ DTYPE_BYTES = {
     "uint8": 1,
     "int8": 1,
     "bool": 1,
+    # FP8 operands move 1 byte an element (torch.float8_*: c10/util/Float8_*.h); the *fnuz ones are
+    # MI300's (archsim.perf.fp8)
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
 }
 DEFAULT_DTYPE_BYTES = 4  # fp32, the default torch dtype
 

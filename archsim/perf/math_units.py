@@ -16,6 +16,7 @@ from archsim.perf.blocks import TILED_OP_CLASSES
 from archsim.perf.columns import by_unique, parsed_input_dims
 from archsim.perf.columns import strings as _strings
 from archsim.perf.efficiency import generation, is_cdna
+from archsim.perf.fp8 import fp8_matrix_names, fp8_ops
 from archsim.perf.tf32_operands import fp32_tensor_ops
 
 HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.bfloat16"})
@@ -106,6 +107,10 @@ def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarra
     named_tensor = by_unique(
         names, lambda u: u.str.lower().str.contains(TENSOR_CORE_NAME_PATTERN, regex=True)
     ).astype(bool)
+    # FP8 operands (archsim.perf.fp8): matrix work like fp16's, at the FP8 rate where the part has
+    # one; hipBLASLt's FP8 GEMMs (Cijk_..._F8BS_...) are matrix kernels by name, as NVIDIA's are.
+    fp8 = fp8_ops(ops)
+    named_tensor |= fp8_matrix_names(ops)
     if not gpu.bf16:
         # No BF16 math (Maxwell to Turing): bf16 reaches neither tensor cores nor packed-half pipes;
         # PyTorch computes it in FP32 there, at the FP32 rate (archsim.perf.bf16).
@@ -118,18 +123,20 @@ def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarra
     # Learning Performance Guide, "Channels In and Out"); cuDNN falls back to FP32 kernels otherwise,
     # as for AlexNet's 3-channel conv1 in the A100 fixture (cudnn_ampere_scudnn_128x64, not xmma).
     channels = _conv_input_channels(ops)
-    aligned = np.isnan(channels) | (np.nan_to_num(channels) % np.where(half, 8, 4) == 0)
+    # FP8: multiples of 16, the guide's figure for INT8, the other 1-byte operand type (assumed)
+    multiple = np.where(fp8, 16, np.where(half, 8, 4))
+    aligned = np.isnan(channels) | (np.nan_to_num(channels) % multiple == 0)
     conv = (_strings(ops, "op_class") == "conv").to_numpy(dtype=bool)
     # Not on ROCm: there TF32 is opt-in and PyTorch's MIOpen convolutions run strict FP32
     # (pytorch/pytorch pull 190711, 2026: "On ROCm, TF32 is strictly opt-in: conv/RNN precision
     # flags default to full fp32"; MIOpen's math-type knob was not wired to allow_tf32 before it),
     # so an MI300X's fp32 igemm_fwd_gtcx_nhwc_fp32 convolution runs at its FP32 rate, not xf32.
-    conv_fp32 = conv & ~half & aligned & (not is_cdna(generation(gpu)))
+    conv_fp32 = conv & ~half & ~fp8 & aligned & (not is_cdna(generation(gpu)))
     tf32 = by_unique(
         names, lambda u: u.str.lower().str.contains(TF32_NAME_PATTERN, regex=True)
     ).astype(bool)
     tf32 = (tf32 | conv_fp32) & gpu.tf32
-    half_tensor = half & tiled & (aligned | ~conv)
+    half_tensor = (half | fp8) & tiled & (aligned | ~conv)
     # A tensor-core kernel whose operands are FP32 (recorded dtype, or none and no narrower type in
     # its name) multiplies them as TF32 where the GPU has it (archsim.perf.tf32_operands: cuBLAS's
     # cutlass_80_tensorop_s1688gemm_* on float32). Without TF32 no FP32 operand reaches a tensor
@@ -140,10 +147,16 @@ def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarra
     named_tensor &= gpu.tf32 | ~fp32_operands
     use_tensor = (half_tensor | named_tensor | tf32) & (gpu.tensor_flops_per_clk_per_sm > 0)
     tf32 |= use_tensor & gpu.tf32 & fp32_operands
-    # TF32 runs at half the FP16 tensor rate (A100 whitepaper: 156 vs 312 TFLOP/s dense)
+    tf32 &= ~fp8
+    # TF32 runs at half the FP16 tensor rate (A100 whitepaper: 156 vs 312 TFLOP/s dense); FP8 at the
+    # part's FP8 rate, or the FP16 tensor rate where it has none (GpuConfig.fp8_matrix_flops_...)
     per_clk = np.where(
         use_tensor,
-        gpu.tensor_flops_per_clk_per_sm * np.where(tf32, 0.5, 1.0),
+        np.where(
+            fp8,
+            gpu.fp8_matrix_flops_per_clk_per_sm,
+            gpu.tensor_flops_per_clk_per_sm * np.where(tf32, 0.5, 1.0),
+        ),
         np.where(half & half2, gpu.fp16_flops_per_clk_per_sm, gpu.fp32_flops_per_clk_per_sm),
     )
     return per_clk * gpu.clock_mhz * 1e6, use_tensor

@@ -284,10 +284,15 @@ def _simulate_at(
             "the batch its ops were captured at is unknown; capture with archsim to resize batches"
         )
     from archsim.perf.bf16 import emulated_bf16_note
+    from archsim.perf.fp8 import fp8_port_note
     from archsim.trace.learner_batch import learner_batch_flag_note
 
     asked = config.learner_batch  # None: the trace's own (a default 1 for some on-policy captures)
-    caveats = [emulated_bf16_note(trace.ops, hw), learner_batch_flag_note(trace, asked)]
+    caveats = [
+        emulated_bf16_note(trace.ops, hw),
+        fp8_port_note(trace.ops, hw),
+        learner_batch_flag_note(trace, asked),
+    ]
     learner_batch = config.learner_batch or trace_learner_batch(trace)
     if config.learner_batch is None:
         config = config.replace(learner_batch=learner_batch)

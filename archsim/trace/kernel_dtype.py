@@ -9,8 +9,9 @@ mi210_gpu_only) is ``batch_norm_backward_kernel<c10::BFloat16, ...>``. This modu
 Rules, tried in order, each one library's naming (``_RULES``; the C++ template scan last); a name
 no rule reads gives None, and the caller keeps "unknown". The result is always a torch dtype name
 that archsim.perf.blocks.DTYPE_BYTES sizes (float32, float16, bfloat16, float64, int64, int32,
-int16, int8, uint8, bool): types it cannot size (complex, FP8, unsigned 32/64-bit) give None
-rather than a wrong element size. Storage, not math mode: a TF32 kernel works on float32 tensors
+int16, int8, uint8, bool, and the FP8 types float8_e4m3fn, float8_e5m2, float8_e4m3fnuz,
+float8_e5m2fnuz at 1 byte): types it cannot size (complex, unsigned 32/64-bit) give None rather than
+a wrong element size. Storage, not math mode: a TF32 kernel works on float32 tensors
 (the TF32 rate is archsim.perf.math_units' business, from the name), an fp16 GEMM accumulating in
 FP32 on float16 ones. Pure; never raises, whatever the name.
 """
@@ -43,15 +44,18 @@ _SHORT = {
     "s8": "int8",
     "int8": "int8",
     "u8": "uint8",
-    "e4m3": None,
-    "e5m2": None,
+    "e4m3": "float8_e4m3fn",  # CUTLASS's/cuBLASLt's FP8 operand types (OCP FP8, torch's names)
+    "e5m2": "float8_e5m2",
     "c": None,  # complex single
     "z": None,  # complex double
     "gc": None,  # cuBLAS's complex GEMMs of cuDNN's FFT convolutions (ampere_gcgemm_*)
 }
 # Tensile's data-type codes (ROCm/Tensile, Tensile/Source/lib/source/DataTypes.cpp, TypeAbbrev):
 # S float, D double, C/Z complex, H half, B bfloat16, X xfloat32 (float32 data), I int32, I64
-# int64, I8 and 4xi8 (int8x4) int8, F8/B8/F8N/B8N/F8B8/B8F8 the fp8 formats.
+# int64, I8 and 4xi8 (int8x4) int8, F8/B8/F8N/B8N/F8B8/B8F8 the fp8 formats: F8 e4m3, B8 ("bf8")
+# e5m2, the mixed ones named by A's type. Whether a kernel's FP8 is OCP or MI300's fnuz is not told
+# apart here (hipBLASLt's gfx942 libraries, whose FP8 is fnuz, name it F8: aquavanjaram942_Cijk_
+# Alik_Bljk_F8F8S_BH.yaml): same 1-byte size and matrix rate.
 _TENSILE = {
     "S": "float32",
     "D": "float64",
@@ -64,12 +68,12 @@ _TENSILE = {
     "I64": "int64",
     "I8": "int8",
     "4xi8": "int8",
-    "F8": None,
-    "B8": None,
-    "F8N": None,
-    "B8N": None,
-    "F8B8": None,
-    "B8F8": None,
+    "F8": "float8_e4m3fn",
+    "B8": "float8_e5m2",
+    "F8N": "float8_e4m3fn",
+    "B8N": "float8_e5m2",
+    "F8B8": "float8_e4m3fn",
+    "B8F8": "float8_e5m2",
 }
 _NCCL = {  # NCCL/RCCL's reduction types, old spelling (int8_t...) and NCCL 2.19's (i8...)
     "int8_t": "int8",
@@ -113,9 +117,12 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str | None], str]
     # rocBLAS/hipBLASLt (Tensile): Cijk_<A indices>_<B indices>_<data type><B beta><H HPA>...,
     # ProblemType.__str__ in ROCm/Tensile Tensile/SolutionStructs.py; seen: Cijk_Ailk_Bljk_BBS_BH_*
     # (fixtures mi210_gpu_only, mi300x_sd35_inference), Cijk_Alik_Bljk_SB_* (fixture
-    # mi250_mlp_train).
+    # mi250_mlp_train); hipBLASLt's hand-tuned kernels prefix it (Custom_Cijk_Alik_Bljk_F8B8BS_...,
+    # archsim.perf.math_units.CDNA_HALF_MATRIX_NAME_PATTERN).
     (
-        re.compile(r"^Cijk_A[A-Za-z]+_B[A-Za-z]+_(4xi8|I8|I64|F8B8|B8F8|F8N|B8N|F8|B8|[SDCZHBXI])"),
+        re.compile(
+            r"(?:^|_)Cijk_A[A-Za-z]+_B[A-Za-z]+_(4xi8|I8|I64|F8B8|B8F8|F8N|B8N|F8|B8|[SDCZHBXI])"
+        ),
         _first_group(_TENSILE),
         "Tensile",
     ),
@@ -200,12 +207,14 @@ _RULES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str | None], str]
 # C++ scalar types in demangled template and parameter lists (ATen, cuDNN's templated kernels,
 # cuBLAS's gemv/gemmk1, Apex): PyTorch's c10 names (c10/core/ScalarType.h: c10::Half,
 # c10::BFloat16, c10::Float8_*), CUDA's and HIP's (__half, __nv_bfloat16, __hip_bfloat16), the
-# built-in ones. Complex (c10::complex<T>) and fp8 are not sized: None. cuFFT's float2 complex
+# built-in ones. Complex (c10::complex<T>) is not sized: None. cuFFT's float2 complex
 # beside a float (fft2d_r2c_32x32<float, ...>(float2*, float const*, ...)) reads as float32.
 _CPP_FLOATING = (  # narrowest first: a mixed-precision kernel names its accumulator type beside
     # its storage type (batch_norm_backward_kernel<c10::BFloat16, c10::BFloat16, float, int>)
-    # fp8 (c10/util/Float8_e4m3fn.h and kin; CUDA's cuda_fp8.h, HIP's amd_hip_fp8.h): not sized
-    (re.compile(r"c10::Float8_\w+|__nv_fp8_\w+|__hip_fp8_\w+"), None),
+    # fp8 (c10/util/Float8_e4m3fn.h and kin; CUDA's cuda_fp8.h __nv_fp8_e4m3/__nv_fp8_e5m2, HIP's
+    # amd_hip_fp8.h __hip_fp8_e4m3_fnuz/__hip_fp8_e5m2_fnuz and OCP __hip_fp8_e4m3/_e5m2): 1 byte,
+    # named by _fp8_cpp_type; c10::Float8_e8m0fnu (an MX block scale) is not an operand: None
+    (re.compile(r"c10::Float8_\w+|__nv_fp8_\w+|__hip_fp8_\w+"), "fp8"),
     # ATen's c10::Half (seen: split_embedding_codegen_forward_unweighted_kernel<c10::Half, ...>,
     # fixture nodevice_sampled_train), CUDA's __half (cuda_fp16.h), Apex's/NCCL's half
     (re.compile(r"c10::Half\b|\b__half\b|\bhalf\b|\bat::Half\b"), "float16"),
@@ -264,6 +273,17 @@ def _without_parameter_lists(name: str) -> str:
     return name
 
 
+def _fp8_cpp_type(spelled: str) -> str | None:
+    """torch's name of a C++ FP8 type (c10::Float8_e4m3fnuz, __nv_fp8_e5m2, __hip_fp8_e4m3_fnuz)."""
+    lowered = spelled.lower()
+    fnuz = "fnuz" in lowered
+    if "e4m3" in lowered:
+        return "float8_e4m3fnuz" if fnuz else "float8_e4m3fn"
+    if "e5m2" in lowered:
+        return "float8_e5m2fnuz" if fnuz else "float8_e5m2"
+    return None  # e8m0 (a block scale) or an unknown spelling: no element size
+
+
 def _cpp_types(name: str) -> str | None:
     """The element type a demangled C++ kernel name spells in its template or parameter lists."""
     if "<" not in name and "(" not in name:
@@ -271,8 +291,9 @@ def _cpp_types(name: str) -> str | None:
     if _CPP_COMPLEX.search(name):
         return None
     for pattern, dtype in _CPP_FLOATING:
-        if pattern.search(name):
-            return dtype
+        found = pattern.search(name)
+        if found:
+            return _fp8_cpp_type(found.group(0)) if dtype == "fp8" else dtype
     for found in _CPP_INTEGER.finditer(_without_parameter_lists(name)):
         dtype = _CPP_INTEGER_DTYPES.get(found.group(1))
         if dtype:

@@ -88,6 +88,11 @@ FORMULAS: dict[str, tuple[str, Formula]] = {
     "_grouped_mm": ("gemm", _grouped_mm(2)),
     "_scaled_grouped_mm": ("gemm", _grouped_mm(4)),
     "mm": ("gemm", _gemm(0, 1)),
+    # torch._scaled_mm(self, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
+    # use_fast_accum=False) (aten/src/ATen/native/native_functions.yaml): the FP8 GEMM of FP8
+    # training and inference, 2MKN FLOPs (+ MN for the bias). The output is written in the inputs'
+    # element size (1 B; out_dtype, often bf16, writes wider: a lower bound, as _scaled_grouped_mm).
+    "_scaled_mm": ("gemm", _gemm(0, 1, bias_idx=4)),
     "addmm": ("gemm", _gemm(1, 2, bias_idx=0)),
     "_addmm_activation": ("gemm", _gemm(1, 2, bias_idx=0)),
     "bmm": ("gemm", _gemm(0, 1)),
