@@ -42,6 +42,10 @@ def _show(args: argparse.Namespace) -> int:
         derived["gpu.fp32_peak_tflops"] = round(hw.gpu.fp32_peak_flops / 1e12, 3)
         derived["gpu.fp16_peak_tflops"] = round(hw.gpu.fp16_peak_flops / 1e12, 3)
         derived["gpu.tensor_peak_tflops"] = round(hw.gpu.tensor_peak_flops / 1e12, 3)
+        if hw.gpu.fp8_flops_per_clk_per_sm > 0:  # FP8 matrix units (archsim.perf.fp8)
+            derived["gpu.fp8_peak_tflops"] = round(
+                hw.gpu.sms * hw.gpu.fp8_matrix_flops_per_clk_per_sm * hw.gpu.clock_mhz / 1e6, 3
+            )
     print(yaml.safe_dump(data, sort_keys=False).rstrip())
     print("# derived:")
     for key, value in derived.items():
