@@ -273,6 +273,7 @@ UP = (
     "sms", "clock_mhz", "fp32_flops_per_clk_per_sm", "fp16_flops_per_clk_per_sm",
     "tensor_flops_per_clk_per_sm", "dram_bw_gbs", "l2_size_mb", "l2_bw_gbs", "max_threads_per_sm",
     "max_blocks_per_sm", "registers_per_sm", "shared_mem_per_sm_kb", "tf32", "bf16",
+    "fp8_flops_per_clk_per_sm",
 )  # fmt: skip
 DOWN = ("dram_latency_ns", "l2_latency_ns", "launch_latency_us", "kernel_min_us")
 
