@@ -110,7 +110,8 @@ def with_inference_python_s(python, trace):
 
 
 def without_process_profiler_cost(trace):
-    """``trace`` without the profiler's cost (archsim.sim.profiler_cost), where its env steps ran in
+    """``trace`` without the profiler's cost (archsim.sim.profiler_cost) and then capture run's markers'
+    own (archsim.sim.marker_cost, the parent's steps only), where its env steps ran in
     vector-env worker processes (archsim.trace.info.loop_of_steps) each process by its own figures:
     the parent's steps by its share of the pooled ones (vector_workers.loop_meta), each worker's by
     ``meta.capture.processes[i]`` (vector_workers.without_worker_profiler_cost). The pooled actor
