@@ -200,9 +200,9 @@ def test_newer_gpu_not_slower_on_fixture(old: str, new: str, name: str) -> None:
 def test_exceptions_name_every_worse_figure() -> None:
     """The table is not stale: a figure by which the newer preset is worse is named for its pair,
     and a named figure is worse (or it is not an exception). The loaded-latency curve is only
-    checked one way: a generation without a stream table (Turing) has a flat one, so a newer
-    part's curve is "worse" for want of the older's figure: named where an op needs it (Pascal
-    takes Volta's curve, archsim.perf.loaded_latency.PASCAL_CURVE_FROM)."""
+    checked one way: a generation without a stream table (Turing, Pascal) takes the nearest
+    published one's (archsim.perf.loaded_latency.CURVE_FROM), so a newer part's measured curve
+    may be "worse" than a borrowed one for want of the older's figure: named where an op needs it."""
     for (old, new), (figures, reason) in EXCEPTIONS.items():
         a, b = _hw(old).gpu, _hw(new).gpu
         worse = {

@@ -8,7 +8,9 @@ trips plus the transfer. Two costs on the same critical path are not DRAM round 
   that cycle: at light load its cycle per resident thread slot is the pointer chase plus the
   turnover (archsim.perf.loaded_latency: H100 PCIe 238 ns, A100-40GB 272, V100 252, L40 187,
   MI210 189, MI300X 127). It is measured on blocks of 16-128 threads per SM; a block of 1,024
-  threads is taken to turn over in the same time (no published figure for larger blocks).
+  threads is taken to turn over in the same time (no published figure for larger blocks). A
+  generation without a table takes the turnover of the table its loaded-latency curve comes from
+  (archsim.perf.loaded_latency.CURVE_FROM: Maxwell, Pascal, Turing Volta's; Blackwell Hopper's).
 - **Block reductions between passes.** Every thread of a block needs the row's max (sum, Welford
   statistics) before its next pass, so the reduction's dependent chain runs after the last load
   of the pass returns and before the first load of the next: nothing else of the block overlaps
@@ -100,11 +102,12 @@ from archsim.perf.columns import by_unique
 from archsim.perf.efficiency import ACHIEVED
 from archsim.perf.issue_rate import ISSUE_GENERATIONS, SMSPS_PER_SM, softmax_pass_cycles
 from archsim.perf.loaded_latency import (
+    CURVES,
     LIGHT_LOAD,
-    PASCAL_CURVE_FROM,
     STREAM_BYTES_PER_THREAD,
     TABLES,
     StreamTable,
+    curve_generation,
 )
 
 WARP_SIZE = 32  # CUDA C++ Programming Guide: 32 on every NVIDIA architecture
@@ -244,11 +247,17 @@ def turnover_ns(table: StreamTable) -> float:
     return max(float(np.median(light if light.size else cycle_ns[:1])) - table.chase_ns, 0.0)
 
 
-TURNOVER_NS: dict[str, float] = {gen: turnover_ns(t) for gen, t in TABLES.items()}
-TURNOVER_NS["cdna"] = TURNOVER_NS["cdna2"]  # as archsim.perf.loaded_latency.CURVES
-# Pascal: no published stream table (archsim.perf.loaded_latency.PASCAL_CURVE_FROM): Volta's turnover,
-# an assumption, lest the older part start and retire its blocks for free where the V100 pays.
-TURNOVER_NS["pascal"] = TURNOVER_NS[PASCAL_CURVE_FROM]
+# every generation archsim.perf.loaded_latency.CURVES holds: its table's turnover, or the one it
+# borrows the curve from (generation_turnover_ns)
+TURNOVER_NS: dict[str, float] = {gen: turnover_ns(TABLES[curve_generation(gen)]) for gen in CURVES}
+
+
+def generation_turnover_ns(generation: str) -> float:
+    """Block turnover of ``generation``: from the stream table that prices its loaded latency
+    (archsim.perf.loaded_latency.curve_generation; Maxwell, Pascal and Turing take Volta's,
+    Blackwell Hopper's), an assumption where the table is another generation's, lest an older part
+    start and retire its blocks for free where the newer pays."""
+    return TURNOVER_NS[curve_generation(generation)]
 
 
 def chain_cycles(chain: str, threads: np.ndarray, figures: SyncFigures) -> np.ndarray:
@@ -307,7 +316,7 @@ def wave_fixed_seconds(
     threads = np.asarray(threads, dtype=float)
     if "sm_utilization" in idealize:
         return np.zeros(len(threads))
-    turnover_s = TURNOVER_NS.get(generation, 0.0) * 1e-9
+    turnover_s = generation_turnover_ns(generation) * 1e-9
     reductions_s = reduction_cycles(names, threads, generation) * 1e-6 / gpu.clock_mhz
     return turnover_s + reductions_s
 
@@ -319,6 +328,7 @@ __all__ = [
     "SYNC_FIGURES",
     "SyncFigures",
     "TURNOVER_NS",
+    "generation_turnover_ns",
     "WARP_TREE",
     "WELFORD",
     "chain_cycles",

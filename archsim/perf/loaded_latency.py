@@ -40,9 +40,17 @@ shows an older ``cuda-stream`` on a V100-PCIe with a grid-stride ``sum1`` kernel
 thread, no turnover): 1 block of 128 threads at 3.0 GB/s is 341 ns per load (pointer chase 316 ns), 640
 blocks at 833.5 GB/s 786 ns; it lies 30-110 ns below the read-kernel curve under u = 0.85.
 
-Generations without a published table (Turing, Maxwell, Blackwell, unknown GPUs) keep the flat
-unloaded latency (no curve). Pascal takes Volta's curve (PASCAL_CURVE_FROM): no GP100 stream table is
-published, and a flat curve would price the older part's loaded DRAM below the newer's. The dependent round trips priced elsewhere keep L0: the row passes of
+Generations without a table of their own take the nearest published generation's curve (CURVE_FROM,
+curve_generation): queueing under load is no property of one architecture (every DRAM system's
+latency rises with its utilization, Little's law; the tables measure the shape), and a flat curve
+would price an older part's loaded DRAM below a newer one's. Maxwell and Pascal take Volta's, the
+oldest table (no GM20x/GP100 stream table published); Turing Volta's, whose SM it derives from;
+Blackwell Hopper's; an AMD GPU of no recognized CDNA generation CDNA2's (as archsim.perf.efficiency
+does); any other generation the nearest in GENERATION_ORDER, the older on a tie, and a GPU of no
+recognized generation ("default") the newest NVIDIA table, Hopper's (generation() names every NVIDIA
+generation from Maxwell to Blackwell, so an unnamed part is most likely a newer one). m(u) is read at
+the same fraction u of each part's own datasheet bandwidth. An assumption, not a measurement of those
+parts. The dependent round trips priced elsewhere keep L0: the row passes of
 archsim.perf.passes are latency plus transfer (Hockney), whose transfer term already prices the queue
 behind each burst (for the H100 softmax, 2.7 us per wave against 2.5 us for a closed loop at the
 curve's latency); the few-block chains of archsim.perf.memory_parallelism draw almost no bandwidth
@@ -173,20 +181,57 @@ def curve_from_table(table: StreamTable) -> LatencyCurve:
     )
 
 
+# The generations of archsim.perf.efficiency.GENERATION_PATTERNS by vendor, oldest first.
+GENERATION_ORDER: tuple[tuple[str, ...], ...] = (
+    ("maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"),
+    ("cdna", "cdna2", "cdna3"),
+)
+# Generation without a table -> the generation whose table it takes (module docstring).
+CURVE_FROM: dict[str, str] = {
+    # No GM20x stream table or pointer chase published; jetson-tx1.yaml already takes the V100's
+    # 317-ns chase. Pascal's successor has no table, so the oldest one, Volta's.
+    "maxwell": "volta",
+    # P100 (GP100): no gpu-stream table or loaded-latency figure; hwconfigs/dgx1-p100.yaml takes the
+    # V100's pointer chase. Both 4-stack HBM2 parts (P100 whitepaper 732 GB/s, V100 900 GB/s).
+    "pascal": "volta",
+    # Turing (TU10x, sm_75): no table; its SM derives from Volta's (Turing whitepaper), and it sits
+    # between Volta and Ampere in the order, so the older on the tie.
+    "turing": "volta",
+    # Blackwell (B200): no table; Hopper's is the previous generation's (both HBM3/HBM3e parts).
+    "blackwell": "hopper",
+    # An AMD GPU of no recognized CDNA generation: the CDNA2 row, as archsim.perf.efficiency does.
+    "cdna": "cdna2",
+    # A GPU of no recognized generation: the newest NVIDIA table (module docstring).
+    "default": "hopper",
+}
+PASCAL_CURVE_FROM = CURVE_FROM["pascal"]  # the name archsim.perf.block_sync imports
+
+
+def curve_generation(generation: str) -> str:
+    """The generation whose stream table prices ``generation``'s loaded DRAM latency: its own, the
+    one CURVE_FROM names, or else the nearest in GENERATION_ORDER with a table (older on a tie),
+    Hopper's for a generation in no order."""
+    if generation in TABLES:
+        return generation
+    if generation in CURVE_FROM:
+        return CURVE_FROM[generation]
+    for order in GENERATION_ORDER:
+        if generation in order:
+            here = order.index(generation)
+            tabled = [i for i, g in enumerate(order) if g in TABLES]
+            if tabled:
+                return order[min(tabled, key=lambda i: (abs(i - here), i))]
+    return CURVE_FROM["default"]
+
+
 CURVES: dict[str, LatencyCurve] = {gen: curve_from_table(t) for gen, t in TABLES.items()}
-# An AMD GPU of no recognized CDNA generation takes the CDNA2 row, as archsim.perf.efficiency does.
-CURVES["cdna"] = CURVES["cdna2"]
-# Pascal (P100, GP100): no published gpu-stream table or loaded-latency figure. The nearest measured
-# generation, Volta, is taken, as hwconfigs/dgx1-p100.yaml takes the V100's 317-ns pointer chase: both
-# are 4-stack HBM2 parts (P100 whitepaper 732 GB/s, V100 whitepaper 900 GB/s), and m(u) is read at the
-# same fraction u of each part's datasheet bandwidth. An assumption, not a measurement of the P100.
-PASCAL_CURVE_FROM = "volta"
-CURVES["pascal"] = CURVES[PASCAL_CURVE_FROM]
+for _gen in (*CURVE_FROM, *(g for order in GENERATION_ORDER for g in order)):
+    CURVES.setdefault(_gen, CURVES[curve_generation(_gen)])
 
 
-def latency_curve(generation: str) -> LatencyCurve | None:
-    """The generation's curve; None where no stream table is published (flat unloaded latency)."""
-    return CURVES.get(generation)
+def latency_curve(generation: str) -> LatencyCurve:
+    """The generation's curve: its own stream table's or the one curve_generation names."""
+    return CURVES.get(generation) or CURVES[curve_generation(generation)]
 
 
 def latency_multiplier(curve: LatencyCurve | None, utilization: np.ndarray) -> np.ndarray:
@@ -251,7 +296,9 @@ def loaded_bandwidth(
 
 __all__ = [
     "CURVES",
+    "CURVE_FROM",
     "DramLoad",
+    "GENERATION_ORDER",
     "LIGHT_LOAD",
     "LatencyCurve",
     "PASCAL_CURVE_FROM",
@@ -259,6 +306,7 @@ __all__ = [
     "StreamTable",
     "TABLES",
     "curve_from_table",
+    "curve_generation",
     "dram_load",
     "latency_curve",
     "latency_multiplier",
