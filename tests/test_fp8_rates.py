@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from archsim.cli import main
 from archsim.hw import load_hw
 from archsim.hw.presets import list_presets, presets_dir
+from archsim.perf.bf16 import bf16_ops, emulated_bf16_note
 from archsim.perf.blocks import element_bytes
 from archsim.perf.fp8 import fp8_port_note
 from archsim.perf.kernel import kernel_terms, predict_op_seconds
@@ -176,6 +177,16 @@ def test_fp8_never_slower_than_fp16_for_the_same_gemm(m: int, k: int, n: int, pr
         assert rate[0] == pytest.approx(2 * rate[1])
     else:  # none: the rate a port would run, the FP16 tensor rate (or FP32 pipes without tensor cores)
         assert rate[0] == pytest.approx(rate[1])
+
+
+def test_an_fp8_kernel_naming_a_bf16_operand_is_fp8_not_emulated_bf16():
+    # cuBLASLt's e4m3 x bf16 GEMM on a V100 (no BF16 math): no bf16 note, the FP8 port note, and
+    # the FP16 tensor rate 80 x 1,024 x 1,530 MHz = 125.34 TFLOP/s (not the FP32 rate of bf16 there)
+    ops = _gemms([XMMA_E4M3], [""])
+    v100 = load_hw("dgx1-v100")
+    assert not bf16_ops(ops).any() and emulated_bf16_note(ops, v100) is None
+    assert fp8_port_note(ops, v100) is not None
+    assert _peak("dgx1-v100", ops) == pytest.approx([125.34e12], rel=1e-4)
 
 
 def test_presets_with_fp8_are_ada_hopper_blackwell_cdna3():

@@ -21,6 +21,7 @@ import pandas as pd
 from archsim.hw.schema import HardwareConfig
 from archsim.perf.columns import by_unique
 from archsim.perf.columns import strings as _strings
+from archsim.perf.fp8 import fp8_ops
 
 BF16_DTYPES = frozenset({"bfloat16", "torch.bfloat16", "c10::bfloat16"})
 # A GPU trace's kernels without the launching op's dtype: cuBLAS/CUTLASS/cuDNN names say bf16
@@ -31,12 +32,13 @@ BF16_NAME_PATTERN = r"bf16|bfloat16|(?:^|_)cijk_a[a-z]+_b[a-z]+_b[a-z]*_"
 
 
 def bf16_ops(ops: pd.DataFrame) -> np.ndarray:
-    """True for ops whose dtype, or else whose kernel name, says bfloat16."""
+    """True for ops whose dtype, or else whose kernel name, says bfloat16. An FP8 kernel naming a
+    bf16 operand or output (cuBLASLt's sm90_xmma_gemm_e4m3bf16_*) is FP8 work (archsim.perf.fp8)."""
     dtype = by_unique(_strings(ops, "dtype"), lambda u: u.str.lower().isin(BF16_DTYPES))
     named = by_unique(
         _strings(ops, "name"), lambda u: u.str.lower().str.contains(BF16_NAME_PATTERN, regex=True)
     )
-    return np.asarray(dtype, dtype=bool) | np.asarray(named, dtype=bool)
+    return np.asarray(dtype, dtype=bool) | (np.asarray(named, dtype=bool) & ~fp8_ops(ops))
 
 
 def emulated_bf16_note(ops: pd.DataFrame, hw: HardwareConfig) -> str | None:
