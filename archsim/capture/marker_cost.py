@@ -18,6 +18,7 @@ one update, a replay buffer marked too) keeps those extra calls' cost: it is not
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any
 
@@ -132,15 +133,12 @@ def measure_marker_cost(
             }
         )
     return {
-        role: {key: round(_median([run[role][key] for run in runs]), 3) for key in runs[0][role]}
+        role: {
+            key: round(statistics.median(run[role][key] for run in runs), 3)
+            for key in runs[0][role]
+        }
         for role in ROLES
     }
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 if __name__ == "__main__":  # python -m archsim.capture.marker_cost: this machine's figures
