@@ -204,7 +204,6 @@ CURVE_FROM: dict[str, str] = {
     # A GPU of no recognized generation: the newest NVIDIA table (module docstring).
     "default": "hopper",
 }
-PASCAL_CURVE_FROM = CURVE_FROM["pascal"]  # the name archsim.perf.block_sync imports
 
 
 def curve_generation(generation: str) -> str:
@@ -301,7 +300,6 @@ __all__ = [
     "GENERATION_ORDER",
     "LIGHT_LOAD",
     "LatencyCurve",
-    "PASCAL_CURVE_FROM",
     "STREAM_BYTES_PER_THREAD",
     "StreamTable",
     "TABLES",
