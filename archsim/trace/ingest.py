@@ -321,9 +321,11 @@ def _cpu_ops(cpu: pd.DataFrame, counts: dict[str, Any]) -> pd.DataFrame:
     """Compute cpu ops of a CPU-only trace (see module docstring for the rule)."""
     names = cpu["name"].astype(str)
     namespaced = names.str.contains("::", regex=False) & ~names.str.startswith(_NON_OP_NAMESPACES)
-    namespaced |= names.map(flops_mod.is_collective).astype(bool)  # gloo:all_reduce: one colon
+    collective = names.map(flops_mod.is_collective).astype(bool)
+    namespaced |= collective  # gloo:all_reduce: one colon
     metadata = names.map(flops_mod.is_metadata_op).astype(bool)
-    compute = cpu[namespaced & ~metadata].reset_index(drop=True)
+    computed = namespaced & ~metadata
+    compute = cpu[computed].reset_index(drop=True)
     costs_all = [
         flops_mod.op_cost(name, *op_shapes(args))
         for name, args in zip(compute["name"], compute["args"], strict=True)
@@ -331,7 +333,7 @@ def _cpu_ops(cpu: pd.DataFrame, counts: dict[str, Any]) -> pd.DataFrame:
     has_f = np.array([c.has_formula for c in costs_all], dtype=bool)
     # a collective is kept whole, like an op with a formula: gloo's all_gather copies its inputs
     # into the output list with aten ops of its own, which are part of the collective's time
-    has_f |= compute["name"].astype(str).map(flops_mod.is_collective).to_numpy(dtype=bool)
+    has_f |= collective[computed].to_numpy(dtype=bool)
     parent = ancestors_table(compute) if len(compute) else np.empty(0, dtype=np.int64)
     is_parent = np.zeros(len(compute), dtype=bool)
     is_parent[parent[parent >= 0]] = True
