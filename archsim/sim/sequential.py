@@ -286,9 +286,20 @@ def loop_metrics(
 ) -> dict[str, float]:
     """The run's metrics (named as the distributed loop's) from the closed form; energy over
     ``sim_seconds`` of the steady state."""
-    rec, socket_of_thread, per_socket, smt_sibling = loop_record(
-        times, machine, frames_per_env_step
-    )
+    record = loop_record(times, machine, frames_per_env_step)
+    return record_metrics(record, times, machine, learner_batch, sim_seconds)
+
+
+def record_metrics(
+    record: tuple[Recorder, np.ndarray, np.ndarray, np.ndarray],
+    times: LoopTimes,
+    machine,
+    learner_batch: int,
+    sim_seconds: float,
+) -> dict[str, float]:
+    """loop_metrics of a loop_record already built (simulate_sequential reads it for the power
+    cap too)."""
+    rec, socket_of_thread, per_socket, smt_sibling = record
     t, u, e = times.iteration_s, times.updates_per_iteration, times.env_steps_per_iteration
     metrics = summarize(rec, machine.power, socket_of_thread, per_socket, smt_sibling)
     metrics["energy_j"] = metrics["avg_power_w"] * sim_seconds
@@ -387,12 +398,9 @@ def simulate_sequential(
     clean = without_process_profiler_cost(trace)
     clean = dataclasses.replace(clean, steps=whole_steps(clean.steps.reset_index(drop=True)))
     times = derive_loop_times(clean, hw, config, learner_batch)
-    metrics = loop_metrics(
-        times, machine, trace_frames_per_env_step(trace), learner_batch, config.sim_seconds
-    )
-    rec, socket_of_thread, _, smt_sibling = loop_record(
-        times, machine, trace_frames_per_env_step(trace)
-    )
+    record = loop_record(times, machine, trace_frames_per_env_step(trace))
+    metrics = record_metrics(record, times, machine, learner_batch, config.sim_seconds)
+    rec, socket_of_thread, _, smt_sibling = record
     series = None
     if series_bins:  # the steady state draws constant power
         width = config.sim_seconds / series_bins
