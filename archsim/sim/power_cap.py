@@ -64,13 +64,18 @@ def run_clock_caps(
     power: PowerModel,
     socket_of_thread: np.ndarray,
     smt_sibling: np.ndarray | None,
+    extra_cores: np.ndarray | None = None,
 ) -> ClockCaps:
-    """The ClockCaps of a recorded run, from its window-mean activity (a power limit is a mean)."""
+    """The ClockCaps of a recorded run, from its window-mean activity (a power limit is a mean).
+    ``extra_cores``: busy cores per socket that run on no simulated hardware thread (a replay in
+    the learner process, archsim.sim.replay_power), drawing power as any busy core."""
     t = rec.end
     if not t > 0:
         return ClockCaps()
     busy = np.atleast_2d(np.asarray(rec.cpu_busy_s, dtype=float)) / t
     first, sibling, cores = socket_busy(power, busy, socket_of_thread, smt_sibling)
+    if extra_cores is not None:
+        first = first + extra_cores
     cpu = 1.0
     for s in range(power.sockets):
         dynamic_w = cpu_dynamic_w(

@@ -30,7 +30,12 @@ from archsim.sim.metrics import Recorder, add_cpu_power, power_series, summarize
 from archsim.sim.nodes import node_layout
 from archsim.sim.placement import choose_placement
 from archsim.sim.power_cap import ClockCaps, run_clock_caps, within_tdp
-from archsim.sim.replay_power import replay_host_power_w, replay_host_sockets
+from archsim.sim.replay_power import (
+    learner_replay_cores,
+    replay_host_power_w,
+    replay_host_sockets,
+    sockets_power_added_w,
+)
 from archsim.sim.replay_server import (
     check_network_knobs,
     network_in_use,
@@ -188,16 +193,27 @@ def summarize_run(
     )
     detail = None
     replay_w = 0.0
+    replay_cores = None
     if net_setup is not None:
         flat, detail = rec.replay_network.summary()
         metrics.update(flat)
-        # the replay's host, which no node's sockets hold (archsim.sim.replay_power)
-        replay_w = replay_host_power_w(
-            machine.power, config, net_setup[0], flat["replay_server_util"]
+        # a replay in the learner process: a busy core of the learner's socket on node 0, counted
+        # in that socket's power within its TDP (archsim.sim.replay_power)
+        learner_socket = int(socket_of_thread[layout.placement[0]])
+        replay_cores = learner_replay_cores(
+            power, config, learner_socket, flat["replay_server_util"]
         )
-        host_sockets = replay_host_sockets(machine.power, config, net_setup[0])
-        cap_w = (power.sockets + host_sockets) * power.cpu_max_w  # every socket within its TDP
-        replay_w = max(0.0, min(replay_w, cap_w - metrics["cpu_power_w"]))
+        if replay_cores is not None:
+            replay_w = sockets_power_added_w(
+                power, rec.cpu_busy_s / rec.end, socket_of_thread, smt_sibling, replay_cores
+            )
+        else:  # the replay's host, which no node's sockets hold
+            replay_w = replay_host_power_w(
+                machine.power, config, net_setup[0], flat["replay_server_util"]
+            )
+            host_sockets = replay_host_sockets(machine.power, config, net_setup[0])
+            cap_w = (power.sockets + host_sockets) * power.cpu_max_w  # each socket within TDP
+            replay_w = max(0.0, min(replay_w, cap_w - metrics["cpu_power_w"]))
         add_cpu_power(metrics, replay_w, rec.end)
     else:
         metrics.update(no_network_metrics())
@@ -217,7 +233,7 @@ def summarize_run(
         timeline=rec.timeline,
         power_series=series,
         network=detail,
-        clock_caps=run_clock_caps(rec, power, socket_of_thread, smt_sibling),
+        clock_caps=run_clock_caps(rec, power, socket_of_thread, smt_sibling, replay_cores),
     )
 
 

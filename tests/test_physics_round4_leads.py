@@ -1,0 +1,55 @@
+"""Leads from physics round 4 (the power cap's hunt): a replay in the learner process draws power
+on node 0's socket like any busy core, within that socket's TDP, and the power cap sees it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from archsim.sim.config import SimConfig
+from archsim.sim.run import simulate_system
+from tests.test_sim_nodes import network, traffic
+from tests.test_sim_support import machine, service_times
+
+
+def _learner_replay_run(series_bins: int = 0):
+    """3 free-running actors on 2 nodes of one 2-core socket each (40-135 W): node 0 holds the
+    learner (1 ms of sampling CPU a step) and 2 actors, node 1 one actor; the replay is a thread of
+    the learner process that runs on no simulated hardware thread."""
+    config = SimConfig(
+        actors=3,
+        inference="local",
+        nodes=2,
+        replay_placement="learner",
+        replay_ratio=None,
+        sim_seconds=0.05,
+    )
+    times = service_times(actor_step_s=(250e-6,), learner_gpu_s=1e-4, learner_cpu_s=1e-3)
+    return simulate_system(
+        times,
+        machine(threads=2),
+        config,
+        1,
+        series_bins=series_bins,
+        network=network(),
+        traffic=traffic(),
+    )
+
+
+def test_replay_in_the_learner_is_held_within_node_0s_socket_tdp():
+    """Node 0's threads are busy 1.889 cores and the replay 0.119 more: past its 2 cores, so the
+    socket draws its 135 W TDP; node 1 draws 40 + 95/2 = 87.5 W for its one busy core of two.
+    Before, the replay's watts were added after the sockets at the whole TDP a core (the test
+    machine gives no cores_per_socket) and clipped only against both nodes' TDP: 228.5 W."""
+    result = _learner_replay_run()
+    assert result.metrics["replay_server_util"] > 0.1
+    assert result.metrics["cpu_power_w"] == pytest.approx(135.0 + 87.5, rel=1e-12)
+    # the cap sees the replay's core: node 0 asks for more than its TDP (was 1.0: within)
+    assert result.clock_caps.cpu < 1.0
+
+
+def test_replay_in_the_learner_energy_is_the_integral_of_power():
+    result = _learner_replay_run(series_bins=10)
+    starts, watts = result.power_series
+    width_s = float(starts[1] - starts[0])
+    assert float(np.sum(watts)) * width_s == pytest.approx(result.metrics["energy_j"], rel=1e-9)
