@@ -58,9 +58,11 @@ def gpu_power_w(
     dram_bw_gbs: float,
     dram_pj_per_bit: float,
     clock_rel: float = 1.0,
+    tdp_clip: bool = True,
 ) -> np.ndarray:
     """Power of one GPU whose SMs are busy ``sm_share`` of the card (time mean, in [0, 1]) and whose
-    kernels move ``dram_bytes_per_s`` to and from DRAM; within [idle_w, max_w].
+    kernels move ``dram_bytes_per_s`` to and from DRAM; within [idle_w, max_w] (``tdp_clip`` False:
+    not clipped at TDP).
 
     ``dram_bw_gbs`` is the physical card's (``GpuConfig.card_dram_bw``): a busy SM draws what the
     card's SMs draw whatever bandwidth a what-if gives the DRAM (a what-if's own figure shrank the SM
@@ -74,7 +76,8 @@ def gpu_power_w(
     sm_w, dram_w = gpu_dynamic_w(
         sm_share, dram_bytes_per_s, idle_w, max_w, dram_bw_gbs, dram_pj_per_bit, clock_rel
     )
-    return np.clip(idle_w + sm_w + dram_w, idle_w, max(max_w, idle_w))
+    p = idle_w + sm_w + dram_w
+    return np.clip(p, idle_w, max(max_w, idle_w)) if tdp_clip else p
 
 
 def gpu_dynamic_w(
@@ -127,10 +130,11 @@ def cpu_socket_power_w(
     cores_per_socket: int,
     threads_per_core: int,
     clock_rel: float = 1.0,
+    tdp_clip: bool = True,
 ) -> np.ndarray:
     """Power of one socket whose cores' first hardware threads are busy ``first_thread_busy`` cores'
     worth (sum of their busy fractions) and whose SMT siblings ``sibling_thread_busy`` threads'
-    worth; within [idle_w, max_w]. Threads fill cores before SMT siblings (Linux's placement), so a
+    worth; within [idle_w, max_w] (``tdp_clip`` False: not clipped at TDP). Threads fill cores before SMT siblings (Linux's placement), so a
     busy sibling adds only SMT_SECOND_THREAD_POWER_FRAC of a core."""
     p = idle_w + cpu_dynamic_w(
         first_thread_busy,
@@ -141,7 +145,7 @@ def cpu_socket_power_w(
         threads_per_core,
         clock_rel,
     )
-    return np.clip(p, idle_w, max(max_w, idle_w))
+    return np.clip(p, idle_w, max(max_w, idle_w)) if tdp_clip else p
 
 
 def cpu_dynamic_w(

@@ -15,10 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from archsim.perf.power import (
-    cpu_dynamic_w,
     cpu_socket_power_w,
     frames_per_joule,
-    gpu_dynamic_w,
     gpu_power_w,
     sm_share_of_card,
 )
@@ -247,11 +245,9 @@ def _power_w(
     first_busy, sibling_busy, cores = socket_busy(
         power, np.atleast_2d(cpu_busy_s) / width_s, socket_of_thread, smt_sibling
     )
-    cpu_power = cpu_socket_power_w if tdp_clip else _cpu_unclipped_w
-    gpu_power = gpu_power_w if tdp_clip else _gpu_unclipped_w
     cpu_w = np.zeros(first_busy.shape[0])
     for s in range(power.sockets):
-        cpu_w += cpu_power(
+        cpu_w += cpu_socket_power_w(
             first_busy[:, s],
             sibling_busy[:, s],
             power.cpu_idle_w,
@@ -259,6 +255,7 @@ def _power_w(
             cores[s],
             power.threads_per_core,
             power.cpu_clock_rel,
+            tdp_clip,
         )
     gpu_w = np.zeros(first_busy.shape[0])
     if power.gpus > 0:
@@ -268,7 +265,7 @@ def _power_w(
             power.gpu_card_sms,
         )
         # One GPU runs both streams; any further GPUs in use are counted idle (the learner uses one).
-        gpu_w = gpu_w + gpu_power(
+        gpu_w = gpu_w + gpu_power_w(
             share,
             np.asarray(gpu_dram_bytes, dtype=float) / width_s,
             power.gpu_idle_w,
@@ -276,20 +273,10 @@ def _power_w(
             power.gpu_dram_bw_gbs,
             power.gpu_dram_pj_per_bit,
             power.gpu_clock_rel,
+            tdp_clip,
         )
         gpu_w = gpu_w + (power.gpus - 1) * power.gpu_idle_w
     return cpu_w, gpu_w
-
-
-def _cpu_unclipped_w(first, sibling, idle_w: float, max_w: float, *split) -> np.ndarray:
-    """cpu_socket_power_w without its clip at TDP (``split``: cores, threads per core, clock)."""
-    return idle_w + cpu_dynamic_w(first, sibling, idle_w, max_w, *split)
-
-
-def _gpu_unclipped_w(share, bytes_per_s, idle_w: float, max_w: float, *card) -> np.ndarray:
-    """gpu_power_w without its clip at TDP (``card``: DRAM bandwidth, pJ/bit, clock)."""
-    sm_w, dram_w = gpu_dynamic_w(share, bytes_per_s, idle_w, max_w, *card)
-    return idle_w + sm_w + dram_w
 
 
 def core_utilization(cpu_busy_s: np.ndarray, cores: int, window_s: float) -> np.ndarray:
