@@ -56,14 +56,6 @@ def fp8_ops(ops: pd.DataFrame) -> np.ndarray:
     return np.asarray(recorded, dtype=bool) | (np.asarray(named, dtype=bool) & unrecorded)
 
 
-def fp8_matrix_names(ops: pd.DataFrame) -> np.ndarray:
-    """True for kernels named as Tensile FP8 matrix (MFMA) GEMMs."""
-    return by_unique(
-        _strings(ops, "name"),
-        lambda u: u.str.lower().str.contains(TENSILE_FP8_NAME_PATTERN, regex=True),
-    ).astype(bool)
-
-
 def fp8_port_note(ops: pd.DataFrame, hw: HardwareConfig) -> str | None:
     """One line when ``hw``'s GPU has no FP8 matrix units and some of ``ops`` are FP8 ops that
     archsim.perf.math_units runs as matrix (GEMM/convolution) work, else None."""

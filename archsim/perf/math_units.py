@@ -16,7 +16,7 @@ from archsim.perf.blocks import TILED_OP_CLASSES
 from archsim.perf.columns import by_unique, parsed_input_dims
 from archsim.perf.columns import strings as _strings
 from archsim.perf.efficiency import generation, is_cdna
-from archsim.perf.fp8 import fp8_matrix_names, fp8_ops
+from archsim.perf.fp8 import TENSILE_FP8_NAME_PATTERN, fp8_ops
 from archsim.perf.tf32_operands import fp32_tensor_ops
 
 HALF_DTYPES = frozenset({"float16", "half", "bfloat16", "torch.float16", "torch.bfloat16"})
@@ -56,9 +56,10 @@ NVIDIA_MMA_NAME_PATTERN = (
 # TFLOP/s, A100 whitepaper) and H100 SXM (67, H100 datasheet); the A100's TF32 rate (156), which
 # the bare "884" had given them, is 8x that.
 FP64_MATRIX_NAME_PATTERN = r"tensorop_g?[dz]\d|(?<![a-z0-9])g?[dz](?:884|16816|1688)gemm|f64f64"
+# hipBLASLt's FP8 GEMMs (Cijk_..._F8BS_...: archsim.perf.fp8) are matrix kernels by name too.
 TENSOR_CORE_NAME_PATTERN = (
     rf"^(?!.*(?:{FP64_MATRIX_NAME_PATTERN})).*(?:hmma|{NVIDIA_MMA_NAME_PATTERN}|tensorop|xmma|"
-    rf"wgmma|tf32|{CDNA_HALF_MATRIX_NAME_PATTERN})"
+    rf"wgmma|tf32|{CDNA_HALF_MATRIX_NAME_PATTERN}|{TENSILE_FP8_NAME_PATTERN})"
 )
 # Kernels whose name says they multiply FP32 data in a reduced-precision FP32 format: NVIDIA's
 # "tf32", AMD's "xf32" and hipBLASLt's Tensile XF32 GEMMs, which TensileLite names by appending
@@ -108,9 +109,8 @@ def math_units(ops: pd.DataFrame, gpu: GpuConfig) -> tuple[np.ndarray, np.ndarra
         names, lambda u: u.str.lower().str.contains(TENSOR_CORE_NAME_PATTERN, regex=True)
     ).astype(bool)
     # FP8 operands (archsim.perf.fp8): matrix work like fp16's, at the FP8 rate where the part has
-    # one; hipBLASLt's FP8 GEMMs (Cijk_..._F8BS_...) are matrix kernels by name, as NVIDIA's are.
+    # one (hipBLASLt's FP8 GEMMs are matrix kernels by name: TENSOR_CORE_NAME_PATTERN)
     fp8 = fp8_ops(ops)
-    named_tensor |= fp8_matrix_names(ops)
     if not gpu.bf16:
         # No BF16 math (Maxwell to Turing): bf16 reaches neither tensor cores nor packed-half pipes;
         # PyTorch computes it in FP32 there, at the FP32 rate (archsim.perf.bf16).
