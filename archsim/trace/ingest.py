@@ -9,11 +9,12 @@ launch in the file) are dropped and counted; device events of accelerators archs
 CPU-only traces: one op per compute cpu op that is not inside another kept op. Compute ops are ops
 in a namespace (``aten::``..., not ``autograd::``/``profiler::``) that are not pure metadata (views,
 empty, reshape: flops.METADATA_OPS), and torch.distributed's collectives (``gloo:all_reduce``, class
-communication: flops.is_collective), whether filed as cpu ops or, as torch 2.x does, annotations. Kept: the outermost compute op that has a FLOP formula (its
-measured time includes the ops it calls: ``aten::linear`` rather than the ``addmm`` and bias
-``copy_`` inside it, which a plain "leaf op" rule would split and lose the GEMM), and compute ops
-without a formula that contain no other compute op (true leaves). Kept ops never overlap on a
-thread, so their times add up. FLOPs/bytes from each op's own shapes.
+communication: flops.is_collective), whether filed as cpu ops or, as torch 2.x does, annotations.
+Kept: the outermost compute op that has a FLOP formula, or is a collective (its measured time
+includes the ops it calls: ``aten::linear`` rather than the ``addmm`` and bias ``copy_`` inside it,
+which a plain "leaf op" rule would split and lose the GEMM), and compute ops without a formula that
+contain no other compute op (true leaves). Kept ops never overlap on a thread, so their times add
+up. FLOPs/bytes from each op's own shapes.
 """
 
 from __future__ import annotations
