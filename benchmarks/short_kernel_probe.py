@@ -37,9 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ELEMENTS_PER_WORKGROUP = (
-    256 * 4
-)  # PyTorch's vectorized elementwise kernel: 256 threads x 4 elements
+# PyTorch's vectorized elementwise kernel: 256 threads x 4 elements
+ELEMENTS_PER_WORKGROUP = 256 * 4
 WORKGROUPS = (1, 2, 8, 16, 38, 64, 304, 1024)  # 38 = one MI300X XCD's CUs, 304 = all eight XCDs'
 GAPS_US = (0, 20, 100, 1_000, 10_000)
 LABEL = "short_kernel_probe"

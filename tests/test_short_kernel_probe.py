@@ -42,9 +42,8 @@ def test_cpu_run_prints_a_cell_per_workgroups_and_gap_and_writes_a_trace_archsim
         assert row.count("(") == 2  # both cells measured: a median and its range each, no "-"
     ops = ingest(out).ops
     adds = ops[ops["name"] == "aten::add"]
-    assert (
-        len(adds) == 2 * 2 * 3
-    )  # workgroup counts x gaps x reps; warm-up adds ran before profiling
+    # workgroup counts x gaps x reps; warm-up adds ran before profiling
+    assert len(adds) == 2 * 2 * 3
 
 
 def test_labels_round_trip():
