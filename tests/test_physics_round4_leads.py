@@ -1,15 +1,27 @@
 """Leads from physics round 4 (the power cap's hunt): a replay in the learner process draws power
-on node 0's socket like any busy core, within that socket's TDP, and the power cap sees it."""
+on node 0's socket like any busy core, within that socket's TDP, and the power cap sees it; a sweep
+row gives the clocks its point ran at (the power cap may lower them)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from archsim.analysis.sweep_exec import run_point
+from archsim.analysis.sweep_results import (
+    ADDED_COLUMN,
+    CLOCK_COLUMNS,
+    METRIC_COLUMNS,
+    _older_header,
+)
 from archsim.sim.config import SimConfig
 from archsim.sim.run import simulate_system
 from tests.test_sim_nodes import network, traffic
 from tests.test_sim_support import machine, service_times
+
+DQN = Path(__file__).resolve().parents[1] / "traces" / "dqn-pong-cpu"
 
 
 def _learner_replay_run(series_bins: int = 0):
@@ -53,3 +65,24 @@ def test_replay_in_the_learner_energy_is_the_integral_of_power():
     starts, watts = result.power_series
     width_s = float(starts[1] - starts[0])
     assert float(np.sum(watts)) * width_s == pytest.approx(result.metrics["energy_j"], rel=1e-9)
+
+
+def test_a_sweep_row_says_the_clocks_its_point_ran_at():
+    """jetson-tx1 (Cortex-A57 at 1,734 MHz, Maxwell GPU at 998 MHz), DQN, 4 actors: uncapped the
+    columns are the preset's clocks; asked for a 3,000 MHz GPU the SMs draw more than its 7.5 W TDP
+    and the row gives the clock the cap ran it at, the one the run's note names."""
+    point = {"actors": 4, "sim_seconds": 0.05}
+    row = run_point(str(DQN), "jetson-tx1", [], point)
+    assert (row["cpu_boost_clock_mhz_run"], row["gpu_clock_mhz_run"]) == (1734.0, 998.0)
+    capped = run_point(str(DQN), "jetson-tx1", ["gpu.clock_mhz=3000"], point)
+    assert capped["cpu_boost_clock_mhz_run"] == 1734.0
+    assert 998.0 < capped["gpu_clock_mhz_run"] < 3000.0
+
+
+def test_an_older_sweep_header_without_the_clock_columns_is_resumable():
+    columns = ["actors", *METRIC_COLUMNS]
+    older = [c for c in columns if c not in (ADDED_COLUMN, *CLOCK_COLUMNS)]
+    assert _older_header(older, columns)
+    assert _older_header([c for c in columns if c not in CLOCK_COLUMNS], columns)
+    assert not _older_header([c for c in columns if c != "frames_per_s"], columns)
+    assert not _older_header(list(reversed(older)), columns)

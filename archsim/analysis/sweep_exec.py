@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from archsim.analysis.sweep_cache import STATE
-from archsim.analysis.sweep_results import METRIC_COLUMNS
+from archsim.analysis.sweep_results import CLOCK_COLUMNS, METRIC_COLUMNS
 from archsim.errors import ArchsimError
 from archsim.sim.knobs import split_point
 
@@ -76,10 +76,21 @@ def run_point(trace: str, hw: str, hw_set: list[str], point: dict[str, Any]) -> 
     row.update({name: result.metrics.get(name, "") for name in METRIC_COLUMNS})
     row["hw_threads"] = hw_config.cpu.hw_threads
     row["sms_total"] = hw_config.gpu.sms * hw_config.gpu.count if hw_config.gpu else 0
+    row.update(clocks_run(result.hw_run or hw_config))
     row["path"] = result.engine
     row["events"] = result.events
     row["wall_s"] = round(time.perf_counter() - started, 4)
     return row
+
+
+def clocks_run(hw_run) -> dict[str, Any]:
+    """The CLOCK_COLUMNS of a point: the clocks its run ran at (the hardware config's, or those the
+    power cap lowered them to: archsim.sim.power_cap); empty where the part has none."""
+    cpu_mhz = hw_run.cpu.boost_clock_mhz
+    gpu_mhz = hw_run.gpu.clock_mhz if hw_run.gpu is not None else None
+    return dict(
+        zip(CLOCK_COLUMNS, ("" if v is None else v for v in (cpu_mhz, gpu_mhz)), strict=True)
+    )
 
 
 @dataclass

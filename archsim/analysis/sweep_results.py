@@ -28,6 +28,11 @@ SETTINGS_NAME = "sweep.json"
 # resume, each value derived from its row's env_steps_per_s as the simulator defines it
 # (archsim.sim.run.simulate: 1000 / env_steps_per_s).
 ADDED_COLUMN = "seconds_per_1000_steps"
+# The clocks a point ran at (the hardware config's cpu.boost_clock_mhz and gpu.clock_mhz, or lower
+# where the power cap held the run within TDP: archsim.sim.power_cap). Added later still: an older
+# sweep.csv is given them empty on resume, as its rows do not say whether a cap lowered them.
+CLOCK_COLUMNS = ("cpu_boost_clock_mhz_run", "gpu_clock_mhz_run")
+ADDED_COLUMNS = (ADDED_COLUMN, *CLOCK_COLUMNS)
 # Metric columns of every row, after the knob columns (missing ones are left empty).
 METRIC_COLUMNS = (
     "frames_per_s",
@@ -63,10 +68,18 @@ METRIC_COLUMNS = (
     "replay_server_util",
     "hw_threads",
     "sms_total",
+    *CLOCK_COLUMNS,
     "path",
     "events",
     "wall_s",
 )
+
+
+def _older_header(header: list[str], columns: list[str]) -> bool:
+    """True when ``header`` is ``columns`` less some of ADDED_COLUMNS (an earlier archsim's)."""
+    return all(c in ADDED_COLUMNS for c in columns if c not in header) and header == [
+        c for c in columns if c in header
+    ]
 
 
 def _read_text(path: Path) -> str:
@@ -173,8 +186,8 @@ class ResultsFile:
         if not lines:
             raise ArchsimError(f"{self.csv}: empty file (expected a header row)")
         header = next(csv.reader([lines[0]]))
-        if header != self.columns and header == [c for c in self.columns if c != ADDED_COLUMN]:
-            lines = self._add_column(lines)
+        if header != self.columns and _older_header(header, self.columns):
+            lines = self._add_column(lines, header)
             header = self.columns
         if header != self.columns:
             at = next(
@@ -202,14 +215,14 @@ class ResultsFile:
                 handle.write("".join(keep))
         return keys
 
-    def _add_column(self, lines: list[str]) -> list[str]:
-        """An older sweep.csv's lines with ``seconds_per_1000_steps`` added (rewritten in place,
-        atomically); a torn last line is left for the caller to cut."""
+    def _add_column(self, lines: list[str], old: list[str]) -> list[str]:
+        """An older sweep.csv's lines (header ``old``) with the ADDED_COLUMNS it lacks added
+        (rewritten in place, atomically): ``seconds_per_1000_steps`` derived, the clocks empty; a
+        torn last line is left for the caller to cut."""
         import io
 
         from archsim.atomic import atomic_output_file
 
-        old = [c for c in self.columns if c != ADDED_COLUMN]
         steps_at = old.index("env_steps_per_s")
         buffer = io.StringIO()
         writer = csv.writer(buffer)
@@ -225,8 +238,8 @@ class ResultsFile:
                 value = repr(1000.0 / steps_per_s if steps_per_s > 0 else float("inf"))
             except ValueError:
                 value = ""  # no env_steps_per_s in that row: left empty like any missing metric
-            cells = dict(zip(old, row, strict=True))
-            cells[ADDED_COLUMN] = value
+            cells = dict.fromkeys(CLOCK_COLUMNS, "") | dict(zip(old, row, strict=True))
+            cells.setdefault(ADDED_COLUMN, value)
             buffer = io.StringIO()
             csv.writer(buffer).writerow([cells[c] for c in self.columns])
             new_lines.append(buffer.getvalue())

@@ -138,7 +138,8 @@ def capped_hw(hw, caps: ClockCaps):
 
 def within_tdp(result, hw, rerun: Callable):
     """``result`` (a SimResult of ``hw``), or the run at the clocks that hold it within TDP:
-    ``rerun(capped hw)`` simulates again. A note says which clocks the cap lowered."""
+    ``rerun(capped hw)`` simulates again. A note says which clocks the cap lowered; the result's
+    ``hw_run`` is the hardware it ran at (``hw`` when nothing was lowered)."""
     capped = hw
     for _ in range(POWER_CAP_PASSES):
         if result.clock_caps.within():
@@ -147,6 +148,7 @@ def within_tdp(result, hw, rerun: Callable):
         result = rerun(capped)
     if capped is not hw:
         result.notes = (*result.notes, cap_note(hw, capped))
+    result.hw_run = capped
     return result
 
 

@@ -64,6 +64,9 @@ class SimResult:
     steady: object | None = None
     # how far the clocks must fall for the run's mean power to be within TDP (archsim.sim.power_cap)
     clock_caps: ClockCaps = ClockCaps()
+    # the HardwareConfig the run ran at: the asked one, or its clocks lowered by the power cap
+    # (archsim.sim.power_cap.within_tdp; sweeps report its clocks); None from simulate_system
+    hw_run: object | None = None
 
 
 # SMT calibration: short runs that measure each hardware thread's busy fraction, from which the
