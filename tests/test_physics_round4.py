@@ -82,6 +82,23 @@ def test_capped_hw_lowers_clocks_keeps_the_parts_and_refuses_a_memory_over_budge
         capped_hw(hw, ClockCaps(gpu=0.0))
 
 
+def test_a_socket_past_tdp_at_the_parts_clock_is_not_rerun():
+    """A socket past its TDP at the part's own clock (a learner-process replay's core on top of
+    every busy core, archsim.sim.replay_power): no clock is lowered, so no rerun and no note.
+    Before, local Ape-X at --nodes 2 --replay-placement learner ran 5 identical simulations and
+    noted "CPU boost 2,596 -> 2,596 MHz"."""
+    from types import SimpleNamespace
+
+    from archsim.sim.power_cap import ClockCaps, capped_hw, within_tdp
+
+    hw = load_hw("local")
+    assert capped_hw(hw, ClockCaps(cpu=0.9)) is hw
+    result = SimpleNamespace(clock_caps=ClockCaps(cpu=0.9), notes=())
+    reruns = []
+    assert within_tdp(result, hw, reruns.append) is result
+    assert not reruns and result.notes == ()
+
+
 def test_a_gpu_clock_past_tdp_runs_at_the_clock_that_holds_it():
     """The fault: jetson-tx1 (998 MHz, 7.5 W) at --set gpu.clock_mhz=3000 asked its SMs for 2.3x
     the TDP, was clipped to 7.5 W and kept 3 GHz's throughput. Now it runs at about 1,114 MHz,

@@ -108,11 +108,12 @@ def capped_hw(hw, caps: ClockCaps):
     """``hw`` (a HardwareConfig) with its CPU and GPU clocks lowered by ``caps``; the part's figures
     (physical_thread_speed_rel, card_clock_mhz), which the power model's budgets follow, stay."""
     update = {}
-    if caps.cpu < 1 - POWER_CAP_TOL:
-        cpu = hw.cpu
-        part = cpu.physical_thread_speed_rel or cpu.thread_speed_rel
-        # never below the part's clock: every core busy draws exactly its TDP there
-        factor = max(caps.cpu, min(1.0, part / cpu.thread_speed_rel))
+    cpu = hw.cpu
+    part = cpu.physical_thread_speed_rel or cpu.thread_speed_rel
+    # never below the part's clock: every core busy draws exactly its TDP there (a socket still
+    # past it there, a learner-process replay's core on top, archsim.sim.replay_power, stays)
+    factor = max(caps.cpu, min(1.0, part / cpu.thread_speed_rel))
+    if factor < 1 - POWER_CAP_TOL:
         scaled = {k: getattr(cpu, k) * factor for k in CPU_CLOCKED if getattr(cpu, k) is not None}
         update["cpu"] = cpu.model_copy(
             update={
@@ -144,7 +145,10 @@ def within_tdp(result, hw, rerun: Callable):
     for _ in range(POWER_CAP_PASSES):
         if result.clock_caps.within():
             break
-        capped = capped_hw(capped, result.clock_caps)
+        lower = capped_hw(capped, result.clock_caps)
+        if lower is capped:  # no clock left to lower: a rerun would be the same run
+            break
+        capped = lower
         result = rerun(capped)
     if capped is not hw:
         result.notes = (*result.notes, cap_note(hw, capped))
