@@ -1,6 +1,7 @@
 """Leads from physics round 4 (the power cap's hunt): a replay in the learner process draws power
 on node 0's socket like any busy core, within that socket's TDP, and the power cap sees it; a sweep
-row gives the clocks its point ran at (the power cap may lower them)."""
+row gives the clocks its point ran at (the power cap may lower them); --publish-every says it is
+for local inference only and notes when it changes nothing."""
 
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ from archsim.analysis.sweep_results import (
     METRIC_COLUMNS,
     _older_header,
 )
+from archsim.hw.presets import load_hw
 from archsim.sim.config import SimConfig
-from archsim.sim.run import simulate_system
+from archsim.sim.knobs import KNOB_BY_NAME
+from archsim.sim.learner import publish_every_note
+from archsim.sim.run import simulate, simulate_system
+from archsim.trace import load
 from tests.test_sim_nodes import network, traffic
 from tests.test_sim_support import machine, service_times
 
@@ -86,3 +91,18 @@ def test_an_older_sweep_header_without_the_clock_columns_is_resumable():
     assert _older_header([c for c in columns if c not in CLOCK_COLUMNS], columns)
     assert not _older_header([c for c in columns if c != "frames_per_s"], columns)
     assert not _older_header(list(reversed(older)), columns)
+
+
+def test_publish_every_says_it_is_for_local_inference_only():
+    assert "(local inference only" in KNOB_BY_NAME["publish_every"].help
+    note = publish_every_note(SimConfig(inference="central", publish_every=4))
+    assert note is not None and "--publish-every 4" in note and "\n" not in note
+    assert publish_every_note(SimConfig(inference="local", publish_every=4)) is None
+    assert publish_every_note(SimConfig(inference="central")) is None  # the default: no note
+
+
+def test_publish_every_with_central_inference_is_a_note_of_the_run():
+    """dqn-pong-cpu (central inference) on jetson-tx1: the run goes on, with the note."""
+    config = SimConfig(actors=2, sim_seconds=0.02, publish_every=4)
+    result = simulate(load(DQN), load_hw("jetson-tx1"), config)
+    assert sum("--publish-every 4" in n for n in result.notes) == 1

@@ -97,7 +97,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("cpu_threads", _int, "integer", "hardware threads to use (default: all of --hw)"),
     Knob("learner_cpu_threads", _int, "integer", "threads for the learner (default 2/1)"),
     Knob("gpus", _int, "integer", "GPUs in use, for power (default 1)"),
-    Knob("publish_every", _int, "integer", "learner steps per parameter publication (1)"),
+    Knob(
+        "publish_every",
+        _int,
+        "integer",
+        "learner steps per parameter publication (local inference only; default 1)",
+    ),
     Knob("sim_seconds", _float, "number", "simulated seconds (default 2)"),
     Knob("seed", _int, "integer", "random seed (default 0)"),
     Knob(

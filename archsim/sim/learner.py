@@ -21,6 +21,18 @@ LAUNCHES = "kernel_launches"
 GPU_DONE_SLACK_S = 1000 * DONE_EPS_S
 
 
+def publish_every_note(config) -> str | None:
+    """One line when ``--publish-every`` is set but changes nothing: only local-inference actors
+    fetch the published parameters (with central inference the server's model is the learner's,
+    so the learner publishes nothing)."""
+    if config.publish_every == 1 or config.inference == "local":
+        return None
+    return (
+        f"note: --publish-every {config.publish_every} changes nothing with --inference "
+        f"{config.inference}: parameters are published to local-inference actors only"
+    )
+
+
 def learner_process(system: System):
     env, cfg, times = system.env, system.config, system.times
     threads, rec, replay, gpu = system.threads, system.rec, system.replay, system.gpu

@@ -304,6 +304,7 @@ def _simulate_at(
         )
     from archsim.perf.bf16 import emulated_bf16_note
     from archsim.perf.fp8 import fp8_port_note
+    from archsim.sim.learner import publish_every_note
     from archsim.trace.learner_batch import learner_batch_flag_note
 
     asked = config.learner_batch  # None: the trace's own (a default 1 for some on-policy captures)
@@ -311,6 +312,7 @@ def _simulate_at(
         emulated_bf16_note(trace.ops, hw),
         fp8_port_note(trace.ops, hw),
         learner_batch_flag_note(trace, asked),
+        publish_every_note(config),
     ]
     learner_batch = config.learner_batch or trace_learner_batch(trace)
     if config.learner_batch is None:
