@@ -53,6 +53,11 @@ that of a run of the last checkpoint's length (run again with them), and the net
 are over the last checkpoint (its latencies those of the messages that finished by then), said in
 the result's notes.
 
+The actors' placement (archsim.sim.placement): the exact engine ranks its candidates on runs of the
+whole window; here each candidate runs as above (its SMT speeds calibrated) and is ranked on its
+run extrapolated to the asked length. Ranking them on the first checkpoint's run ranked the
+start-up and could pick another placement than the exact engine (tests/test_engine_steady_outliers.py).
+
 SMT speeds under the "busy" model (``calibrates_smt``): a full run calibrates them on two short runs
 from t=0; here the first run's first stretch with enough counts gives the busy fractions (the
 steady state's), and a fresh run from t=0 at the new speeds is read again, for the two passes a
