@@ -106,3 +106,29 @@ def test_publish_every_with_central_inference_is_a_note_of_the_run():
     config = SimConfig(actors=2, sim_seconds=0.02, publish_every=4)
     result = simulate(load(DQN), load_hw("jetson-tx1"), config)
     assert sum("--publish-every 4" in n for n in result.notes) == 1
+
+
+def test_samples_per_insert_is_a_whole_window_mean_with_a_one_time_lead():
+    """8 local-inference actors stepping every 250 us, a 5 ms learner step of batch 2, ratio 2 on
+    both sides: the learner is the bottleneck. The limiter's slack, 4 x max(2, 2 x 1) = 8 samples,
+    lets the actors insert 8 / 2 = 4 transitions ahead, plus the step each of the 8 has in flight
+    and the learner's batch in flight (2 / 2): a lead of at most 13 inserts, taken once. So the
+    window mean reads below 2 by lead / window, while the inserts between two windows' ends are
+    paced at exactly the asked ratio (docs/SIMULATOR.md Pacing)."""
+    totals = []
+    for window_s in (0.5, 1.0):
+        config = SimConfig(
+            actors=8,
+            inference="local",
+            replay_ratio=2.0,
+            replay_limit="both",
+            sim_seconds=window_s,
+        )
+        times = service_times(actor_step_s=(250e-6,), learner_gpu_s=5e-3)
+        m = simulate_system(times, machine(threads=16), config, 2).metrics
+        updates, inserts = m["learner_updates_per_s"] * window_s, m["env_steps_per_s"] * window_s
+        assert m["samples_per_insert"] < 2.0
+        totals.append((updates, inserts, inserts - updates * 2 / 2.0))
+    (u0, e0, lead0), (u1, e1, lead1) = totals
+    assert lead0 == lead1 <= 4 + 8 + 1  # the same lead: taken once, at the start
+    assert (u1 - u0) * 2 / (e1 - e0) == pytest.approx(2.0, rel=1e-12)

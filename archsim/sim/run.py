@@ -187,7 +187,9 @@ def summarize_run(
     smt_sibling = np.arange(layout.hw_threads) >= layout.cores
     metrics = summarize(rec, power, socket_of_thread, threads_per_socket, smt_sibling)
     # Learner samples per inserted transition (each env step inserts one), over the window: the
-    # replay ratio the run achieved, in the unit of the learner batch (R2D2: sequences).
+    # replay ratio the run achieved, in the unit of the learner batch (R2D2: sequences). A mean
+    # over the whole window: the rate limiter's slack lets the actors insert ahead of the learner
+    # once at the start, so a short paced run reads below the asked ratio (docs/SIMULATOR.md Pacing).
     env_steps_per_s = metrics["env_steps_per_s"]
     metrics["samples_per_insert"] = (
         metrics["learner_updates_per_s"] * learner_batch / env_steps_per_s
