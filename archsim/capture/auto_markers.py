@@ -252,7 +252,7 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
             if not self._outermost():
                 return original(*args, **kwargs)
             if phase == "replay_sample":
-                self.new_draw()  # a new minibatch: ends an update that has stepped
+                self.end_done_update()  # a new minibatch: ends an update that has stepped
                 sizes = [a for a in args[1:2] if isinstance(a, int) and not isinstance(a, bool)]
                 if sizes and self._learner is None and sizes[0] > 0:
                     self.learner_batch = sizes[0]

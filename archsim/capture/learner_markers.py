@@ -131,13 +131,9 @@ class LearnerMarking:
             self._draw[_draw_key(tensor)] = weakref.ref(tensor)
 
     def end_done_update(self) -> None:
-        """The program is ending (or was stopped) after an optimizer step, before its loop moved
-        on: that update was done, and counts."""
-        if self._learner_stepped:
-            self._close_learner()
-
-    def new_draw(self) -> None:
-        """The loop drew a new minibatch (a replay sample): it ends an update that has stepped."""
+        """End the open update if its optimizer has stepped: the loop drew a new minibatch (a
+        replay sample), or the program is ending (or was stopped) before its loop moved on, and
+        that update was done, and counts."""
         if self._learner_stepped:
             self._close_learner()
 
