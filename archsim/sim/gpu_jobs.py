@@ -36,10 +36,12 @@ def representative_ops(
         n_steps = max(1, int((trace.steps["role"] == role).sum()))
         return ops.reset_index(drop=True), n_steps, np.ones(len(ops))
     counts = linked.groupby("step_id").size()
-    modal = counts[counts == counts.mode().iloc[0]].index.to_numpy()
-    pick = modal[np.linspace(0, len(modal) - 1, min(REPRESENTATIVE_STEPS, len(modal))).astype(int)]
     if every_step:
         pick = counts.index.to_numpy()
+    else:
+        modal = counts[counts == counts.mode().iloc[0]].index.to_numpy()
+        spread = np.linspace(0, len(modal) - 1, min(REPRESENTATIVE_STEPS, len(modal))).astype(int)
+        pick = modal[spread]
     chosen = linked[linked["step_id"].isin(pick)].reset_index(drop=True)
     batch = steps.loc[chosen["step_id"], "batch_size"].to_numpy(dtype=float)
     return chosen, len(np.unique(pick)), np.maximum(batch, 1.0)
