@@ -108,10 +108,11 @@ class UnprofiledStep:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        cpu_us = (cpu_clock.now_ns() - self._cpu_ns) / 1000.0
+        end_ns = cpu_clock.now_ns()  # one read ends the step and starts the gap to the next
+        cpu_us = (end_ns - self._cpu_ns) / 1000.0
         phases = getattr(self._times._local, "phases", None) or {}
         self._times._local.phases = None
-        self._times._local.end_ns = None if exc[0] is not None else cpu_clock.now_ns()
+        self._times._local.end_ns = None if exc[0] is not None else end_ns
         if exc[0] is not None:
             return  # an interrupted step is not a sample
         self._times._add(self._role, STEP_KEY, cpu_us)
