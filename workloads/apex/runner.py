@@ -25,7 +25,7 @@ from archsim.capture.progress import Progress
 from archsim.errors import ArchsimError
 from workloads.apex.nodes import messages_path, node_main
 from workloads.apex.settings import ApexSettings
-from workloads.r2d2.seed.profiling import STEPPED_SUFFIX, STOP_RECORDING_FILE, stepped_path
+from workloads.r2d2.seed.profiling import STOP_RECORDING_FILE, clear_signals, stepped_path
 from workloads.r2d2.seed.runner import (
     ABORT_GRACE_S,
     RECORDED_FRACTION,
@@ -94,9 +94,7 @@ def run_apex(settings: ApexSettings, raw_dir: Path) -> tuple[SeedRunResult, dict
     land in ``raw_dir``. Returns the run result and {label: message records}."""
     raw_dir = Path(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
-    (raw_dir / STOP_RECORDING_FILE).unlink(missing_ok=True)
-    for old in raw_dir.glob(f"*{STEPPED_SUFFIX}"):  # a reused directory's old signals
-        old.unlink()
+    clear_signals(raw_dir)  # a reused directory's old stop request and stepped files
     labels = node_labels(settings)
     with _sigterm_unwinds(), contextlib.ExitStack() as stack:
         topo = None

@@ -52,6 +52,14 @@ def stepped_path(raw_dir: Path, role: str, index: int) -> Path:
     return Path(raw_dir) / f"{role}-{index}{STEPPED_SUFFIX}"
 
 
+def clear_signals(raw_dir: Path) -> None:
+    """Remove a reused run directory's old signals: its stop request (STOP_RECORDING_FILE) and
+    its processes' stepped files (STEPPED_SUFFIX)."""
+    (Path(raw_dir) / STOP_RECORDING_FILE).unlink(missing_ok=True)
+    for old in Path(raw_dir).glob(f"*{STEPPED_SUFFIX}"):
+        old.unlink()
+
+
 def host_identity() -> dict[str, str]:
     """Hostname and Linux boot id: two processes with the same boot id share CLOCK_REALTIME."""
     boot_id = ""

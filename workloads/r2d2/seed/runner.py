@@ -26,7 +26,7 @@ from archsim.capture.progress import Progress
 from archsim.errors import ArchsimError
 from workloads.r2d2.seed.actor_process import actor_main
 from workloads.r2d2.seed.learner_process import learner_main
-from workloads.r2d2.seed.profiling import STEPPED_SUFFIX, STOP_RECORDING_FILE, part_paths
+from workloads.r2d2.seed.profiling import STOP_RECORDING_FILE, clear_signals, part_paths
 from workloads.r2d2.seed.settings import SeedSettings
 from workloads.shared_flag import SharedFlag
 
@@ -177,9 +177,7 @@ def run_seed(settings: SeedSettings, raw_dir: Path) -> SeedRunResult:
     """Run learner + actors for ``settings.seconds``; per-process traces land in ``raw_dir``."""
     raw_dir = Path(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
-    (raw_dir / STOP_RECORDING_FILE).unlink(missing_ok=True)  # a reused directory's old request
-    for old in raw_dir.glob(f"*{STEPPED_SUFFIX}"):  # and its old stepped signals
-        old.unlink()
+    clear_signals(raw_dir)  # a reused directory's old stop request and stepped files
     ctx = multiprocessing.get_context("spawn")  # fork is unsafe after torch has started threads
     stop = SharedFlag(ctx)  # lock-free: a child killed inside Event.is_set() would lock an Event
     status = _status_queue(ctx)
