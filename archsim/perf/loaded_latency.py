@@ -61,6 +61,7 @@ last, when the queue is empty or draining.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -258,6 +259,20 @@ def dram_load(dram_bw_gbs: float, generation: str, idealize: frozenset[str]) -> 
     return DramLoad(latency_curve(generation), dram_bw_gbs * 1e9)
 
 
+@lru_cache(maxsize=64)
+def _segments(curve: LatencyCurve) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(u, u m(u), slope, offset) of each knot's segment: fixed per curve (a frozen value, so the
+    cache is keyed on its knots), not re-derived on each of the model's ~60 calls per table."""
+    u = np.asarray(curve.utilization, dtype=float)
+    m = np.asarray(curve.multiplier, dtype=float)
+    slopes = np.append(np.diff(m) / np.diff(u), 0.0)
+    offsets = m - slopes * u
+    arrays = (u, u * m, slopes, offsets)
+    for array in arrays:
+        array.flags.writeable = False
+    return arrays
+
+
 def loaded_bandwidth(
     in_flight_bytes: np.ndarray,
     unloaded_s: float,
@@ -276,13 +291,10 @@ def loaded_bandwidth(
         return upper
     # x m(x) = t with x = bw / W_sat, t = C / (L0 W_sat): on the knots' segment k where t lies, m is
     # m_k + s (x - u_k), so s x^2 + c x - t = 0 with c = m_k - s u_k; past the last knot m is flat.
-    u = np.asarray(curve.utilization, dtype=float)
-    m = np.asarray(curve.multiplier, dtype=float)
-    slopes = np.append(np.diff(m) / np.diff(u), 0.0)
-    offsets = m - slopes * u
+    u, knots, slopes, offsets = _segments(curve)
     with np.errstate(invalid="ignore"):
         target = demand / saturating_bps
-    k = np.clip(np.searchsorted(u * m, target, side="right") - 1, 0, len(u) - 1)
+    k = np.clip(np.searchsorted(knots, target, side="right") - 1, 0, len(u) - 1)
     s, c = slopes[k], offsets[k]
     with np.errstate(divide="ignore", invalid="ignore"):
         root = np.sqrt(c * c + 4.0 * s * target)

@@ -36,9 +36,9 @@ def blocks_per_sm(
         )
         smem = _unknown_as_zero(shared_memory_bytes)
         by_smem = np.where(smem > 0, np.floor(gpu.shared_mem_per_sm_kb * 1024 / smem), np.inf)
-    limit = np.minimum.reduce(
-        [by_threads, by_regs, by_smem, np.full_like(threads, gpu.max_blocks_per_sm)]
-    )
+    # the same minimum as np.minimum.reduce over the four, without stacking them (min is exact)
+    limit = np.minimum(np.minimum(np.minimum(by_threads, by_regs), by_smem),
+                       float(gpu.max_blocks_per_sm))  # fmt: skip
     return np.maximum(limit, 1.0)
 
 
