@@ -235,23 +235,32 @@ def kernel_terms(
         rows = np.flatnonzero(choose)  # candidates only where they apply: the search is ~40 passes
         out_elements = np.maximum(np.nan_to_num(_column(ops, "bytes_written"), nan=0.0) / size, 1.0)
         args = [a[rows] for a in (flops, dram_bytes, out_elements, rate, tiled, size)]
-        best_terms: dict[str, np.ndarray] = {}
-        best = np.full(len(rows), np.inf)
+        # Each tile's slice counts in one pass over (slices x rows): every step is elementwise, so a
+        # candidate's numbers are those of a pass of its own, at a twelfth of the passes' fixed cost.
+        slice_counts = np.array((1, *SPLIT_K_SLICES), dtype=float)
+        n_rows, n_slices = len(rows), len(slice_counts)
+        stacked = [np.tile(a, n_slices) for a in args]
+        fractions = np.tile(math_fraction[rows], n_slices)
+        slices = np.repeat(slice_counts, n_rows)
+        chosen = np.zeros(n_rows, dtype=np.intp)  # candidate 0 where none is usable, as before
+        best = np.full(n_rows, np.inf)
+        per_tile: list[dict[str, np.ndarray]] = []
         for tile in _candidate_tiles():
-            for slices in (1, *SPLIT_K_SLICES):
-                candidate, usable = _tile_terms(*args, tile, slices, gpu, idealize, load)
-                candidate = at_achieved(candidate, math_fraction[rows], dram_fraction)
-                candidate["lat"] = latency_with_fill(candidate["lat"], candidate["bw"], args[1],
-                                                     gpu, idealize)  # fmt: skip
-                body = body_of(candidate)
-                better = usable & (body < best)
-                best = np.where(better, body, best)
-                best_terms = {
-                    k: np.where(better, v, best_terms.get(k, v)) for k, v in candidate.items()
-                }
-        for k, v in best_terms.items():
+            candidate, usable = _tile_terms(*stacked, tile, slices, gpu, idealize, load)
+            candidate = at_achieved(candidate, fractions, dram_fraction)
+            candidate["lat"] = latency_with_fill(candidate["lat"], candidate["bw"], stacked[1],
+                                                 gpu, idealize)  # fmt: skip
+            body = body_of(candidate).reshape(n_slices, n_rows)
+            usable = usable.reshape(n_slices, n_rows)
+            for j in range(n_slices):  # in the order tried: the first strictly faster one is kept
+                better = usable[j] & (body[j] < best)
+                best = np.where(better, body[j], best)
+                chosen = np.where(better, len(per_tile) * n_slices + j, chosen)
+            per_tile.append({k: v.reshape(n_slices, n_rows) for k, v in candidate.items()})
+        for k in per_tile[0]:
+            every = np.concatenate([t[k] for t in per_tile])  # (candidates, rows)
             terms[k] = terms[k].copy()
-            terms[k][rows] = v
+            terms[k][rows] = every[chosen, np.arange(n_rows)]
     resident = blocks_per_sm(threads, registers, shared, gpu)
     # CDNA3 normalization statistics kernels: their instructions issue in series with their
     # dependent round trips (the passes' below, the load steps' after) and are a throughput floor
@@ -371,13 +380,13 @@ def _tile_terms(
     tiled: np.ndarray,
     size: np.ndarray,
     tile: tuple[int, int, int, float, float],
-    slices: int,
+    slices: np.ndarray,
     gpu: GpuConfig,
     idealize: frozenset[str],
     load: DramLoad | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Terms of a launch of ``tile`` output tiles, each split into ``slices`` K-slices, and where that
-    split is usable (archsim.perf.blocks.split_k_blocks; always for one slice).
+    """Terms of a launch of ``tile`` output tiles, each split into ``slices`` K-slices (per row), and
+    where that split is usable (archsim.perf.blocks.split_k_blocks; always for one slice).
 
     Approximation: the fp32 partial sums of K-slices (2 x slices x outputs x 4 B, written and read
     back by cuBLAS's splitKreduce_kernel) are not charged. Splits happen only below one wave of
@@ -392,8 +401,7 @@ def _tile_terms(
     blocks, usable = split_k_blocks(
         out_elements, flops, dram_bytes, slices, wave, tile_m * tile_n, threads
     )
-    if slices == 1:
-        usable = np.ones(len(flops), dtype=bool)
+    usable = usable | (slices == 1)
     edge = 2.0 * tile_m * tile_n / (tile_m + tile_n)
     # Ragged tiles: beyond one tile the last one is padded to full size. A single partial tile is not
     # (GEMV-like shapes run GEMV kernels, whose blocks share out the rows), which keeps the padded
