@@ -53,7 +53,8 @@ def by_unique(values: pd.Series, fn: Callable[[pd.Series], object]) -> np.ndarra
     methods then run Python's ``re`` directly, about three times faster on a few values than on
     pyarrow strings, which re-parse every pattern to choose an engine (pandas 3); the matches are
     the same, since pandas falls back to ``re`` wherever RE2 would differ. A ``fn`` that captures
-    nothing (no closure: module constants only) is also remembered per value across calls
+    nothing but constants (module constants, a captured pattern or group index: _memo_key) is also
+    remembered per value across calls
     (:func:`_remembered`): the model runs on the same few names call after call (a simulator's
     steps, a sweep's points), and a value seen before costs a dict lookup instead of pandas calls."""
     if 0 < len(values) <= _SMALL_TABLE_ROWS and isinstance(values.dtype, pd.StringDtype):
@@ -103,21 +104,46 @@ def _evaluate(fn: Callable[[pd.Series], object], distinct: np.ndarray) -> np.nda
     return np.asarray(fn(pd.Series(distinct, dtype=object)))
 
 
-def _memo_key(fn: Callable[[pd.Series], object]) -> tuple | None:
-    """(code, defaults, module, the module globals it names) of a function that captures nothing,
-    else None. The globals' current values (patterns, tables) are part of the key, so a constant
+def _memo_key(fn: Callable[[pd.Series], object], depth: int = 0) -> tuple | None:
+    """(code, defaults, module, the module globals it names, what it captures) of a function that
+    captures only constants (strings, numbers: a pattern, a group index) and such functions, else
+    None. The globals' current values (patterns, tables) are part of the key, so a constant
     replaced at run time (a test's monkeypatch) starts a new memo; a mutable one (a dict) counts by
-    identity, and what functions it calls read is not looked at: module constants stay constant."""
+    identity, and what functions it calls read is not looked at: module constants stay constant.
+    A captured value counts with its type (1, 1.0 and True are different keys)."""
     code = getattr(fn, "__code__", None)
-    if code is None or fn.__closure__ is not None or getattr(fn, "__kwdefaults__", None):
+    if code is None or getattr(fn, "__kwdefaults__", None):
         return None
+    captured: tuple = ()
+    if fn.__closure__ is not None:
+        captured = tuple(_captured_key(cell, depth) for cell in fn.__closure__)
+        if any(key is None for key in captured):
+            return None
     try:
         hash(fn.__defaults__)
     except TypeError:
         return None
     module = fn.__globals__
     named = tuple(_by_value(module[name]) for name in code.co_names if name in module)
-    return (code, fn.__defaults__, id(module), named)
+    return (code, fn.__defaults__, id(module), named, captured)
+
+
+_CONSTANT_TYPES = (str, int, float, bool, bytes, type(None))  # immutable: safe to key by value
+
+
+def _captured_key(cell: Any, depth: int) -> tuple | None:
+    """A closure cell's key: a constant by (type, value), a function by its own _memo_key (a few
+    levels deep: tile_dims' lambda captures its local ``number``), anything else None."""
+    try:
+        value = cell.cell_contents
+    except ValueError:  # a cell not yet filled
+        return None
+    if type(value) in _CONSTANT_TYPES:
+        return (type(value), value)
+    if depth < 3 and getattr(value, "__code__", None) is not None:
+        key = _memo_key(value, depth + 1)
+        return None if key is None else ("function", key)
+    return None
 
 
 def _by_value(value: object) -> object:
