@@ -45,14 +45,9 @@ import pandas as pd
 
 from archsim.hw.schema import GpuConfig
 from archsim.perf.blocks import (
-    GEMM_TILE_CANDIDATES,
-    LARGE_GEMM_TILE,
-    SPLIT_K_SLICES,
-    SPLIT_K_TILE,
     element_bytes,
     estimate_launch_shape,
     estimate_work_from_launch,
-    split_k_blocks,
     tile_dims,
     tiled_engine,
 )
@@ -68,10 +63,9 @@ from archsim.perf.issue_rate import cat_issue_seconds, legacy_copy_issue_seconds
 from archsim.perf.issue_rate_amd import cdna_issue_seconds
 from archsim.perf.launch_terms import (
     at_achieved,
-    body_of,
     launch_terms,
 )
-from archsim.perf.loaded_latency import DramLoad, dram_load
+from archsim.perf.loaded_latency import dram_load
 from archsim.perf.math_units import math_units
 from archsim.perf.memory_parallelism import step_floor
 from archsim.perf.miopen_bn import miopen_bn_bytes_per_thread, miopen_bn_seconds
@@ -83,6 +77,7 @@ from archsim.perf.sectors import strided_traffic
 from archsim.perf.segment_chain import segment_chain_seconds
 from archsim.perf.tensile_loop import lds_serial_factor, tile_bytes_in_flight_per_thread
 from archsim.perf.tile_padding import accumulator_registers, tile_padding
+from archsim.perf.tile_search import search_tiles
 from archsim.perf.triton_issue_amd import triton_issue_seconds
 
 IDEALIZATIONS = ("dram_bw", "dram_latency", "memory_system", "sm_utilization")
@@ -147,7 +142,8 @@ def kernel_terms(
     GEMM/conv ops captured without a CUDA grid are tried with each tile of GEMM_TILE_CANDIDATES and
     SPLIT_K_TILE, each unsplit and split into K-slices (SPLIT_K_SLICES, usable below one wave of
     blocks), and keep the fastest, as cuBLAS/cuDNN heuristics pick small tiles and split-K or GEMV
-    kernels for skinny problems (a batch-1 linear layer streams its weights on every SM).
+    kernels for skinny problems (a batch-1 linear layer streams its weights on every SM):
+    archsim.perf.tile_search.
     """
     flops = np.nan_to_num(_column(ops, "flops"), nan=0.0)
     dram_bytes = np.nan_to_num(_column(ops, "bytes_read"), nan=0.0) + np.nan_to_num(
@@ -235,32 +231,10 @@ def kernel_terms(
         rows = np.flatnonzero(choose)  # candidates only where they apply: the search is ~40 passes
         out_elements = np.maximum(np.nan_to_num(_column(ops, "bytes_written"), nan=0.0) / size, 1.0)
         args = [a[rows] for a in (flops, dram_bytes, out_elements, rate, tiled, size)]
-        # Each tile's slice counts in one pass over (slices x rows): every step is elementwise, so a
-        # candidate's numbers are those of a pass of its own, at a twelfth of the passes' fixed cost.
-        slice_counts = np.array((1, *SPLIT_K_SLICES), dtype=float)
-        n_rows, n_slices = len(rows), len(slice_counts)
-        stacked = [np.tile(a, n_slices) for a in args]
-        fractions = np.tile(math_fraction[rows], n_slices)
-        slices = np.repeat(slice_counts, n_rows)
-        chosen = np.zeros(n_rows, dtype=np.intp)  # candidate 0 where none is usable, as before
-        best = np.full(n_rows, np.inf)
-        per_tile: list[dict[str, np.ndarray]] = []
-        for tile in _candidate_tiles():
-            candidate, usable = _tile_terms(*stacked, tile, slices, gpu, idealize, load)
-            candidate = at_achieved(candidate, fractions, dram_fraction)
-            candidate["lat"] = latency_with_fill(candidate["lat"], candidate["bw"], stacked[1],
-                                                 gpu, idealize)  # fmt: skip
-            body = body_of(candidate).reshape(n_slices, n_rows)
-            usable = usable.reshape(n_slices, n_rows)
-            for j in range(n_slices):  # in the order tried: the first strictly faster one is kept
-                better = usable[j] & (body[j] < best)
-                best = np.where(better, body[j], best)
-                chosen = np.where(better, len(per_tile) * n_slices + j, chosen)
-            per_tile.append({k: v.reshape(n_slices, n_rows) for k, v in candidate.items()})
-        for k in per_tile[0]:
-            every = np.concatenate([t[k] for t in per_tile])  # (candidates, rows)
+        chosen = search_tiles(*args, math_fraction[rows], dram_fraction, gpu, idealize, load)
+        for k, v in chosen.items():
             terms[k] = terms[k].copy()
-            terms[k][rows] = every[chosen, np.arange(n_rows)]
+            terms[k][rows] = v
     resident = blocks_per_sm(threads, registers, shared, gpu)
     # CDNA3 normalization statistics kernels: their instructions issue in series with their
     # dependent round trips (the passes' below, the load steps' after) and are a throughput floor
@@ -362,57 +336,6 @@ def _work_item_grid(ops: pd.DataFrame, blocks: np.ndarray, threads: np.ndarray) 
         depth_as_blocks = flops / (2.0 * blocks * tile[:, 0] * tile[:, 1])
     shallow = np.nan_to_num(depth_as_blocks, nan=np.inf) < np.nan_to_num(tile[:, 2], nan=0.0)
     return candidate & ((flops <= 0) | shallow)
-
-
-def _candidate_tiles() -> list[tuple[int, int, int, float, float]]:
-    """(tile m, tile n, threads, registers, shared bytes) of every tile tried for grid-less ops."""
-    square = [
-        (edge, edge, threads, regs, smem) for edge, threads, regs, smem in GEMM_TILE_CANDIDATES
-    ]
-    return [*square, LARGE_GEMM_TILE, SPLIT_K_TILE]
-
-
-def _tile_terms(
-    flops: np.ndarray,
-    dram_bytes: np.ndarray,
-    out_elements: np.ndarray,
-    rate: np.ndarray,
-    tiled: np.ndarray,
-    size: np.ndarray,
-    tile: tuple[int, int, int, float, float],
-    slices: np.ndarray,
-    gpu: GpuConfig,
-    idealize: frozenset[str],
-    load: DramLoad | None = None,
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Terms of a launch of ``tile`` output tiles, each split into ``slices`` K-slices (per row), and
-    where that split is usable (archsim.perf.blocks.split_k_blocks; always for one slice).
-
-    Approximation: the fp32 partial sums of K-slices (2 x slices x outputs x 4 B, written and read
-    back by cuBLAS's splitKreduce_kernel) are not charged. Splits happen only below one wave of
-    blocks, so the partials are at most 2 x wave x tile outputs x 4 B, most of it L2-resident, and
-    for GEMV-like shapes the slices stand for the finer column tiles of a GEMV kernel, which need no
-    partials at all. (Charging them as DRAM traffic made the fastest split jump between slice counts
-    from one batch size to the next, and the predicted time with it.)
-    """
-    tile_m, tile_n, threads, registers, shared = tile
-    full = np.ones(len(flops))
-    wave = gpu.sms * blocks_per_sm(full * threads, full * registers, full * shared, gpu)
-    blocks, usable = split_k_blocks(
-        out_elements, flops, dram_bytes, slices, wave, tile_m * tile_n, threads
-    )
-    usable = usable | (slices == 1)
-    edge = 2.0 * tile_m * tile_n / (tile_m + tile_n)
-    # Ragged tiles: beyond one tile the last one is padded to full size. A single partial tile is not
-    # (GEMV-like shapes run GEMV kernels, whose blocks share out the rows), which keeps the padded
-    # work continuous at one tile: T outputs in 1 tile, T + 1 in 2 tiles of the same per-block work.
-    tile_outputs = float(tile_m * tile_n)
-    padded = np.where(out_elements > tile_outputs, np.ceil(out_elements / tile_outputs) * tile_outputs,
-                      out_elements)  # fmt: skip
-    terms = launch_terms(flops, dram_bytes, blocks, full * threads, full * registers,
-                   full * shared, rate, tiled, edge / size, gpu, idealize,
-                   padded / out_elements, load=load)  # fmt: skip
-    return terms, usable
 
 
 def _tile_edge(ops: pd.DataFrame, threads: np.ndarray) -> np.ndarray:
