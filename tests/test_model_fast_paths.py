@@ -124,3 +124,19 @@ def test_functions_capturing_constants_are_remembered_per_captured_value():
 def test_functions_capturing_mutable_values_are_not_remembered():
     table = {"relu": 1.0}
     assert columns._memo_key(lambda u: u.map(table).to_numpy(float)) is None
+
+
+def test_search_in_partial_groups_equals_one_pass_per_candidate():
+    """Past a few hundred ops a pass holds fewer slice counts (1,500 ops: two; 5,000: one)."""
+    hw = _GPUS["dgx-a100"]
+    rng = np.random.default_rng(7)
+    load = dram_load(hw.gpu.dram_bw_gbs, generation(hw.gpu, hw.name), frozenset())
+    for n_rows in (1500, 5000):
+        args = (10 ** rng.uniform(3, 13, n_rows), 10 ** rng.uniform(2, 10, n_rows),
+                10 ** rng.uniform(0, 8, n_rows), np.full(n_rows, 1.2e11), np.ones(n_rows, bool),
+                rng.choice([2.0, 4.0], n_rows))  # fmt: skip
+        fraction = rng.uniform(0.2, 1.0, n_rows)
+        got = search_tiles(*args, fraction, 0.8, hw.gpu, frozenset(), load)
+        want = _one_pass_per_candidate(args, fraction, 0.8, hw.gpu, frozenset(), load)
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
