@@ -57,10 +57,12 @@ def by_unique(values: pd.Series, fn: Callable[[pd.Series], object]) -> np.ndarra
     remembered per value across calls
     (:func:`_remembered`): the model runs on the same few names call after call (a simulator's
     steps, a sweep's points), and a value seen before costs a dict lookup instead of pandas calls."""
-    if 0 < len(values) <= _SMALL_TABLE_ROWS and isinstance(values.dtype, pd.StringDtype):
-        rows = values.array.to_numpy(dtype=object)
-        if not any(value is pd.NA for value in rows):  # as factorize's codes would say
-            return _by_unique_small(rows, fn)
+    if (
+        0 < len(values) <= _SMALL_TABLE_ROWS
+        and isinstance(values.dtype, pd.StringDtype)
+        and not values.array.isna().any()  # pd.NA or NaN ("str" dtype): factorize's code -1
+    ):
+        return _by_unique_small(values.array.to_numpy(dtype=object), fn)
     codes, uniques = pd.factorize(values, sort=False)
     if isinstance(uniques.dtype, pd.StringDtype):  # factorize leaves no missing value
         distinct = np.asarray(uniques, dtype=object)
