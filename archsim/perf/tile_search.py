@@ -61,6 +61,7 @@ def search_tiles(
     chosen = np.zeros(n_rows, dtype=np.intp)
     best = np.full(n_rows, np.inf)
     tried: list[dict[str, np.ndarray]] = []  # each pass's terms, (slice counts, rows)
+    first = 0  # candidates tried before this pass
     for tile in candidate_tiles():
         for group in groups:
             n_group = len(group)
@@ -72,11 +73,11 @@ def search_tiles(
                                                  gpu, idealize)  # fmt: skip
             body = body_of(candidate).reshape(n_group, n_rows)
             usable = usable.reshape(n_group, n_rows)
-            first = sum(len(t["comp"]) for t in tried)  # candidates tried before this pass
             for j in range(n_group):
                 better = usable[j] & (body[j] < best)
                 best = np.where(better, body[j], best)
                 chosen = np.where(better, first + j, chosen)
+            first += n_group
             tried.append({k: v.reshape(n_group, n_rows) for k, v in candidate.items()})
     columns = np.arange(n_rows)
     return {k: np.concatenate([t[k] for t in tried])[chosen, columns] for k in tried[0]}
