@@ -16,6 +16,7 @@ where each is exact.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,10 +115,13 @@ def prepare_layout(
     network=None,
     traffic=None,
     calibrate: bool = True,
+    rank: Callable | None = None,
 ) -> tuple[ThreadLayout, tuple | None]:
     """Check the run, place its threads (on nodes when a network is in use) and, for SMT siblings
     under the "busy" model (``calibrates_smt``), calibrate their speeds on short runs unless
-    ``calibrate`` is False (archsim.sim.steady calibrates on its own windows): (layout, setup)."""
+    ``calibrate`` is False (archsim.sim.steady calibrates on its own windows): (layout, setup).
+    ``rank(layout, config) -> Recorder`` ranks the actors' placements (default: a run of
+    ``config``; archsim.sim.steady ranks on its own runs extrapolated to the asked length)."""
     times.check(config)
     check_simulated_work(times, machine, config, learner_batch)  # bounded run time (LIMITS.md)
     hw_threads = machine.hw_threads
@@ -150,7 +154,7 @@ def prepare_layout(
         machine,
         config,
         hw_threads,
-        lambda lay, short: _run(times, lay, machine, short, learner_batch, False, 0)[0],
+        rank or (lambda lay, short: _run(times, lay, machine, short, learner_batch, False, 0)[0]),
         settle,
     )
     return layout, net_setup

@@ -80,7 +80,6 @@ from archsim.sim.config import SimConfig
 from archsim.sim.cpu import LindleyThreads
 from archsim.sim.limits import check_simulated_work, step_rate_bounds
 from archsim.sim.metrics import QueueStat, Recorder
-from archsim.sim.placement import choose_placement
 from archsim.sim.shared_cpu import SharedThreads
 
 # Relative agreement of consecutive stretches' headline rates (a design choice: below the 3-15%
@@ -303,10 +302,7 @@ def simulate_steady(times, machine, config, learner_batch, timeline, series_bins
         result.steady = SteadyWindow((asked,), False, float("inf"))
         result.notes = (*result.notes, result.steady.note(asked))
         return result
-    layout, net_setup = prepare_layout(
-        times, machine, inner.replace(sim_seconds=first), learner_batch, network, traffic, False
-    )
-    polling = tuple(net_setup[2]) if net_setup is not None else ()
+    net_setup, polling = None, ()  # a network's, once prepare_layout has set it up
 
     def fits(c_s: float) -> bool:
         return fits_run_bound(times, machine, inner.replace(sim_seconds=c_s), learner_batch)
@@ -348,24 +344,32 @@ def simulate_steady(times, machine, config, learner_batch, timeline, series_bins
             rec = extrapolate(base, rec, asked)
         return layout, built, read, how, change, checkpoints, events, rec
 
+    # The actors' placement as the exact engine picks it (archsim.sim.placement): candidates
+    # ranked on the asked length, here each one's own steady run extrapolated to it. Ranked on the
+    # first checkpoint's run instead (prepare_layout's default), the unpaced start chose 1 actor
+    # thread for 5 actors where the 2-s run keeps the default 4 (a random system: updates/s 797.8
+    # against 664.5, cpu_util 0.248 against 0.478; tests/test_engine_steady_outliers.py).
+    runs: dict[int, tuple] = {}
+
+    def ranked(candidate, _config):
+        runs[id(candidate)] = (candidate, run_layout(candidate))
+        return runs[id(candidate)][1][-1]
+
+    layout, net_setup = prepare_layout(
+        times,
+        machine,
+        inner.replace(sim_seconds=first),
+        learner_batch,
+        network,
+        traffic,
+        calibrate=False,
+        rank=ranked,
+    )
+    polling = tuple(net_setup[2]) if net_setup is not None else ()
     if net_setup is None:
-        # The actors' placement as the exact engine picks it (archsim.sim.placement): candidates
-        # ranked on the asked length, here each one's own steady run extrapolated to it. Ranked
-        # on the first checkpoint's run instead (prepare_layout's), the unpaced start chose 1
-        # actor thread for 5 actors where the 2-s run keeps the default 4 (a random system:
-        # updates/s 797.8 against 664.5, cpu_util 0.248 against 0.478;
-        # tests/test_engine_steady_outliers.py).
-        runs: dict[int, tuple] = {}
-
-        def ranked(candidate, _config):
-            runs[id(candidate)] = (candidate, run_layout(candidate))
-            return runs[id(candidate)][1][-1]
-
-        hw_threads = config.cpu_threads or machine.hw_threads
-        chosen = choose_placement(machine, inner, hw_threads, ranked)
-        match = [r for c, r in runs.values() if c.placement.tolist() == chosen.placement.tolist()]
-        outcome = match[0] if match else run_layout(chosen)
-        layout = dataclasses.replace(outcome[0], note=chosen.note)
+        match = [r for c, r in runs.values() if c.placement.tolist() == layout.placement.tolist()]
+        outcome = match[0] if match else run_layout(layout)
+        layout = dataclasses.replace(outcome[0], note=layout.note)
         _, built, read, how, change, checkpoints, events, rec = outcome
     else:
         layout, built, read, how, change, checkpoints, events, rec = run_layout(layout)
