@@ -101,6 +101,21 @@ def test_small_table_path_equals_factorize_path(values):
     assert small.dtype == large.dtype
 
 
+@given(
+    values=st.lists(st.sampled_from(["sgemm_128x64", "relu", None]), min_size=1).filter(
+        lambda v: any(x is not None for x in v)  # (all-missing rows: no value to spread)
+    )
+)
+def test_small_table_path_equals_factorize_path_with_missing_values(values):
+    """Missing values, pd.NA ("string") or NaN (pandas 3's "str"), take factorize's path either way."""
+    lengths = lambda u: u.str.len().to_numpy(float)  # noqa: E731
+    repeats = columns._SMALL_TABLE_ROWS // len(values) + 1
+    for dtype in ("string", "str"):
+        small = by_unique(pd.Series(values, dtype=dtype), lengths)
+        large = by_unique(pd.Series(values * repeats, dtype=dtype), lengths)
+        np.testing.assert_array_equal(small, large[: len(values)])
+
+
 def _extractor(pattern: str, group: int):
     return lambda u: pd.to_numeric(u.str.extract(pattern)[group], errors="coerce").to_numpy(float)
 
