@@ -23,7 +23,7 @@ ceil(2432/320) = 8 = 296 tiles = the grid, so padding = 296 x 320 x 224 / (8192 
 
 Pure functions over an ops table. The factor is meant for the ``padding`` argument of
 ``archsim.perf.launch_terms.launch_terms`` (compute term x padding), which the grid-less candidate tiles of
-``_tile_terms`` already use; traced launches pass 1 there today.
+``archsim.perf.tile_search.tile_terms`` already use; traced launches pass 1 there today.
 """
 
 from __future__ import annotations
