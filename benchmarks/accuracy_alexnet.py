@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+from accuracy_format import ms, pct
 from accuracy_notes import PUBLISHED, tx1_audit
 
 from archsim.hw import load_hw
@@ -59,14 +59,6 @@ def cpu_capture_rows():
     table.loc["total"] = table.sum()
     table["error"] = table["predicted_s"] / table["measured_s"] - 1.0
     return table
-
-
-def _pct(x: float) -> str:
-    return "n/a" if not np.isfinite(x) else f"{100 * x:+.1f}%"
-
-
-def _ms(seconds: float) -> str:
-    return f"{1e3 * seconds:.3f}"
 
 
 ALEXNET_PRESETS = ("jetson-tx1", "dgx1-p100", "t4", "dgx1-v100", "dgx-a100")
@@ -131,10 +123,10 @@ def cpu_capture_section() -> list[str]:
         "",
         "| class | measured ms | predicted ms | error |",
         "|---|---|---|---|",
-        *[f"| {c} | {_ms(r.measured_s)} | {_ms(r.predicted_s)} | "
-          f"{_pct(r.error) if r.measured_s > 0 else 'n/a'} |" for c, r in cpu.iterrows()],
+        *[f"| {c} | {ms(r.measured_s)} | {ms(r.predicted_s)} | "
+          f"{pct(r.error) if r.measured_s > 0 else 'n/a'} |" for c, r in cpu.iterrows()],
         "",
-        f"Total {_pct(total.error)} (before issue 12, at peak: -35.1%). Part of the gap is the",
+        f"Total {pct(total.error)} (before issue 12, at peak: -35.1%). Part of the gap is the",
         "workloads: the fixture's AlexNet adds each conv bias in a separate element-wise kernel",
         "and runs dropout, which the captured torchvision AlexNet in eval mode does not.",
         "",

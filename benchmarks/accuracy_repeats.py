@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 import pandas as pd
+from accuracy_format import pct
 
 # Under this share of the measured time in repeat launches the repeat figures would rest on a few ops
 # and say nothing of the trace (a fixture whose every kernel runs once keeps ~0%): shown as n/a.
@@ -97,16 +98,12 @@ def judged(r: dict[str, float]) -> bool:
     return r["kept"] >= MIN_KEPT_SHARE and r["n_repeat"] > 0
 
 
-def _pct(x: float) -> str:
-    return "n/a" if not np.isfinite(x) else f"{100 * x:+.1f}%"
-
-
 def repeat_cells(r: dict[str, float]) -> str:
     """The three table cells (kept share, total error, per-kernel median |error|) on repeats."""
     if not judged(r):
         why = NOT_REPEATED if r["n_repeat"] == 0 else TOO_LITTLE
         return f"{r['kept']:.0%} | {why} | {why} |"
-    return f"{r['kept']:.0%} | {_pct(r['error'])} | {100 * r['median_abs']:.0f}% |"
+    return f"{r['kept']:.0%} | {pct(r['error'])} | {100 * r['median_abs']:.0f}% |"
 
 
 def meets(r: dict[str, float], total_goal: float, kernel_goal: float) -> bool:

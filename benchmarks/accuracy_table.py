@@ -35,20 +35,13 @@ from archsim.trace.ingest import ingest  # noqa: E402
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import accuracy_repeats as repeats  # noqa: E402
 from accuracy_alexnet import alexnet_section, cpu_capture_section  # noqa: E402
+from accuracy_format import ms, pct  # noqa: E402
 from accuracy_limits import LIMITS  # noqa: E402
 from accuracy_notes import BEFORE, FIXTURE_NOTES, REFUSED  # noqa: E402
 from accuracy_public import public_section  # noqa: E402
 
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "kineto"
 TARGET_TOTAL, TARGET_KERNEL = 0.20, 0.30
-
-
-def _pct(x: float) -> str:
-    return "n/a" if not np.isfinite(x) else f"{100 * x:+.1f}%"
-
-
-def _ms(seconds: float) -> str:
-    return f"{1e3 * seconds:.3f}"
 
 
 def fixture_frame(name: str, folder: Path = FIXTURES):
@@ -85,9 +78,9 @@ def fixture_row(
         goals = "n/a (no shapes)"
     return (
         f"| {name} | {provenance} | {hw.name} ({hw.gpu.name}) | {len(frame)} | "
-        f"{s['shaped_share']:.0%} | {_ms(s['measured'])} | {_ms(s['model'])} | "
-        f"{_pct(s['error'])} | {_ms(s['k_measured'])} | {_ms(s['k_model'])} | "
-        f"{_pct(s['k_error'])} | {100 * s['median_abs']:.0f}% | {goals} | "
+        f"{s['shaped_share']:.0%} | {ms(s['measured'])} | {ms(s['model'])} | "
+        f"{pct(s['error'])} | {ms(s['k_measured'])} | {ms(s['k_model'])} | "
+        f"{pct(s['k_error'])} | {100 * s['median_abs']:.0f}% | {goals} | "
         f"{repeats.repeat_cells(repeats.repeat_summary(frame))} {in_sample} |"
     )
 
@@ -127,8 +120,8 @@ def class_rows(frame: pd.DataFrame) -> list[str]:
     for cls, g in frame.groupby("cls"):
         ratio = g.model_s / g.measured_s
         rows.append(
-            f"| {cls} | {len(g)} | {_ms(g.measured_s.sum())} | {_ms(g.model_s.sum())} | "
-            f"{_pct(g.model_s.sum() / g.measured_s.sum() - 1)} | "
+            f"| {cls} | {len(g)} | {ms(g.measured_s.sum())} | {ms(g.model_s.sum())} | "
+            f"{pct(g.model_s.sum() / g.measured_s.sum() - 1)} | "
             f"{100 * float(np.median(np.abs(ratio - 1))):.0f}% |"
         )
     return rows
@@ -192,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         "totals of the four fixtures then compared were: "
         + "; ".join(f"`{n}` {b[0]}" for n, b in BEFORE.items())
         + "; now: "
-        + "; ".join(f"`{n}` {_pct(sums[n]['error'])}" for n in BEFORE if n in sums)
+        + "; ".join(f"`{n}` {pct(sums[n]['error'])}" for n in BEFORE if n in sums)
         + ".",
         "",
         *repeats.goals_sentence({n: reps[n] for n in shaped_names}, TARGET_TOTAL, TARGET_KERNEL),
@@ -230,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for fitted in names:
         eff = fits[fitted][0]
-        cells = [_pct(summary(fitted_ops(frames[n]), eff)["error"]) for n in names]
+        cells = [pct(summary(fitted_ops(frames[n]), eff)["error"]) for n in names]
         lines.append(f"| {fitted.split('.')[0]} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -256,8 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         lines += [
             f"### {name} on {hws[name].name}",
             "",
-            f"Kernels only: measured {_ms(s['k_measured'])} ms, model {_ms(s['k_model'])} ms "
-            f"({_pct(s['k_error'])}); with copies {_pct(s['error'])}.",
+            f"Kernels only: measured {ms(s['k_measured'])} ms, model {ms(s['k_model'])} ms "
+            f"({pct(s['k_error'])}); with copies {pct(s['error'])}.",
             "",
             "| class | ops | measured ms | model ms | error | median abs error per op |",
             "|---|---|---|---|---|---|",
