@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from archsim.analysis import sweep_exec
 from archsim.analysis.sweep_cache import STATE
@@ -128,6 +129,23 @@ def validate_points(spec: SweepSpec) -> None:
 BACKENDS = ("process", "dask")
 
 
+def _check_scheduler_address(scheduler: str) -> None:
+    """Refuse a --scheduler Dask could not parse ('tcp://[::1', a port that is not a number or
+    past 65535) in one line before any work: Dask raised a ValueError traceback for them."""
+    try:
+        parts = urlsplit(scheduler)
+        port = parts.port
+    except ValueError as exc:
+        port, parts = None, None
+        detail = f" ({exc})"
+    else:
+        detail = ""
+    if parts is None or parts.scheme != "tcp" or not parts.hostname or port is None:
+        raise ArchsimError(
+            f"--scheduler: {scheduler!r} is not an address like tcp://HOST:PORT{detail}"
+        )
+
+
 def run_sweep(
     spec: SweepSpec,
     out: Path,
@@ -150,8 +168,8 @@ def run_sweep(
     check_jobs(jobs)  # 1..usable CPUs (docs/LIMITS.md)
     if scheduler is not None and backend != "dask":
         raise ArchsimError("--scheduler: only used with --backend dask")
-    if scheduler is not None and not scheduler.startswith("tcp://"):
-        raise ArchsimError(f"--scheduler: {scheduler!r} is not an address like tcp://HOST:PORT")
+    if scheduler is not None:
+        _check_scheduler_address(scheduler)
     # A path that cannot be written fails before any point (files inside have short names).
     check_output_path(out, "directory", sibling_temp=False)
     validate_points(spec)

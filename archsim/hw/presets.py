@@ -92,8 +92,10 @@ def _parsed_yaml(text: str) -> Any:
 
 
 def _read_yaml(path: Path) -> Any:
+    from archsim.hw.strict_yaml import read_yaml_text
+
     try:
-        return copy.deepcopy(_parsed_yaml(path.read_text()))
+        return copy.deepcopy(_parsed_yaml(read_yaml_text(path)))
     except yaml.YAMLError as exc:
         from archsim.hw.strict_yaml import yaml_problem
 
@@ -119,7 +121,7 @@ def _resolve(name_or_path: str) -> tuple[dict[str, Any], str]:
         return detect_local().model_dump(), "local (detected)"
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
+        if not path.exists():
             raise ArchsimError(f"{path}: hardware config file does not exist")
         return _read_yaml(path), str(path)
     preset = presets_dir() / f"{name_or_path}{_PRESET_SUFFIX}"

@@ -4,6 +4,10 @@ change a number without a word. Used for every YAML input archsim reads."""
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -31,6 +35,31 @@ MAX_YAML_CHARS = 2**20
 
 class TooLargeError(yaml.YAMLError):
     """More than MAX_YAML_CHARS of text."""
+
+
+def read_yaml_text(path: Path) -> str:
+    """The UTF-8 text of a YAML input file, read no further than the 4 MiB that MAX_YAML_CHARS
+    characters can take.
+
+    ``read_text`` read the whole file before the size check: a 512 MiB file took 1.1 GB before it
+    was refused, and /dev/zero grew without end. A directory, FIFO (open would wait for a writer)
+    or device is an OSError naming it, which every caller already reports in one line."""
+    status = os.stat(path)
+    mode = status.st_mode
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, device or socket"
+        raise OSError(errno.EINVAL, f"is {kind}, not a regular file", str(path))
+    most_bytes = 4 * MAX_YAML_CHARS  # a UTF-8 character is at most 4 bytes
+    with open(path, "rb") as handle:
+        data = handle.read(most_bytes + 1)
+    # decoded whole, so a bad byte's offset is the file's
+    text = "" if len(data) > most_bytes else data.decode("utf-8")
+    if len(data) > most_bytes or len(text) > MAX_YAML_CHARS:
+        raise TooLargeError(
+            f"{status.st_size / 2**20:.1f} MiB of text, over the {MAX_YAML_CHARS >> 20} MiB a "
+            "config, calibration or meta.yaml may be"
+        )
+    return text
 
 
 def _expanded_nodes(node: yaml.Node, memo: dict[int, int]) -> int:

@@ -168,11 +168,11 @@ def write_calibration(path: Path, document: Mapping[str, Any]) -> Path:
 
 def load_efficiency(path: Path) -> dict[str, float]:
     """The ``efficiency`` mapping of a calibration overlay, checked (positive finite numbers)."""
-    from archsim.hw.strict_yaml import safe_load_unique, yaml_problem
+    from archsim.hw.strict_yaml import read_yaml_text, safe_load_unique, yaml_problem
 
     path = Path(path)
     try:
-        data = safe_load_unique(path.read_text())  # a class given twice is an error
+        data = safe_load_unique(read_yaml_text(path))  # a class given twice is an error
     except OSError as exc:
         raise ArchsimError(f"{path}: cannot read calibration ({exc.strerror})") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:  # a binary file is not YAML either

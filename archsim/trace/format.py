@@ -270,7 +270,7 @@ def check_trace(path: Path, trace: Trace) -> None:
 
 def load(directory: Path) -> Trace:
     """Read a trace directory, checking that it is one and that its format version is understood."""
-    from archsim.hw.strict_yaml import safe_load_unique, yaml_problem
+    from archsim.hw.strict_yaml import read_yaml_text, safe_load_unique, yaml_problem
 
     directory = Path(directory)
     meta_path = directory / META_FILE
@@ -283,7 +283,7 @@ def load(directory: Path) -> Trace:
     if not meta_path.is_file():
         raise ArchsimError(f"{meta_path}: is not a file (expected the trace's YAML metadata)")
     try:
-        meta = safe_load_unique(meta_path.read_text(encoding="utf-8"))
+        meta = safe_load_unique(read_yaml_text(meta_path))
     except UnicodeDecodeError:
         raise ArchsimError(f"{meta_path}: not UTF-8 text (expected YAML metadata)") from None
     except OSError as exc:
