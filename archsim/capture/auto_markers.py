@@ -266,6 +266,12 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
                 result = self._marked(phase, original, args, kwargs)
                 self._note_backward()
                 return result
+            if phase == "env_step":  # a hand-written env (--phase-fn ...=env_step): as a gym one's
+                if args and callable(getattr(args[0], "step", None)):  # a method: its env
+                    self._note_env(args[0])
+                result = self._marked(phase, original, args, kwargs)
+                self.env_stepped()
+                return result
             if phase == "optimizer_step":  # a hand-written update (--phase-fn ...=optimizer_step)
                 result = self._marked(phase, original, args, kwargs)
                 self._learner_step_done()
@@ -334,8 +340,10 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
             self._patch_env_tree(gymnasium.Env)
             self._patch_env_tree(gymnasium.vector.VectorEnv)
         from archsim.capture.child_capture import patch_process_start
+        from archsim.capture.own_profiler import patch_own_profilers
 
         patch_process_start(self._patches, self.counts, self._workers)
+        patch_own_profilers(self._patches)  # a second profiler would take archsim's windows
 
     def uninstall(self) -> None:
         global _active

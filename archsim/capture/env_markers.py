@@ -73,16 +73,21 @@ class EnvMarking:
                 return original(env, *args, **kwargs)
             self._note_env(env)
             result = self._marked("env_step", original, (env, *args), kwargs)
-            self.resolve_ambiguous(False)  # the grad-on forwards before it acted
-            self._actor_stepped = True
-            self.counts.env_steps += 1
-            self.counts.transitions += self.env_batch or 1
-            if self.seen_learner:
-                self.steady = True
-                self.counts.transitions_training += self.env_batch or 1
+            self.env_stepped()
             return result
 
         return step
+
+    def env_stepped(self) -> None:
+        """An outermost env step ended (a gymnasium env's, or a function marked ``env_step``):
+        the open actor step has stepped, and its transitions count."""
+        self.resolve_ambiguous(False)  # the grad-on forwards before it acted
+        self._actor_stepped = True
+        self.counts.env_steps += 1
+        self.counts.transitions += self.env_batch or 1
+        if self.seen_learner:
+            self.steady = True
+            self.counts.transitions_training += self.env_batch or 1
 
     def _note_other_thread(self) -> None:
         """An env stepped on a thread that is not marked: counted, so the refusal can say so."""

@@ -322,6 +322,14 @@ def capture_program(
                     "mark its update function with --phase-fn MODULE:QUALNAME=optimizer_step"
                 )
             _check_counts(program, counts, schedule, worker_counts)
+            if not counts.env_steps and not (worker_counts or {}).get("env_steps", 0):
+                note(
+                    f"{program.name} stepped no gymnasium environment: its "
+                    f"{counts.actor_steps} actor steps are counted by its acting forwards, not its "
+                    "env steps (a random exploration step without one is not counted) and its "
+                    "learner pacing is unknown; mark its env's step with "
+                    "--phase-fn MODULE:QUALNAME=env_step"
+                )
             _describe_workload(meta, counts, marker.env_batch, marker.frameskip, worker_counts)
         trace = merge_workers(cap.trace, workers, out_dir, program.name)
     return trace, counts
