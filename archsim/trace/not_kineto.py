@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,9 @@ def nothing_to_ingest_reason(kt: KinetoTrace) -> str:
             " (a TensorFlow/JAX profiler trace: its top-level 'metadata' has 'highres-ticks', as "
             "tsl's trace_events_to_json writes; archsim reads torch.profiler (Kineto) traces)"
         )
+    ascend = _ascend_note(kt.path)
+    if ascend:
+        return ascend
     if kt.uncategorized_events:
         return (
             f" ({kt.uncategorized_events} events without 'cat': this looks like the legacy "
@@ -64,6 +68,75 @@ def no_events_reason(top: dict[str, Any]) -> str:
             "as torch.profiler.ExecutionTraceObserver writes): it has no times; ingest the "
             "torch.profiler trace recorded beside it (prof.export_chrome_trace)"
         )
+    return ""
+
+
+# A file that Git LFS stores is checked out as a pointer until ``git lfs pull`` fetches it: three
+# lines "version https://git-lfs.github.com/spec/v1", "oid sha256:<hex>", "size <bytes>"
+# (git-lfs docs/spec.md). Trace repositories often keep large traces this way.
+LFS_POINTER_PREFIX = "version https://git-lfs.github.com/spec/"
+_LFS_SIZE = re.compile(r"^size (\d+)$", re.MULTILINE)
+
+
+def lfs_pointer_message(text: str) -> str:
+    """The refusal of a Git LFS pointer file (``text`` starts with LFS_POINTER_PREFIX)."""
+    size = _LFS_SIZE.search(text[:1024])
+    stored = f" of {int(size.group(1)):,} bytes" if size else ""
+    return (
+        f"a Git LFS pointer, not the trace: the file{stored} is stored in Git LFS; fetch it "
+        "(git lfs pull) and pass the file itself"
+    )
+
+
+def extra_data_message(top: dict[str, Any], seen_events: bool) -> str:
+    """The refusal of a file whose first JSON value (an object) is followed by more.
+
+    Nsight Systems' ``nsys export --type jsonlines`` writes one JSON object per line, each a row
+    naming its SQLite ``table`` (StringIds, NVTX_EVENTS, ANALYSIS_DETAILS, META_DATA_CAPTURE, as
+    in verl-project/rl-insight's data/nvtx_data/nvtx_profile/worker_process_70000.1.jsonl); any
+    other object per line is JSON Lines, one document per line rather than one trace."""
+    if seen_events:
+        return "not JSON (Extra data)"
+    if isinstance(top.get("table"), str):
+        return (
+            "not a Kineto trace (an Nsight Systems export, nsys export --type jsonlines: one row "
+            f"per line, the first of table {top['table']!r}; archsim reads torch.profiler "
+            "(Kineto) traces, so profile the run with torch.profiler)"
+        )
+    return "not a Kineto trace (JSON Lines: one JSON object per line, not one trace document)"
+
+
+# torch_npu's profiler labels an Ascend NPU's rows "NPU <n>" (process_labels metadata) in its
+# ASCEND_PROFILER_OUTPUT/trace_view.json, a JSON array whose timestamps are decimal strings
+# (verl-project/rl-insight data/mstx_data/.../trace_view.json: "Overlap Analysis", "NPU 0").
+_ASCEND_LABEL = re.compile(r"NPU \d+")
+
+
+def _ascend_note(path: Path) -> str:
+    """ "an Ascend NPU trace ..." when a process of the file's first events is labelled "NPU <n>",
+    read again only on the refusal's path; "" otherwise."""
+    from archsim.trace.stream import iter_trace  # stream.py imports this module
+
+    try:
+        for index, event, _ in iter_trace(path, {}):
+            if index >= _SCAN_EVENTS:
+                break
+            if not (isinstance(event, dict) and event.get("ph") == "M"):
+                continue
+            args = event.get("args")
+            label = args.get("labels") if isinstance(args, dict) else None
+            if (
+                event.get("name") == "process_labels"
+                and isinstance(label, str)
+                and _ASCEND_LABEL.fullmatch(label)
+            ):
+                return (
+                    f" (an Ascend NPU trace: a process labelled {label!r}, as torch_npu's "
+                    "profiler writes ASCEND_PROFILER_OUTPUT/trace_view.json; archsim reads "
+                    "torch.profiler (Kineto) traces of CUDA and ROCm GPUs and has no NPU model)"
+                )
+    except ArchsimError:
+        return ""
     return ""
 
 

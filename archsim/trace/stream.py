@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from archsim.errors import ArchsimError, where
-from archsim.trace.not_kineto import no_events_reason
+from archsim.trace.not_kineto import (
+    LFS_POINTER_PREFIX,
+    extra_data_message,
+    lfs_pointer_message,
+    no_events_reason,
+)
 
 CHUNK_CHARS = 1 << 22  # 4 Mi characters of text per refill
 # A top-level scalar is decoded only with this much text after it (or at end of file), so that a
@@ -210,6 +215,8 @@ def iter_trace(
     progress bar."""
     with open_text(path) as handle:
         buf = _Buffer(handle, Path(path), on_bytes)
+        if buf.skip_ws() == "v" and buf.text.startswith(LFS_POINTER_PREFIX, buf.pos):
+            raise ArchsimError(where(path, lfs_pointer_message(buf.text[buf.pos :])))
         if buf.skip_ws() == "[" and _array_of_objects(buf):
             # the Chrome trace format's "JSON Array Format": the events alone, no top-level keys
             # (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU),
@@ -260,7 +267,7 @@ def iter_trace(
                 if buf.expect(",}", "',' or '}'") == "}":
                     break
         if buf.skip_ws():
-            raise ArchsimError(where(path, "not JSON (Extra data)"))
+            raise ArchsimError(where(path, extra_data_message(top, seen_events)))
         if not seen_events:
             raise ArchsimError(
                 where(path, f"not a Kineto trace (no 'traceEvents' list{no_events_reason(top)})")
