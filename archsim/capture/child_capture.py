@@ -150,7 +150,6 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
     from archsim.capture.auto_markers import auto_markers
     from archsim.capture.cpu_clock import process_cpu_time
     from archsim.capture.kineto_merge import merge_windows
-    from archsim.capture.markers import outside_gaps
     from archsim.capture.unprofiled import timing_unprofiled_steps
 
     settings = child.settings
@@ -190,9 +189,8 @@ def _run_captured(child: ChildCapture, sidecar: dict[str, Any], args: Any, kwarg
         record_shapes=settings.record_shapes,
     )
 
-    def tick() -> None:
-        with outside_gaps():  # the tick is archsim's work, not the worker's: out of the next gap
-            profiler.step()
+    def tick() -> None:  # archsim's work, not the worker's: AutoMarker leaves it out of the gap
+        profiler.step()
 
     sidecar["complete"] = False
     try:

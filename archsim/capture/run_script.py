@@ -249,7 +249,6 @@ def capture_program(
     can say the capture was stopped)."""
     import tempfile
 
-    from archsim.capture import markers
     from archsim.capture.auto_markers import active_marker, auto_markers
     from archsim.capture.child_capture import Workers, note
     from archsim.capture.cpu_clock import process_cpu_time
@@ -280,8 +279,8 @@ def capture_program(
         ) as cap:
 
             def on_tick() -> None:
-                # the tick is archsim's work, not the program's: out of the next step's gap
-                with interrupts.held(), markers.outside_gaps():  # a Ctrl-C in an export waits
+                # archsim's work, not the program's: AutoMarker leaves it out of the next gap
+                with interrupts.held():  # a Ctrl-C in an export waits
                     cap.step()  # the profiler exports a window when it steps past its last step
                 if stop_when_recorded and roles.finished():
                     if marker.counts.stopped_when_recorded:  # it caught the last one and went on
