@@ -152,8 +152,10 @@ def test_every_preset_names_its_card_and_memory():
 def test_sms_override_keeps_the_physical_card():
     gpu = load_hw("dgx1-v100", ["gpu.sms=2"]).gpu
     assert (gpu.sms, gpu.card_sms) == (2, 80)
-    bigger = load_hw("dgx1-v100", ["gpu.sms=160"]).gpu  # a what-if card larger than the V100
-    assert bigger.card_sms == 160
+    # a what-if card larger than the V100: its SMs are the V100's, each drawing what one of the 80
+    # draws (tests/test_physics_round5.py), not the TDP spread over 160
+    bigger = load_hw("dgx1-v100", ["gpu.sms=160"]).gpu
+    assert bigger.card_sms == 80
 
 
 def test_sms_override_keeps_the_card_of_a_config_that_does_not_name_it(tmp_path):

@@ -135,8 +135,9 @@ class GpuConfig(_Strict):
 
     @property
     def card_sms(self) -> int:
-        """SMs of the physical card (at least the enabled ``sms``): the power model's denominator."""
-        return max(self.sms, self.physical_sms or self.sms)
+        """SMs of the physical card: the power model's denominator. A what-if ``sms`` above it is
+        a larger card of the same SMs, each drawing what the card's SMs draw (sm_share_of_card)."""
+        return self.physical_sms or self.sms
 
     @property
     def card_clock(self) -> float:

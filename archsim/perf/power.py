@@ -43,10 +43,14 @@ def sm_share_of_card(
 ) -> np.ndarray:
     """Share of the physical card's SMs in use, from the share of the ENABLED SMs in use.
 
-    ``physical_sms`` below ``enabled_sms`` (a what-if card with more SMs than the preset's) counts
-    the enabled SMs as the card: its TDP is then spread over more SMs.
+    ``enabled_sms`` above ``physical_sms`` (a what-if card with more SMs than the preset's) gives a
+    share above 1: each SM draws what one of the card's SMs draws, so all of them busy ask for more
+    than the TDP and the power cap lowers their clock (archsim.sim.power_cap), as a power-limited
+    part does. Before, the enabled SMs counted as the card and its TDP was spread over them, so
+    more SMs drew less for the same work (dgx-a100, DQN, 16 actors, ``--set gpu.sms``: 108 SMs
+    248 W, 200 SMs 241 W, 400 SMs 220 W at the same 17,560-17,576 frames/s).
     """
-    card = max(physical_sms, enabled_sms, 1)
+    card = max(physical_sms, 1)
     return np.clip(np.asarray(sm_fraction, dtype=float), 0.0, 1.0) * (enabled_sms / card)
 
 
@@ -60,7 +64,8 @@ def gpu_power_w(
     clock_rel: float = 1.0,
     tdp_clip: bool = True,
 ) -> np.ndarray:
-    """Power of one GPU whose SMs are busy ``sm_share`` of the card (time mean, in [0, 1]) and whose
+    """Power of one GPU whose SMs are busy ``sm_share`` of the card (time mean: in [0, 1] on the
+    physical card, above 1 on a what-if card with more SMs, sm_share_of_card) and whose
     kernels move ``dram_bytes_per_s`` to and from DRAM; within [idle_w, max_w] (``tdp_clip`` False:
     not clipped at TDP).
 
@@ -95,7 +100,8 @@ def gpu_dynamic_w(
     dram_w_per_bps = dram_pj_per_bit * PJ * BITS_PER_BYTE
     dram_full_w = min(dram_peak_w(dram_bw_gbs, dram_pj_per_bit), budget_w)
     sm_dynamic_w = (budget_w - dram_full_w) * max(clock_rel, 0.0)
-    share = np.clip(np.asarray(sm_share, dtype=float), 0.0, 1.0)
+    # above 1: a what-if card with more SMs than the physical one (sm_share_of_card)
+    share = np.maximum(np.asarray(sm_share, dtype=float), 0.0)
     dram_w = np.maximum(np.asarray(dram_bytes_per_s, dtype=float), 0.0) * dram_w_per_bps
     return sm_dynamic_w * share, dram_w
 

@@ -1,0 +1,81 @@
+"""Physics invariants, round 5: what-ifs beyond the physical card (more SMs than it has) under the
+power cap, and the other knobs rounds 1-4 left out.
+
+The runs are dqn-pong-cpu with 16 actors for 0.5 s on the fast engine (0.2-0.7 s of CPU each).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archsim.hw import load_hw
+from archsim.hw.presets import list_presets
+from archsim.perf.power import dram_peak_w, gpu_dynamic_w, sm_share_of_card
+from archsim.sim.config import SimConfig
+from archsim.sim.run import simulate
+from archsim.trace import load
+
+ROOT = Path(__file__).resolve().parents[1]
+NOISE = 0.02
+GPU_PRESETS = tuple(p for p in list_presets() if p != "local" and load_hw(p).gpu is not None)
+
+
+@functools.cache
+def _trace(name: str):
+    return load(ROOT / "traces" / name)
+
+
+@functools.cache
+def _short(preset: str, overrides: tuple[str, ...] = (), trace: str = "dqn-pong-cpu", **knobs):
+    config = SimConfig(sim_seconds=0.5, actors=16, **knobs)
+    return simulate(_trace(trace), load_hw(preset, list(overrides)), config)
+
+
+def test_a_what_if_sm_draws_what_one_of_the_cards_sms_draws_worked_by_hand():
+    """dgx1-v100 (55-300 W, 900 GB/s HBM2 at 3.9 pJ/bit: 28.08 W at peak): the SMs' budget is
+    300 - 55 - 28.08 = 216.92 W over the card's 80 SMs. A what-if card of 160 SMs, all busy, asks
+    twice that (the power cap then lowers its clock); 2 of the 80 busy ask 2/80 of it."""
+    gpu = load_hw("dgx1-v100").gpu
+    budget_w = 300 - 55 - dram_peak_w(900, 3.9)
+    assert budget_w == pytest.approx(216.92)
+    for enabled, want in ((160, 2 * budget_w), (80, budget_w), (2, budget_w * 2 / 80)):
+        share = sm_share_of_card(1.0, enabled, gpu.card_sms)
+        sm_w, _ = gpu_dynamic_w(share, 0.0, 55, 300, 900, 3.9)
+        assert float(sm_w) == pytest.approx(want)
+    assert load_hw("dgx1-v100", ["gpu.sms=160"]).gpu.card_sms == 80
+
+
+def test_more_sms_than_the_card_never_draw_less_for_the_same_work():
+    """The fault: a what-if card with more SMs than the preset's spread the TDP over all of them, so
+    each SM drew less the more there were: dgx-a100, DQN, 16 actors, the same 17,560-17,576
+    frames/s at 248 W on its 108 SMs, 241 W on 200, 220 W on 400. Now 248, 277, 277 W: the busy
+    SMs of a larger card each draw what an A100 SM draws (the 200-SM card's small kernels spread
+    over more SMs for the same time)."""
+    runs = [_short("dgx-a100", (f"gpu.sms={n}",)).metrics for n in (108, 200, 400)]
+    for fewer, more in zip(runs[:-1], runs[1:], strict=True):
+        assert more["frames_per_s"] == pytest.approx(fewer["frames_per_s"], rel=NOISE)
+        assert more["gpu_power_w"] >= fewer["gpu_power_w"] * (1 - 1e-9)
+
+
+@settings(max_examples=3, deadline=None)
+@given(preset=st.sampled_from(GPU_PRESETS), factor=st.sampled_from((2, 4)))
+def test_a_larger_card_of_the_same_sms_is_within_tdp_and_draws_no_less_for_no_less_work(
+    preset, factor
+):
+    """Every GPU preset at 2x or 4x its SMs (up to the limit, 1,024): the mean power stays within [idle, TDP] (the cap
+    lowers the clock of a card whose busy SMs ask for more), and a card that does at least the
+    smaller one's work draws at least its power."""
+    hw = load_hw(preset)
+    small = _short(preset).metrics
+    big_run = _short(preset, (f"gpu.sms={min(hw.gpu.sms * factor, 1024)}",))  # limits: 1,024
+    big = big_run.metrics
+    assert big_run.clock_caps.within(), big_run.clock_caps
+    assert hw.gpu.idle_power_w - 1e-9 <= big["gpu_power_w"] <= hw.gpu.max_power_w + 1e-9
+    more_work = all(big[k] >= small[k] for k in ("frames_per_s", "learner_updates_per_s"))
+    if more_work:
+        assert big["gpu_power_w"] >= small["gpu_power_w"] * (1 - NOISE), (preset, factor)
