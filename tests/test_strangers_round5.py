@@ -190,3 +190,65 @@ def test_a_hand_written_env_marked_as_env_step_counts_as_a_gymnasium_one(tmp_pat
         f"capture run: corridor stepped no gymnasium environment: its {actor_steps} actor steps "
         "are counted by its acting forwards, not its env steps"
     ) in captured.err
+
+
+# N CartPoles in a Python list, no vector env: one forward acts for all of them on their stacked
+# observations (batch N), then each is stepped in turn. argv: iterations.
+ENV_LIST = textwrap.dedent(
+    """
+    import sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    torch.set_num_threads(1); torch.manual_seed(0); np.random.seed(0)
+    N = 4
+    envs = [gym.make("CartPole-v1") for _ in range(N)]
+    obs = np.stack([e.reset(seed=i)[0] for i, e in enumerate(envs)])
+    q = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 2))
+    opt = torch.optim.Adam(q.parameters(), lr=1e-3)
+    n = int(sys.argv[1])
+    O = np.zeros((n * N, 4), "f"); k = 0
+    env_steps = acted = updates = 0
+    for t in range(n):
+        with torch.no_grad():
+            acts = q(torch.as_tensor(obs)).argmax(1).numpy()
+        acted += 1
+        O[k:k + N] = obs; k += N
+        nxt = []
+        for e, a in zip(envs, acts):
+            o, r, term, trunc, _ = e.step(int(a)); env_steps += 1
+            nxt.append(e.reset()[0] if term or trunc else o)
+        obs = np.stack(nxt)
+        if t >= 5:
+            i = np.random.randint(0, k, 32)
+            loss = q(torch.as_tensor(O[i])).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step(); updates += 1
+    print(f"COUNTS env_steps={env_steps} acted={acted} updates={updates}")
+    """
+)
+
+
+def test_acting_for_a_list_of_envs_at_once_is_acting(tmp_path, capsys):
+    """The batch-4 forward was no environment's batch, so it was a train forward: it opened learner
+    steps of batch 4 that trained nothing (one of the two recorded) and the actor steps had no
+    ``act``. Now 4 distinct envs stepped between two forwards make 4 an acting batch: every
+    recorded learner step is an update of 32, the acting is in the actor steps (one in 4, the
+    first of each round), and the counts and pacing are the script's. (About 1 s.)"""
+    out = tmp_path / "cap"
+    script = _script(tmp_path, ENV_LIST, "env_list.py")
+    assert main(["capture", "run", "--out", str(out), *SCHEDULE, "--", script, "40"]) == 0
+    did = _counts(capsys.readouterr().out)
+    assert did == {"env_steps": 160, "acted": 40, "updates": 35}
+    trace = load(out)
+    workload = trace.meta["workload"]
+    counts = workload["settings"]["counts"]
+    assert counts["env_steps"] == counts["transitions"] == counts["actor_steps"] == 160
+    assert (counts["learner_steps"], counts["samples"]) == (35, 35 * 32)
+    assert workload["samples_per_insert"] == 32 / 4  # 34 x 32 samples over 136 transitions
+    steps, ops = trace.steps, trace.ops
+    learner = steps[steps.role.astype(str) == "learner"]
+    assert set(learner.batch_size) == {32} and (learner.optimizer_step_us > 0).all()
+    acting = ops[ops.phase.astype(str) == "act"]
+    assert set(steps.set_index("step_id").loc[acting.step_id.unique(), "role"]) == {"actor"}

@@ -148,6 +148,7 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
         self._env_id = 0
         self.env_batch: int | None = None
         self.env_batches: set[int] = set()  # every env's (archsim.capture.env_markers)
+        self._round: dict[int, int] = {}  # envs stepped since the last outermost forward
         self.frameskip: Any = None  # archsim.capture.frameskip.FrameSkip, once an env has stepped
         self.obs_ndim: int | None = None
         self.obs_key_ndim: dict[str, int] = {}
@@ -276,10 +277,11 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
                 self._note_backward()
                 return result
             if phase == "env_step":  # a hand-written env (--phase-fn ...=env_step): as a gym one's
-                if args and callable(getattr(args[0], "step", None)):  # a method: its env
-                    self._note_env(args[0])
+                env = args[0] if args and callable(getattr(args[0], "step", None)) else None
+                if env is not None:  # a method: its env
+                    self._note_env(env)
                 result = self._marked(phase, original, args, kwargs)
-                self.env_stepped()
+                self.env_stepped(env)
                 return result
             if phase == "optimizer_step":  # a hand-written update (--phase-fn ...=optimizer_step)
                 result = self._marked(phase, original, args, kwargs)

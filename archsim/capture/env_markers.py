@@ -29,6 +29,8 @@ class EnvMarking:
     counts: Any
     env_batch: int | None
     env_batches: set[int]  # of every env stepped or reset so far
+    # the envs stepped since the last outermost forward: {id: batch} (see close_round)
+    _round: dict[int, int]
     frameskip: Any  # archsim.capture.frameskip.FrameSkip of the env last stepped
     obs_ndim: int | None
     obs_key_ndim: dict[str, int]  # a Dict observation space's rank of each key's observation
@@ -73,14 +75,28 @@ class EnvMarking:
                 return original(env, *args, **kwargs)
             self._note_env(env)
             result = self._marked("env_step", original, (env, *args), kwargs)
-            self.env_stepped()
+            self.env_stepped(env)
             return result
 
         return step
 
-    def env_stepped(self) -> None:
-        """An outermost env step ended (a gymnasium env's, or a function marked ``env_step``):
-        the open actor step has stepped, and its transitions count."""
+    def close_round(self) -> None:
+        """An outermost forward starts: the envs stepped since the last one were a round of the
+        loop. Several distinct envs in a round (a Python list of envs, stepped one by one) are
+        acted for together: their summed batch is an acting batch too (a forward on the stacked
+        observations of 4 CartPoles, batch 4, had opened learner steps of batch 4 that trained
+        nothing and took the acting out of the actor steps). The first round's forward comes
+        before any round ended, before training."""
+        if len(self._round) > 1:
+            self.env_batches.add(sum(self._round.values()))
+        self._round.clear()
+
+    def env_stepped(self, env: Any = None) -> None:
+        """An outermost env step of ``env`` ended (a gymnasium env's, or a function marked
+        ``env_step``; None: not a method of an env): the open actor step has stepped, and its
+        transitions count."""
+        if env is not None:
+            self._round[id(env)] = self.env_batch or 1
         self.resolve_ambiguous(False)  # the grad-on forwards before it acted
         self._actor_stepped = True
         self.counts.env_steps += 1

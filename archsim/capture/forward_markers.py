@@ -40,6 +40,8 @@ class ForwardMarking:
     _marked: Callable[..., Any]
     _learner_stepped: bool  # archsim.capture.learner_markers: an update goes on on its draw only
     _close_learner: Callable[[], None]
+    _round: dict[int, int]
+    close_round: Callable[[], None]  # archsim.capture.env_markers
     same_draw: Callable[[list[Any]], bool]
     note_draw: Callable[[list[Any]], None]
 
@@ -90,6 +92,8 @@ class ForwardMarking:
             ):  # nested (submodules): as fast as can be
                 return original(module, *args, **kwargs)
             # read once per call: the hot path of every outermost forward
+            if self._round:
+                self.close_round()
             batch = self._batch_of(args, kwargs)
             grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
             stepped = self._learner is not None and self._learner_stepped
