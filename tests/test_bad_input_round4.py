@@ -108,3 +108,116 @@ def test_a_yaml_input_that_is_not_utf8_still_names_the_byte_at_its_file_offset(t
     assert main(["hw", "show", str(config)]) == 2
     line = error_line(capsys)
     assert "byte 0xff at offset 20011" in line
+
+
+# --- metrics.json edited by hand, or not a small regular file ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_simulations(trace_dir, tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("sims")
+    argv = ["simulate", str(trace_dir), "--actors", "4", "--inference-batch", "4"]
+    assert main([*argv, "--sim-seconds", "0.02", "--out", str(root / "a")]) == 0
+    return root / "a", root / "a"  # B is a copy of A, edited per test
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("NaN", "NaN is not JSON"),
+        ("-Infinity", "-Infinity is not JSON"),
+        ("1e400", "1e400 is not a finite number"),
+    ],
+)
+def test_a_metrics_json_with_a_non_finite_number_is_refused(
+    two_simulations, tmp_path, capsys, value, needle
+):
+    # Before: accepted, and `compare --json` printed Infinity (not JSON) in its rows.
+    import shutil
+
+    a, _ = two_simulations
+    b = Path(shutil.copytree(a, tmp_path / "b"))
+    text = (b / "metrics.json").read_text()
+    (b / "metrics.json").write_text(text.replace('"actors": 4', f'"actors": {value}', 1))
+    assert main(["compare", str(a), str(b), "--json"]) == 2
+    line = error_line(capsys)
+    assert str(b / "metrics.json") in line and needle in line
+
+
+def test_a_huge_metrics_json_is_refused_without_reading_it(two_simulations, tmp_path, capsys):
+    # Before: a 600 MB metrics.json took 1.3 GB peak RSS before json.loads refused it.
+    import shutil
+
+    a, _ = two_simulations
+    b = Path(shutil.copytree(a, tmp_path / "b"))
+    with open(b / "metrics.json", "ab") as handle:
+        handle.truncate(2**30)
+    tracemalloc.start()
+    try:
+        assert main(["compare", str(a), str(b)]) == 2
+        peak_bytes = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak_bytes < 64 * 2**20
+    assert "over 16 MiB" in error_line(capsys)
+
+
+# --- sweep.csv edited by hand ------------------------------------------------------------------
+
+SWEEP = ["--actors", "4,8", "--inference-batch", "4", "--sim-seconds", "0.02", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(trace_dir, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sweep") / "sw"
+    assert main(["sweep", str(trace_dir), *SWEEP, "--out", str(out)]) == 0
+    return out
+
+
+def _edit_cell(lines: list[str], line: int, column: int, value: str) -> None:
+    cells = lines[line].rstrip("\n").split(",")
+    cells[column] = value
+    lines[line] = ",".join(cells) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        # before: a ValueError traceback from the Parquet stream ("write to closed file")
+        (lambda ls: _edit_cell(ls, 1, 3, "fast"), "line 2, column frames_per_s is 'fast'"),
+        (lambda ls: _edit_cell(ls, 1, 0, "four"), "line 2, column actors is 'four'"),
+        (lambda ls: _edit_cell(ls, 1, 0, "4.0"), "column actors is '4.0' (expected an integer"),
+        # before: cut there as a torn write, silently dropping the finished rows after it
+        (lambda ls: ls.__setitem__(1, ls[1].rstrip("\n") + ",extra\n"), "line 2 has"),
+        (lambda ls: ls.__setitem__(1, ls[1].rsplit(",", 3)[0] + "\n"), "line 2 has"),
+        (lambda ls: ls.__setitem__(1, '"' + ls[1]), "line 2 has 1 cells"),
+        # before: resumed, and sweep.parquet held the point twice
+        (lambda ls: ls.insert(2, ls[1]), "line 3 repeats the point of line 2"),
+    ],
+)
+def test_a_hand_edited_sweep_csv_is_named_and_kept_whole(
+    trace_dir, finished_sweep, tmp_path, capsys, edit, needle
+):
+    import shutil
+
+    out = Path(shutil.copytree(finished_sweep, tmp_path / "sw"))
+    lines = (out / "sweep.csv").read_text().splitlines(keepends=True)
+    edit(lines)
+    (out / "sweep.csv").write_text("".join(lines))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(["sweep", str(trace_dir), *SWEEP, "--out", str(out)]) == 2
+    line = error_line(capsys)
+    assert str(out / "sweep.csv") in line and needle in line
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing lost or added
+
+
+def test_a_torn_last_row_is_still_cut_and_rerun(trace_dir, finished_sweep, tmp_path, capsys):
+    import shutil
+
+    out = Path(shutil.copytree(finished_sweep, tmp_path / "sw"))
+    lines = (out / "sweep.csv").read_text().splitlines(keepends=True)
+    lines[-1] = lines[-1][: len(lines[-1]) // 2]  # a crash in the middle of the last append
+    (out / "sweep.csv").write_text("".join(lines))
+    assert main(["sweep", str(trace_dir), *SWEEP, "--out", str(out)]) == 0
+    rows = (out / "sweep.csv").read_text().splitlines()
+    assert len(rows) == 3 and {r.split(",")[0] for r in rows[1:]} == {"4", "8"}

@@ -201,19 +201,56 @@ class ResultsFile:
                 "(use a new --out, or --force to start over)"
             )
         keep = [lines[0]]
-        keys = set()
-        for line in lines[1:]:
+        keys: dict[tuple[str, ...], int] = {}
+        key_at = [self.columns.index(name) for name in sorted(self.spec.knob_names)]
+        kinds = self._column_kinds()
+        for number, line in enumerate(lines[1:], start=2):
             row = next(csv.reader([line]), [])
             if len(row) != len(self.columns) or not line.endswith("\n"):
-                break  # torn write: everything before it is intact
+                if number == len(lines):
+                    break  # torn write of the last row: everything before it is intact
+                # Rows are appended whole, so only the last can be torn: a bad row inside the file
+                # was edited, and cutting there (as before) dropped every finished row after it.
+                raise ArchsimError(
+                    f"{self.csv}: line {number} has {len(row)} cells where this sweep writes "
+                    f"{len(self.columns)} (use a new --out, or --force to start over)"
+                )
+            self._check_cells(number, row, kinds)
+            key = tuple(row[at] for at in key_at)
+            if key in keys:
+                raise ArchsimError(
+                    f"{self.csv}: line {number} repeats the point of line {keys[key]} "
+                    "(use a new --out, or --force to start over)"
+                )
             keep.append(line)
-            keys.add(tuple(row[self.columns.index(name)] for name in sorted(self.spec.knob_names)))
+            keys[key] = number
         if len(keep) != len(lines):
             from archsim.atomic import atomic_output_file
 
             with atomic_output_file(self.csv) as handle:
                 handle.write("".join(keep))
-        return keys
+        return set(keys)
+
+    def _column_kinds(self) -> list[str]:
+        from archsim.analysis.sweep_store import column_types
+
+        types = column_types(self.spec.knobs, tuple(self.columns[len(self.spec.knob_names) :]))
+        return [types[name] for name in self.columns]
+
+    def _check_cells(self, number: int, row: list[str], kinds: list[str]) -> None:
+        """Each cell parses as its column's type (empty is a missing value), as the Parquet table
+        built from these rows needs: a hand-edited 'fast' was a ValueError traceback there."""
+        for column, cell, kind in zip(self.columns, row, kinds, strict=True):
+            if cell == "" or kind == "string":
+                continue
+            try:
+                int(cell) if kind == "int64" else float(cell)
+            except ValueError:
+                expected = "an integer" if kind == "int64" else "a number"
+                raise ArchsimError(
+                    f"{self.csv}: line {number}, column {column} is {cell[:40]!r} (expected "
+                    f"{expected}; use a new --out, or --force to start over)"
+                ) from None
 
     def _add_column(self, lines: list[str], old: list[str]) -> list[str]:
         """An older sweep.csv's lines (header ``old``) with the ADDED_COLUMNS it lacks added
