@@ -252,3 +252,74 @@ def test_acting_for_a_list_of_envs_at_once_is_acting(tmp_path, capsys):
     assert set(learner.batch_size) == {32} and (learner.optimizer_step_us > 0).all()
     acting = ops[ops.phase.astype(str) == "act"]
     assert set(steps.set_index("step_id").loc[acting.step_id.unique(), "role"]) == {"actor"}
+
+
+# A DQN-like update written as a closure handed to optimizer.step (as LBFGS needs, and any torch
+# optimizer takes). argv: optimizer (adam, lbfgs), env steps.
+CLOSURE = textwrap.dedent(
+    """
+    import sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    torch.set_num_threads(1); torch.manual_seed(0); np.random.seed(0)
+    env = gym.make("CartPole-v1")
+    q = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 2))
+    if sys.argv[1] == "lbfgs":
+        opt = torch.optim.LBFGS(q.parameters(), lr=0.1, max_iter=4)
+    else:
+        opt = torch.optim.Adam(q.parameters(), lr=1e-3)
+    n = int(sys.argv[2])
+    O = np.zeros((n, 4), "f")
+    obs, _ = env.reset(seed=0)
+    env_steps = updates = evaluations = 0
+    for t in range(n):
+        with torch.no_grad():
+            a = int(q(torch.as_tensor(obs)).argmax())
+        O[t] = obs
+        obs, r, term, trunc, _ = env.step(a); env_steps += 1
+        if term or trunc:
+            obs, _ = env.reset()
+        if t >= 8:
+            x = torch.as_tensor(O[np.random.randint(0, t, 32)])
+            def closure():
+                global evaluations
+                opt.zero_grad()
+                loss = q(x).pow(2).mean()
+                loss.backward()
+                evaluations += 1
+                return loss
+            opt.step(closure); updates += 1
+    print(f"COUNTS env_steps={env_steps} updates={updates} evaluations={evaluations}")
+    """
+)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "lbfgs"])
+def test_an_update_in_an_optimizer_closure_is_a_train_forward_and_backward(
+    tmp_path, capsys, optimizer
+):
+    """``opt.step(closure)``: the closure's forward and backward ran inside the optimizer step,
+    unmarked, so the update of 32 was all optimizer_step at batch 1 (pacing 1 sample per
+    transition for the script's 32). Now they are the update's train_forward and train_backward
+    and its batch is 32; LBFGS evaluates the closure up to 5 times a step (max_iter 4) on the same
+    32 samples, which count once. (About 1 s each.)"""
+    out = tmp_path / "cap"
+    script = _script(tmp_path, CLOSURE, "closure_update.py")
+    assert (
+        main(["capture", "run", "--out", str(out), *SCHEDULE, "--", script, optimizer, "40"]) == 0
+    )
+    did = _counts(capsys.readouterr().out)
+    assert (did["env_steps"], did["updates"]) == (40, 32)
+    assert did["evaluations"] > 32 if optimizer == "lbfgs" else did["evaluations"] == 32
+    trace = load(out)
+    workload = trace.meta["workload"]
+    counts = workload["settings"]["counts"]
+    assert (counts["learner_steps"], counts["samples"]) == (32, 32 * 32)
+    assert workload["samples_per_insert"] == 32.0
+    learner = trace.steps[trace.steps.role.astype(str) == "learner"]
+    assert set(learner.batch_size) == {32}
+    for phase in ("train_forward", "train_backward", "optimizer_step"):
+        assert (learner[f"{phase}_cpu_us"] > 0).all(), phase

@@ -137,17 +137,53 @@ class LearnerMarking:
         if self._learner_stepped:
             self._close_learner()
 
-    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         if _get_ident() != self._thread:  # a learner thread: counted, so the refusal can say so
             self.counts.other_thread_optimizer_steps += 1
         if not self._outermost():
             self._opt_stack.append(None)
-            return
+            return None
         self._begin("optimizer_step")
         self._depth += 1
         marker = markers.phase("optimizer_step")
         marker.__enter__()
         self._opt_stack.append(marker)
+        return self._mark_closure(args, kwargs)
+
+    def _mark_closure(self, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
+        """``optimizer.step(closure)`` (LBFGS, SAM, any optimizer given one) runs the update's
+        forward and backward inside the optimizer step: unmarked there, a closure's update of 32
+        was all ``optimizer_step`` at batch 1 (pacing 1 for 32). Its closure is wrapped so that
+        they are the step's ``train_forward``/``train_backward`` (the ``optimizer_step`` phase
+        paused around them); a closure evaluated again in the same step (LBFGS's line search)
+        re-reads the same draw, and its batch counts once."""
+        # torch's hooks get the step's own arguments: (optimizer, closure) or closure=...
+        closure = kwargs.get("closure") if "closure" in kwargs else (args[1:2] or (None,))[0]
+        if not callable(closure):
+            return None
+        calls = [0]
+        samples_after_first = [0]
+
+        def marked_closure(*c_args: Any, **c_kwargs: Any) -> Any:
+            marker = self._opt_stack[-1]
+            marker.__exit__(None, None, None)
+            self._depth -= 1
+            try:
+                return closure(*c_args, **c_kwargs)
+            finally:
+                calls[0] += 1
+                if calls[0] == 1:
+                    samples_after_first[0] = self._backward_samples
+                else:
+                    self._backward_samples = samples_after_first[0]
+                self._depth += 1
+                resumed = markers.phase("optimizer_step")
+                resumed.__enter__()
+                self._opt_stack[-1] = resumed
+
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": marked_closure}
+        return (args[0], marked_closure, *args[2:]), kwargs
 
     def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         marker = self._opt_stack.pop() if self._opt_stack else None
