@@ -245,10 +245,11 @@ TX1_DIFFERS = (
 )
 TX1_CAUSE = (
     "2015 Caffe/cuDNN 4 reached ~0.4 of the GM20B's FP32 peak at batch 128 (0.13 at batch 1); "
-    "the model assumes 0.85 (docs/ACCURACY.md, Jetson TX1 audit)"
+    "the model assumes 0.85, kept because other Maxwell parts give 0.3-1.0 (cuDNN R4 ran this "
+    "AlexNet at 1.0 of a Titan X's peak, FFT allowed): docs/ACCURACY.md, Jetson TX1 audit"
 )
 TX1_FP16_CAUSE = (
-    "two errors of opposite sign: the GEMM fraction too high (as FP32) and Caffe's native half2 "
+    "two errors of opposite sign: the FP32 rows' excess (as #7) and Caffe's native half2 "
     "gain (1.66x at batch 128) absent from PyTorch's FP32-compute fp16"
 )
 TX1_FP16_DIFFERS = (

@@ -69,7 +69,11 @@ ACHIEVED: dict[str, Achieved] = {
     # measurement of the GM20B was found. DRAM: the Pascal P100 fraction below (Jia et al. 2018, the
     # closest generation measured); GEMM: the Volta cuBLAS fraction (assumption, named as one: the
     # AlexNet comparison in docs/ACCURACY.md shows what the TX1 whitepaper's throughputs imply).
-    # Matrix units: none.
+    # Other Maxwell parts do not settle it: cuDNN R4 on a GM200 Titan X ran torchvision's AlexNet
+    # forward (batch 128, 182.8 GFLOP) in 27.65 ms, 6.61 TFLOP/s = 1.00 of 3072 x 2 x 1075 MHz, with
+    # FFT algorithms allowed (soumith/convnet-benchmarks, torch7/imagenet_winners/output.log), while
+    # cuDNN v2-era convolutions on a GTX 980 ran at 0.30-0.75 (Lavin 2015, arXiv:1501.06633): no
+    # single fraction to replace 0.85 (docs/ACCURACY.md, Jetson TX1 audit). Matrix units: none.
     "maxwell": Achieved(0.70, 0.85, 1.0, "Jia et al. 2018 (P100 DRAM); Volta GEMM rows (assumed)"),
     # Pascal: Jia et al. 2018 ("Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking",
     # arXiv:1804.06826, Table 3.1): P100 global memory 510 of 732 GB/s = 0.70. GEMM: the Volta
