@@ -7,12 +7,14 @@ The runs are dqn-pong-cpu with 16 actors for 0.5 s on the fast engine (0.2-0.7 s
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from archsim.errors import ArchsimError
 from archsim.hw import load_hw
 from archsim.hw.presets import list_presets
 from archsim.perf.power import dram_peak_w, gpu_dynamic_w, sm_share_of_card
@@ -79,3 +81,32 @@ def test_a_larger_card_of_the_same_sms_is_within_tdp_and_draws_no_less_for_no_le
     more_work = all(big[k] >= small[k] for k in ("frames_per_s", "learner_updates_per_s"))
     if more_work:
         assert big["gpu_power_w"] >= small["gpu_power_w"] * (1 - NOISE), (preset, factor)
+
+
+@pytest.mark.parametrize(
+    ("preset", "override", "key"),
+    [
+        ("dgx-a100", "cpu.idle_power_w=500", "cpu.idle_power_w = 500 W is above cpu.max_power_w"),
+        ("dgx-a100", "cpu.max_power_w=10", "cpu.idle_power_w = 65 W is above cpu.max_power_w"),
+        ("dgx-a100", "gpu.max_power_w=50", "gpu.idle_power_w = 55 W is above gpu.max_power_w"),
+        ("jetson-tx1", "gpu.idle_power_w=8", "gpu.idle_power_w = 8 W is above gpu.max_power_w"),
+    ],
+)
+def test_an_idle_power_above_the_tdp_is_refused_naming_the_keys(preset, override, key):
+    """The fault: dgx-a100 with a 500 W idle CPU socket under its 225 W TDP ran, drawing 500 W a
+    socket (1,110 W in all); jetson-tx1's GPU idling at 8 W under 7.5 drew 8; an A100 below its
+    55 W idle was refused naming gpu.dram_bw_gbs. Now one line names the idle and TDP keys, and the
+    CLI exits 2."""
+    with pytest.raises(ArchsimError, match=re.escape(key)) as error:
+        load_hw(preset, [override])
+    assert "\n" not in str(error.value) and override in str(error.value)
+
+
+def test_the_cli_refuses_an_idle_power_above_the_tdp_with_exit_2(tmp_path, capsys):
+    from archsim.cli import main
+
+    args = ["simulate", str(ROOT / "traces" / "dqn-pong-cpu"), "--hw", "dgx-a100"]
+    args += ["--set", "cpu.idle_power_w=500", "--out", str(tmp_path / "out")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cpu.idle_power_w = 500 W" in err

@@ -126,3 +126,18 @@ def check_hw_ranges(hw, source: str) -> None:
                 f"{source}: key {key} = {format_number(value)} is outside the supported range "
                 f"{limits.text()} ({limits.why}; docs/LIMITS.md)"
             )
+
+
+def check_hw_power(hw, source: str) -> None:
+    """Raise an ArchsimError naming ``source`` and the key when a CPU socket's or the GPU's idle
+    power is above its TDP: power stays within [idle, TDP], so such a part has no power it could
+    draw (a socket idling at 500 W under a 225 W TDP drew 500 W, above its TDP; a GPU's error named
+    its DRAM bandwidth instead)."""
+    for section in ("cpu", "gpu"):
+        part = getattr(hw, section)
+        if part is not None and part.idle_power_w > part.max_power_w:
+            raise ArchsimError(
+                f"{source}: key {section}.idle_power_w = {format_number(part.idle_power_w)} W is "
+                f"above {section}.max_power_w = {format_number(part.max_power_w)} W (a part idles "
+                "below its TDP; docs/LIMITS.md)"
+            )

@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from archsim.errors import ArchsimError
-from archsim.hw.limits import check_hw_ranges
+from archsim.hw.limits import check_hw_power, check_hw_ranges
 from archsim.hw.schema import HardwareConfig
 
 LOCAL = "local"
@@ -65,6 +65,7 @@ def validate_hw(data: Any, source: str) -> HardwareConfig:
     except ValidationError as exc:
         raise ArchsimError(_format_validation_error(source, exc)) from None
     check_hw_ranges(hw, source)  # documented ranges (docs/LIMITS.md), before any work
+    check_hw_power(hw, source)  # idle within TDP
     return hw
 
 
