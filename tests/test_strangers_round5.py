@@ -323,3 +323,71 @@ def test_an_update_in_an_optimizer_closure_is_a_train_forward_and_backward(
     assert set(learner.batch_size) == {32}
     for phase in ("train_forward", "train_backward", "optimizer_step"):
         assert (learner[f"{phase}_cpu_us"] > 0).all(), phase
+
+
+# DQfD-style: pre-train on demonstrations (no env step yet), then act and fine-tune online with
+# an update of 32 every 4 env steps. argv: pre-training updates, env steps.
+PRETRAIN = textwrap.dedent(
+    """
+    import sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    torch.set_num_threads(1); torch.manual_seed(0); np.random.seed(0)
+    env = gym.make("CartPole-v1")
+    q = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 2))
+    opt = torch.optim.Adam(q.parameters(), lr=1e-3)
+    demos = np.random.randn(500, 4).astype("f")
+    pre, n = int(sys.argv[1]), int(sys.argv[2])
+    pre_updates = updates = env_steps = 0
+    for _ in range(pre):
+        x = torch.as_tensor(demos[np.random.randint(0, 500, 64)])
+        loss = q(x).pow(2).mean()
+        opt.zero_grad(); loss.backward(); opt.step(); pre_updates += 1
+    O = np.zeros((n, 4), "f")
+    obs, _ = env.reset(seed=0)
+    for t in range(n):
+        with torch.no_grad():
+            a = int(q(torch.as_tensor(obs)).argmax())
+        O[t] = obs
+        obs, r, term, trunc, _ = env.step(a); env_steps += 1
+        if term or trunc:
+            obs, _ = env.reset()
+        if t % 4 == 0:
+            x = torch.as_tensor(O[np.random.randint(0, t + 1, 32)])
+            loss = q(x).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step(); updates += 1
+    print(f"COUNTS pre_updates={pre_updates} env_steps={env_steps} updates={updates}")
+    """
+)
+
+
+def test_pre_training_before_the_loop_acts_is_not_its_pacing_or_its_windows(tmp_path, capsys):
+    """100 updates of 64 on demonstrations, then 60 env steps with an update of 32 every 4th: the
+    schedule started at the first pre-training update, so the window held pre-training updates of
+    64 only, and the pacing counted their samples (102.4 per transition on 200 + 200, not 8). Now
+    the schedule starts at the first update after the loop acts (t=0), and the pacing is the 14
+    updates of 32 from t=4 over the 59 env steps after it. A program that only pre-trains is
+    refused for having no actor step, not told it made no optimizer step. (About 1.5 s.)"""
+    out = tmp_path / "cap"
+    script = _script(tmp_path, PRETRAIN, "dqfd.py")
+    assert main(["capture", "run", "--out", str(out), *SCHEDULE, "--", script, "100", "60"]) == 0
+    did = _counts(capsys.readouterr().out)
+    assert did == {"pre_updates": 100, "env_steps": 60, "updates": 15}
+    trace = load(out)
+    workload = trace.meta["workload"]
+    counts = workload["settings"]["counts"]
+    assert (counts["learner_steps"], counts["samples"]) == (115, 100 * 64 + 15 * 32)
+    assert workload["samples_per_insert"] == pytest.approx(14 * 32 / 59)
+    learner = trace.steps[trace.steps.role.astype(str) == "learner"]
+    assert len(learner) and set(learner.batch_size) == {32}
+
+    offline = tmp_path / "offline"
+    assert main(["capture", "run", "--out", str(offline), *SCHEDULE, "--", script, "50", "0"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "archsim: error: capture run: dqfd stepped no gymnasium environment and ran no acting "
+        "forward pass, so it has no actor step; mark its env step with "
+        "--phase-fn MODULE:QUALNAME=env_step"
+    )

@@ -195,10 +195,18 @@ class LearnerMarking:
 
     def _learner_step_done(self) -> None:
         """An optimizer step ended: the update may go on (another optimizer on its draw) until
-        the loop moves on (see the module), and training has started."""
+        the loop moves on (see the module), and training has started, unless the program has
+        not acted yet: updates before its first actor step, with no worker processes that act,
+        pre-train (on demonstrations, DQfD-style, or an offline data set before fine-tuning
+        online). They are not the loop: its schedule starts at the first update after it acts,
+        and their samples are not its pacing (200 pre-training updates of 64 before a CartPole
+        loop's 1 update of 32 every 4 env steps read 102.4 samples per transition, not 8, and
+        its first window held pre-training updates only)."""
         if self._learner is not None:
             self._learner_stepped = True
             self.counts.optimizer_steps += 1
+        if not self.seen_learner and not (self.counts.actor_steps or self.counts.worker_processes):
+            return  # pre-training
         if not self.seen_learner and self._workers is not None:
             self._workers.learning_started()
         self.seen_learner = True

@@ -314,7 +314,7 @@ def capture_program(
                     "step: the schedule's windows are all recorded (--stop-when-recorded)"
                 )
             worker_counts = workers.env_counts()  # actors in worker processes (mp.Process targets)
-            if counts.learner_steps and not marker.seen_learner:  # no optimizer step closed one
+            if counts.learner_steps and not counts.optimizer_steps:  # none closed a learner step
                 raise ArchsimError(
                     f"capture run: {program.name} ran {counts.learner_steps} training passes but no "
                     "torch.optim.Optimizer.step, so its training never started for the schedule; "
