@@ -22,6 +22,7 @@ DATA = Path(__file__).parent / "data"
 ASCEND = DATA / "ascend_npu_trace_view_overlap.json.gz"
 NSYS = DATA / "nsys_export_jsonlines_nvtx.jsonl.gz"
 TB_MEMORY = DATA / "kineto_tb_plugin_memory_view.json.gz"
+L20_EMPTY = DATA / "rlinsight_verl_l20_empty_window.json.gz"
 
 # OrangeRedeng/profile, trace_view.json, commit 0907491680b40666a841af70cdf96e8f5405bfee: the
 # whole file as a clone without git-lfs checks it out (134 bytes; git-lfs docs/spec.md's format).
@@ -141,3 +142,17 @@ def test_memory_instants_among_legacy_events(capsys, tmp_path: Path) -> None:
     assert math.isfinite(got["gpu_seconds"]) and got["gpu_seconds"] > 0
     assert main(["ingest", str(TB_MEMORY), "--out", str(tmp_path / "tr")]) == 0
     assert main(["trace", "info", str(tmp_path / "tr")]) == 0
+
+
+def test_window_with_only_a_runtime_call(capsys, tmp_path: Path) -> None:
+    """rl-insight's example of a VeRL rollout trace on an L20: one complete event, a 10.08 s
+    cudaMemGetInfo, and two instants. Before: 'none of its 4 events is a complete ('X') or
+    'B'/'E' span', which is false. Now the refusal names what the window did record."""
+    with gzip.open(L20_EMPTY) as f:
+        doc = json.load(f)
+    (complete,) = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert (complete["name"], complete["dur"]) == ("cudaMemGetInfo", 10083720.552)
+    assert doc["deviceProperties"][0]["name"] == "NVIDIA L20"
+    for err in _refusals(capsys, L20_EMPTY, tmp_path):
+        assert "its only complete events are 1 'cuda_runtime' (cudaMemGetInfo)" in err, err
+        assert "recorded no op and no GPU activity" in err and "none of its" not in err, err

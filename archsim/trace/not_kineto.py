@@ -39,6 +39,17 @@ def _not_profiler_events(kt: KinetoTrace) -> str:
         top = sorted(kt.skipped_categories.items(), key=lambda kv: -kv[1])[:3]
         listed = ", ".join(f"'{c}' ({n:,})" for c, n in top)
         return f" (its complete events are of categories {listed})"
+    if len(kt.events):
+        # read, but none an op or GPU activity: a window that caught only runtime calls or
+        # annotations (rl-insight's VeRL rollout trace on an L20: one 10 s cudaMemGetInfo)
+        cats = kt.events["cat"].astype(str).value_counts()
+        listed = ", ".join(f"{n:,} '{c}'" for c, n in cats.items())
+        names = list(dict.fromkeys(str(name)[:60] for name in kt.events["name"]))
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        return (
+            f" (its only complete events are {listed} ({shown}): the profiling window recorded "
+            "no op and no GPU activity)"
+        )
     if kt.n_events:
         return (
             f" (none of its {kt.n_events:,} events is a complete ('X') or 'B'/'E' span)"
