@@ -20,6 +20,7 @@ from tests.test_public_traces import _predict_json
 
 DATA = Path(__file__).parent / "data"
 ASCEND = DATA / "ascend_npu_trace_view_overlap.json.gz"
+ASCEND_OPS = DATA / "ascend_npu_trace_view_cpu_ops.json.gz"
 NSYS = DATA / "nsys_export_jsonlines_nvtx.jsonl.gz"
 TB_MEMORY = DATA / "kineto_tb_plugin_memory_view.json.gz"
 L20_EMPTY = DATA / "rlinsight_verl_l20_empty_window.json.gz"
@@ -64,6 +65,23 @@ def test_ascend_trace_view_named(capsys, tmp_path: Path) -> None:
     for err in _refusals(capsys, ASCEND, tmp_path):
         assert "an Ascend NPU trace: a process labelled 'NPU 0'" in err, err
         assert "torch_npu" in err and "legacy" not in err, err
+
+
+def test_ascend_string_times_named(capsys, tmp_path: Path) -> None:
+    """rl-insight's NPU memory sample: 13 cpu ops whose 'ts' are decimal strings. The refusal of
+    the first op's time (it was 'non-numeric' alone) now says who writes times as text."""
+    with gzip.open(ASCEND_OPS) as f:
+        events = json.load(f)
+    assert len(events) == 13 and {e["cat"] for e in events} == {"cpu_op"}
+    assert events[0]["ts"] == "1779785515694669.2" and events[-1]["name"] == "npu::_npu_dtype_cast"
+    for err in _refusals(capsys, ASCEND_OPS, tmp_path):
+        assert "event #0 (cpu_op 'aten::add') has a non-numeric 'ts'" in err, err
+        assert "a number written as text, as torch_npu's profiler writes" in err, err
+    bad = tmp_path / "words.json"  # a string that is no number gets no such note
+    bad.write_text(json.dumps([dict(events[0], ts="yesterday")]))
+    assert main(["ingest", str(bad), "--out", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert "non-numeric 'ts': 'yesterday'" in err and "torch_npu" not in err
 
 
 def test_nsys_jsonlines_export_named(capsys, tmp_path: Path) -> None:

@@ -87,6 +87,22 @@ def event_label(event: dict[str, Any], index: int) -> str:
     return f"event #{index} ({event.get('cat', '?')} '{name}')"
 
 
+def _number_as_text(value: Any) -> str:
+    """Why a time is a decimal string, where it is one: torch_npu's profiler writes Ascend NPU
+    traces (ASCEND_PROFILER_OUTPUT/trace_view.json) with every 'ts' a string such as
+    "1773285904640626.314" (verl-project/rl-insight's data/mstx_data), which archsim does not read."""
+    try:
+        ok = isinstance(value, str) and math.isfinite(float(value))
+    except ValueError:
+        ok = False
+    if not ok:
+        return ""
+    return (
+        " (a number written as text, as torch_npu's profiler writes Ascend NPU traces, "
+        "trace_view.json; archsim reads torch.profiler (Kineto) traces of CUDA and ROCm GPUs)"
+    )
+
+
 def check_times(path: Path, event: dict[str, Any], index: int) -> tuple[float, float]:
     ts, dur = event.get("ts"), event.get("dur")
     for key, value in (("ts", ts), ("dur", dur)):
@@ -94,7 +110,11 @@ def check_times(path: Path, event: dict[str, Any], index: int) -> tuple[float, f
             raise ArchsimError(where(path, f"{event_label(event, index)} has no '{key}'"))
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ArchsimError(
-                where(path, f"{event_label(event, index)} has a non-numeric '{key}': {value!r}")
+                where(
+                    path,
+                    f"{event_label(event, index)} has a non-numeric '{key}': {value!r}"
+                    f"{_number_as_text(value)}",
+                )
             )
         if not math.isfinite(value):  # json reads NaN and Infinity, which no clock produces
             raise ArchsimError(
