@@ -369,7 +369,8 @@ def test_pre_training_before_the_loop_acts_is_not_its_pacing_or_its_windows(tmp_
     schedule started at the first pre-training update, so the window held pre-training updates of
     64 only, and the pacing counted their samples (102.4 per transition on 200 + 200, not 8). Now
     the schedule starts at the first update after the loop acts (t=0), and the pacing is the 14
-    updates of 32 from t=4 over the 59 env steps after it. A program that only pre-trains is
+    updates of 32 from t=4 over the 59 env steps after it, and the learner's unprofiled step times
+    are the loop's updates only. A program that only pre-trains is
     refused for having no actor step, not told it made no optimizer step. (About 1.5 s.)"""
     out = tmp_path / "cap"
     script = _script(tmp_path, PRETRAIN, "dqfd.py")
@@ -383,6 +384,10 @@ def test_pre_training_before_the_loop_acts_is_not_its_pacing_or_its_windows(tmp_
     assert workload["samples_per_insert"] == pytest.approx(14 * 32 / 59)
     learner = trace.steps[trace.steps.role.astype(str) == "learner"]
     assert len(learner) and set(learner.batch_size) == {32}
+    # the CPU times of unprofiled learner steps, which simulate scales the recorded ones to: the
+    # loop's 15 updates less those recorded, not the 100 pre-training ones as well
+    unprofiled = trace.meta["capture"]["unprofiled_cpu_us"]["learner"]["step"]["steps"]
+    assert unprofiled == 15 - len(learner)
 
     offline = tmp_path / "offline"
     assert main(["capture", "run", "--out", str(offline), *SCHEDULE, "--", script, "50", "0"]) == 2

@@ -66,6 +66,12 @@ def _draw_key(tensor: Any) -> tuple[Any, ...]:
         return (ptr, tensor.shape)
 
 
+class PreTraining(Exception):
+    """Passed to a pre-training update's step marker as it closes: like an interrupted step,
+    not a sample of the loop's unprofiled step times (archsim.capture.unprofiled), and no gap
+    to the next step spans it."""
+
+
 class LearnerMarking:
     """Mixin of AutoMarker: ends an update (learner step) when its loop moves on to a new draw,
     and counts its samples."""
@@ -97,11 +103,21 @@ class LearnerMarking:
             if self._backward_samples and self._backward_samples != batch:
                 batch = self._backward_samples  # measured over its micro-batches
                 markers.step_batch(batch)
-            learner.__exit__(None, None, None)
+            if self._pre_training():  # not the loop: no sample of its unprofiled step times
+                learner.__exit__(PreTraining, PreTraining(), None)
+            else:
+                learner.__exit__(None, None, None)
             if self._learner_trained:  # a forward alone (a shape probe at init) updates nothing
                 self.counts.learner_steps += 1
                 self.counts.samples += batch
                 self.counts.samples_training += batch if training else 0
+
+    def _pre_training(self) -> bool:
+        """Updates so far are pre-training: no update since the program first acted, and no
+        worker processes that act (see _learner_step_done)."""
+        return not self.seen_learner and not (
+            self.counts.actor_steps or self.counts.worker_processes
+        )
 
     def _note_backward(self) -> None:
         """A backward ended: it trained on the largest batch of the grad-on train forwards since
@@ -205,8 +221,8 @@ class LearnerMarking:
         if self._learner is not None:
             self._learner_stepped = True
             self.counts.optimizer_steps += 1
-        if not self.seen_learner and not (self.counts.actor_steps or self.counts.worker_processes):
-            return  # pre-training
+        if self._pre_training():
+            return
         if not self.seen_learner and self._workers is not None:
             self._workers.learning_started()
         self.seen_learner = True
