@@ -346,6 +346,15 @@ def _check_counts(
             "and capture run records a learner in the program's own process only (A3C-style "
             "workers are not supported)"
         )
+    if counts.learner_steps and worker_counts.get("learner_steps", 0):
+        # A3C with the program's process as one more worker: the merged trace had only its own
+        # learner counted and paced, the workers' updates (twice as many with 2) left out
+        raise ArchsimError(
+            f"capture run: {program.name} trained in its worker processes too "
+            f"({worker_counts['learner_steps']} training passes there, {counts.learner_steps} "
+            "in its own process), and capture run records a learner in the program's own "
+            "process only (A3C-style workers are not supported)"
+        )
     if counts.learner_steps == 0 and counts.other_thread_optimizer_steps:
         raise ArchsimError(
             f"capture run: {program.name} made {counts.other_thread_optimizer_steps} optimizer "
