@@ -135,6 +135,21 @@ def test_git_lfs_pointer_named(capsys, tmp_path: Path, gzipped: bool) -> None:
         assert "870,601,265 bytes" in err and "git lfs pull" in err, err
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 100])
+def test_git_lfs_pointer_read_in_small_chunks(tmp_path: Path, monkeypatch, chunk: int) -> None:
+    """The pointer is recognised whatever the reader's chunk size (the stream refills to hold
+    its ~130 characters before looking)."""
+    from archsim.errors import ArchsimError
+    from archsim.trace import stream
+    from archsim.trace.kineto import read_kineto
+
+    path = tmp_path / "trace.json"
+    path.write_text(LFS_POINTER)
+    monkeypatch.setattr(stream, "CHUNK_CHARS", chunk)
+    with pytest.raises(ArchsimError, match="a Git LFS pointer, not the trace"):
+        read_kineto(path)
+
+
 def test_memory_instants_among_legacy_events(capsys, tmp_path: Path) -> None:
     """Kineto's memory-view test trace: 49 events, of which 29 [memory] instants (ignored: they
     are allocations, not work) and three GPU events, worked by hand from the file: Memcpy HtoD

@@ -182,7 +182,8 @@ def open_text(path: Path) -> IO[str]:
     else:
         raw.seek(0)
         binary = raw
-    return io.TextIOWrapper(io.BufferedReader(binary, 1 << 20), encoding="utf-8")  # type: ignore[arg-type]
+    # utf-8-sig: a leading byte order mark is skipped, as RFC 8259 allows (it was "not JSON")
+    return io.TextIOWrapper(io.BufferedReader(binary, 1 << 20), encoding="utf-8-sig")  # type: ignore[arg-type]
 
 
 def _file_of(handle: IO[str]) -> IO[bytes] | None:
@@ -215,8 +216,11 @@ def iter_trace(
     progress bar."""
     with open_text(path) as handle:
         buf = _Buffer(handle, Path(path), on_bytes)
-        if buf.skip_ws() == "v" and buf.text.startswith(LFS_POINTER_PREFIX, buf.pos):
-            raise ArchsimError(where(path, lfs_pointer_message(buf.text[buf.pos :])))
+        if buf.skip_ws() == "v":  # a Git LFS pointer is about 130 characters: hold it whole
+            if len(buf.text) - buf.pos < 1024:
+                buf.fill(1024)
+            if buf.text.startswith(LFS_POINTER_PREFIX, buf.pos):
+                raise ArchsimError(where(path, lfs_pointer_message(buf.text[buf.pos :])))
         if buf.skip_ws() == "[" and _array_of_objects(buf):
             # the Chrome trace format's "JSON Array Format": the events alone, no top-level keys
             # (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU),
