@@ -234,6 +234,19 @@ def replace_dir(new: Path, out: Path) -> None:
     shutil.rmtree(backup)
 
 
+# Errors only a write gives: the output, not an input, is at fault. A full disk was "archsim:
+# error: No space left on device" naming no file, or naming the input being copied (ingest).
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
+
+def _name_full_output(exc: BaseException, out: Path) -> None:
+    """Raise a one-line ArchsimError naming ``out`` for a write error; else return."""
+    if isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
+        raise ArchsimError(
+            f"{out}: cannot write the output ({exc.strerror}); the old output, if any, is kept"
+        ) from None
+
+
 @contextlib.contextmanager
 def atomic_output_dir(out: Path, force: bool = False) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``out`` only if the block finishes without error."""
@@ -249,8 +262,12 @@ def atomic_output_dir(out: Path, force: bool = False) -> Iterator[Path]:
     tmp.chmod(_default_mode(0o777))  # mkdtemp makes 0700; the result should look like `mkdir`'s
     try:
         yield tmp
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        _name_full_output(exc, out)
+        if isinstance(exc, ArchsimError) and str(exc).startswith(f"{tmp}{os.sep}"):
+            # a file inside the output, named by where it will be (the temporary is gone)
+            raise ArchsimError(f"{out}{str(exc)[len(str(tmp)) :]}") from None
         raise
     try:
         replace_dir(tmp, out)
@@ -275,7 +292,8 @@ def atomic_output_file(path: Path, mode: str = "w") -> Iterator[object]:
     try:
         with open(tmp, mode) as handle:
             yield handle
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        _name_full_output(exc, path)
         raise
     os.replace(tmp, path)

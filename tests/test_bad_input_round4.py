@@ -221,3 +221,58 @@ def test_a_torn_last_row_is_still_cut_and_rerun(trace_dir, finished_sweep, tmp_p
     assert main(["sweep", str(trace_dir), *SWEEP, "--out", str(out)]) == 0
     rows = (out / "sweep.csv").read_text().splitlines()
     assert len(rows) == 3 and {r.split(",")[0] for r in rows[1:]} == {"4", "8"}
+
+
+# --- a full disk --------------------------------------------------------------------------------
+
+
+def _archsim_with_file_size_limit(argv: list[str], limit_bytes: int):
+    """Run archsim in a process whose files may not grow past ``limit_bytes``: each write past it
+    fails with EFBIG, as one on a full disk fails with ENOSPC (no root, no mount needed)."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills the writer
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    return subprocess.run(
+        [sys.executable, "-m", "archsim", *argv],
+        preexec_fn=limit,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_write_that_fails_names_the_output_and_keeps_the_old_one(trace_dir, tmp_path):
+    # Before: "archsim: error: File too large" (or "No space left on device") naming no file.
+    import shutil
+
+    old = Path(shutil.copytree(trace_dir, tmp_path / "old"))  # any finished output will do
+    before = {p.name: p.read_bytes() for p in old.iterdir()}
+    argv = ["simulate", str(trace_dir), "--actors", "4", "--inference-batch", "4"]
+    argv += ["--sim-seconds", "0.02", "--timeline", "--force", "--out", str(old)]
+    done = _archsim_with_file_size_limit(argv, 4096)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"archsim: error: {old}/"), lines
+    assert "cannot write the output" in lines[0] and ".tmp-" not in lines[0]
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old"]  # no temporary left
+
+
+def test_ingest_onto_a_full_disk_blames_the_output_not_the_input(tmp_path):
+    # Before: "<the Kineto file>: No space left on device", naming the input it copied.
+    from tests.conftest import PROJECT_ROOT
+
+    source = PROJECT_ROOT / "tests" / "data" / "kineto_h100_cuda_sync_2026.json.gz"
+    out = tmp_path / "ing"
+    done = _archsim_with_file_size_limit(["ingest", str(source), "--out", str(out)], 1024)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"archsim: error: {out}"), lines
+    assert str(source) not in lines[0]
+    assert list(tmp_path.iterdir()) == []

@@ -317,10 +317,14 @@ class ResultsFile:
         """Append finished rows with one write and one fsync (a batch of points at a time)."""
         if not rows:
             return
-        with open(self.csv, "a", newline="") as handle:
-            csv.DictWriter(handle, fieldnames=self.columns, extrasaction="ignore").writerows(rows)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with open(self.csv, "a", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=self.columns, extrasaction="ignore")
+                writer.writerows(rows)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:  # a full disk: named, and the rows before these stay whole
+            raise ArchsimError(f"{self.csv}: cannot append results ({exc.strerror})") from None
 
     def rows(self) -> Iterator[dict[str, str]]:
         """The finished rows as text, one at a time (to stream them into Parquet on resume)."""
