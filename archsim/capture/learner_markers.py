@@ -32,6 +32,23 @@ from typing import Any
 from archsim.capture import markers
 
 _get_ident = threading.get_ident
+# Key tag of a noted output's autograd node in LearnerMarking._draw.
+_GRAD_FN = "grad_fn"
+# Autograd nodes walked back from a forward's input to find a noted output's: the few ops between
+# one forward's output and the next's input (a cat, a slice, an activation), not a whole network.
+_MAX_GRAPH_NODES = 32
+
+
+class _Held:
+    """A strong reference that calls like a weakref (LearnerMarking._draw's values)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __call__(self) -> Any:
+        return self.value
 
 
 def tensors_of(values: Iterable[Any]) -> list[Any]:
@@ -132,11 +149,30 @@ class LearnerMarking:
         self._forward_max = 0
 
     def same_draw(self, tensors: list[Any]) -> bool:
-        """Whether one of ``tensors`` holds data of the open update's draw (see the module)."""
+        """Whether one of ``tensors`` holds data of the open update's draw (see the module), or
+        was computed from a tensor a forward of the update returned (its autograd graph reaches
+        that output's: Stable-Baselines3's TD3 and DDPG score their actor with
+        ``critic.q1_forward``, whose Q-net is called on ``cat([features, actor(obs)])``, a new
+        tensor; each such actor step had been an update of its own, 1.5x the TD3's 70 updates
+        and pacing, 2x a DDPG's)."""
         for tensor in tensors:
             ref = self._draw.get(_draw_key(tensor))
             if ref is not None and ref() is not None:
                 return True
+        return any(self._from_draw(getattr(tensor, "grad_fn", None)) for tensor in tensors)
+
+    def _from_draw(self, node: Any) -> bool:
+        """Whether the autograd graph from ``node`` reaches a noted output's ``grad_fn`` within
+        _MAX_GRAPH_NODES nodes (the ops between a forward's output and the next forward's input)."""
+        todo, seen = [node], 0
+        while todo and seen < _MAX_GRAPH_NODES:
+            node = todo.pop()
+            if node is None:
+                continue
+            seen += 1
+            if (_GRAD_FN, id(node)) in self._draw:
+                return True
+            todo.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
         return False
 
     def note_draw(self, tensors: list[Any]) -> None:
@@ -145,6 +181,9 @@ class LearnerMarking:
             return
         for tensor in tensors:
             self._draw[_draw_key(tensor)] = weakref.ref(tensor)
+            grad_fn = tensor.grad_fn
+            if grad_fn is not None:  # held until the update ends, so its id stays its own
+                self._draw[(_GRAD_FN, id(grad_fn))] = _Held(grad_fn)
 
     def end_done_update(self) -> None:
         """End the open update if its optimizer has stepped: the loop drew a new minibatch (a
