@@ -50,6 +50,8 @@ NOT_REAL = {
     "tracelens_conv_07_transposed.json.gz": "a hand-made eval trace",
     "tracelens_moe_fused_experts.json.gz": "a hand-made eval trace",
     "tracelens_moe_top2_dense.json.gz": "a hand-made eval trace",
+    "kineto_tb_plugin_memory_view.json.gz": "Kineto TensorBoard-plugin test events, simulated "
+    "(the test file says so), times renamed to 5-15 us",
 }
 
 Row = Callable[[str, str, object, object, str, bool], str]
