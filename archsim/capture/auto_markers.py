@@ -123,8 +123,12 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
         actor: int = 0,
         ready: Callable[[], bool] | None = None,
         workers: Any = None,
+        bare: Any = None,
     ) -> None:
         self._on_tick = on_tick
+        # archsim.capture.bare_stretches.BareStretches: the markers' cost on the program's steps
+        self._bare = bare
+        self.tick_cpu_ns = 0  # the ticks' CPU so far (archsim's work, out of every gap)
         self._phase_fns = phase_fns
         self._actor_index = actor  # the actor index of this process's steps (a worker's number)
         self._ready = ready  # a worker: ticks from when this says the parent's training started
@@ -183,7 +187,9 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
             try:
                 self._on_tick()
             finally:
-                markers.skip_gap_ns(cpu_clock.now_ns() - start_ns)
+                spent_ns = cpu_clock.now_ns() - start_ns
+                markers.skip_gap_ns(spent_ns)
+                self.tick_cpu_ns += spent_ns
 
     def _begin(self, phase: str, *, boundary: bool = True) -> None:
         """Open the step ``phase`` belongs to, closing what the loop's order says has ended.
@@ -252,7 +258,9 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
                 step.__exit__(None, None, None)
 
     def finish(self) -> None:
-        """Close the steps still open (the program has ended)."""
+        """Close the steps still open (the program has ended, or a bare stretch begins)."""
+        if self._bare is not None:
+            self._bare.close(self)
         self._close_actor()
         self._close_learner()
 
@@ -377,7 +385,7 @@ def auto_markers(
     on_tick: Callable[[], None], phase_fns: tuple[PhaseFn, ...] = (), **options: Any
 ) -> Iterator[AutoMarker]:
     """Patch the running process so that the block's RL loop is marked; undo everything after.
-    ``options``: AutoMarker's ``actor``, ``ready`` and ``workers``."""
+    ``options``: AutoMarker's ``actor``, ``ready``, ``workers`` and ``bare``."""
     global _active
     marker = AutoMarker(on_tick, phase_fns, **options)
     try:

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from archsim.capture.bare_stretches import BARE_DEPTH
 from archsim.capture.frameskip import env_frameskip
 
 # Called at the start of every marked env step, outside the profiler's bookkeeping: a captured
@@ -32,6 +33,7 @@ class EnvMarking:
     # the envs stepped since the last outermost forward: {id: batch} (see close_round)
     _round: dict[int, int]
     frameskip: Any  # archsim.capture.frameskip.FrameSkip of the env last stepped
+    _bare: Any  # archsim.capture.bare_stretches.BareStretches, or None
     obs_ndim: int | None
     obs_key_ndim: dict[str, int]  # a Dict observation space's rank of each key's observation
     other_env_threads: set[int]
@@ -70,12 +72,16 @@ class EnvMarking:
             if before_env_step is not None:
                 before_env_step()
             if not self._outermost():
+                if self._depth >= BARE_DEPTH and threading.get_ident() == self._thread:
+                    return self._bare.bare_env_step(self, original, (env, *args), kwargs)
                 if threading.get_ident() != self._thread:  # an actor thread: not marked
                     self._note_other_thread()
                 return original(env, *args, **kwargs)
             self._note_env(env)
             result = self._marked("env_step", original, (env, *args), kwargs)
             self.env_stepped(env)
+            if self._bare is not None:  # archsim.capture.bare_stretches
+                self._bare.after_env_step(self)
             return result
 
         return step

@@ -14,6 +14,11 @@ marked loop's unprofiled step and gap means, less the same bodies' CPU run unmar
 markers' cost per step of each role (``meta.capture.marker_cpu_us``), which archsim.sim.marker_cost
 takes out of every step. A program whose steps make more marked calls than these (two forwards in
 one update, a replay buffer marked too) keeps those extra calls' cost: it is not counted here.
+
+Around a real loop the same marker code costs more than around these bodies (the program's own work
+runs slower between markers): once every window is recorded, ``capture run`` measures that on the
+program's own steps (archsim.capture.bare_stretches) and, given enough of them, scales these figures'
+step parts to it, keeping these as ``meta.capture.marker_cpu_us_synthetic``.
 """
 
 from __future__ import annotations

@@ -250,6 +250,7 @@ def capture_program(
     import tempfile
 
     from archsim.capture.auto_markers import active_marker, auto_markers
+    from archsim.capture.bare_stretches import BareStretches, store_in_program_cost
     from archsim.capture.child_capture import Workers, note
     from archsim.capture.cpu_clock import process_cpu_time
     from archsim.capture.interrupt import Interrupts
@@ -290,10 +291,12 @@ def capture_program(
 
             with process_cpu_time():  # the markers' own CPU per step, as the program will see it
                 cap.capture_meta["marker_cpu_us"] = measure_marker_cost()
+            # and on the program's own steps, once nothing is profiled any more
+            bare = BareStretches(roles.finished)
             try:
                 with (
                     process_cpu_time(),
-                    auto_markers(on_tick, phase_fns, workers=workers) as marker,
+                    auto_markers(on_tick, phase_fns, workers=workers, bare=bare) as marker,
                     interrupts.installed(),
                 ):
                     cap._progress.note("until the first optimizer step")
@@ -306,6 +309,13 @@ def capture_program(
                             interrupted.append(True)
             finally:
                 workers.stop_all()  # no worker outlives the program, whatever happened
+            store_in_program_cost(cap.capture_meta, bare)
+            if bare.bare_env_steps:
+                note(
+                    f"{bare.bare_env_steps} env steps after the last window ran unmarked, in "
+                    "stretches between marked ones, to measure the markers' cost on the program's "
+                    "own steps (meta.capture.marker_cost_in_program)"
+                )
             counts = marker.counts
             roles.note_extra_windows()
             if counts.stopped_when_recorded:

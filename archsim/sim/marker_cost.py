@@ -2,7 +2,9 @@
 
 ``capture run`` times, in the program's own process before it starts, the CPU its patched calls and
 step bookkeeping add to one actor step and one learner step, inside the step and between steps
-(``meta.capture.marker_cpu_us``: ``{role: {"step_us", "gap_us"}}``, archsim.capture.marker_cost).
+(``meta.capture.marker_cpu_us``: ``{role: {"step_us", "gap_us"}}``, archsim.capture.marker_cost;
+the step parts scaled to the cost measured on the program's own steps when the run went on long
+enough after its last window, archsim.capture.bare_stretches).
 That CPU is archsim's, not the program's: each step of a role loses ``step_us`` from its ``cpu_us``
 and ``gap_us`` from its ``gap_cpu_us``, after the profiler's cost is out (archsim.sim.profiler_cost:
 the unprofiled steps it scales to still ran the markers). A step's CPU never drops below the CPU of
