@@ -110,3 +110,68 @@ def test_the_cli_refuses_an_idle_power_above_the_tdp_with_exit_2(tmp_path, capsy
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cpu.idle_power_w = 500 W" in err
+
+
+# --- a power limit is a limit: the same work draws the same power under any -----------------------
+
+
+def test_a_higher_power_limit_draws_no_more_for_the_same_work():
+    """The fault: a busy SM's or core's power was a share of the what-if TDP, so raising the limit
+    made the same work draw more (dgx-a100, DQN, 16 actors, the same 17,560 frames/s and 1,056
+    updates/s: GPU 111.5 W at its 400 W TDP, 176.8 W at --set gpu.max_power_w=800; CPU 136.4 W
+    at 225 W a socket, 145.4 W at 450), and a what-if idle changed what a busy SM draws. Now it is
+    a share of the card's own TDP less its idle (gpu.card_max_power_w, cpu.physical_max_power_w):
+    a limit above what the run draws changes nothing, and a lower idle lowers only the idle."""
+    part = _short("dgx-a100").metrics
+    for what_if in ("gpu.max_power_w=800", "gpu.max_power_w=200", "cpu.max_power_w=450"):
+        m = _short("dgx-a100", (what_if,)).metrics
+        assert m["frames_per_s"] == part["frames_per_s"], what_if
+        assert m["gpu_power_w"] == pytest.approx(part["gpu_power_w"], rel=1e-12), what_if
+        assert m["cpu_power_w"] == pytest.approx(part["cpu_power_w"], rel=1e-12), what_if
+    idle0 = _short("dgx-a100", ("gpu.idle_power_w=0",)).metrics
+    assert idle0["gpu_power_w"] == pytest.approx(part["gpu_power_w"] - 55.0, rel=1e-12)
+
+
+def test_a_power_limit_below_what_the_run_draws_lowers_the_clock_as_nvidia_smi_pl_does():
+    """jetson-tx1 (998 MHz GPU, 7.5 W; 1,734 MHz CPU socket, 1.5-7.5 W) draws 6.86 W of GPU and
+    2.70 W of CPU here. A 5 W GPU limit runs its SMs near 652 MHz, a 2 W CPU limit its cores
+    below the part's clock (a lower limit than the part's may: every core busy there draws it),
+    each within its limit, never faster than the part."""
+    part = _short("jetson-tx1").metrics
+    for what_if, key, limit_w in (
+        ("gpu.max_power_w=5", "gpu_power_w", 5.0),
+        ("cpu.max_power_w=2", "cpu_power_w", 2.0),
+    ):
+        run = _short("jetson-tx1", (what_if,))
+        assert run.clock_caps.within(), (what_if, run.clock_caps)
+        assert run.metrics[key] <= limit_w * (1 + 1e-9)
+        assert run.metrics[key] >= limit_w * 0.97  # held near the limit, not far below it
+        assert sum("power cap" in note for note in run.notes) == 1
+        for metric in ("frames_per_s", "learner_updates_per_s"):
+            assert run.metrics[metric] <= part[metric] * (1 + NOISE), (what_if, metric)
+
+
+@settings(max_examples=4, deadline=None)
+@given(
+    preset=st.sampled_from(GPU_PRESETS),
+    device=st.sampled_from(("gpu", "cpu")),
+    scale=st.sampled_from((0.5, 0.75, 2.0)),
+)
+def test_a_power_limit_bounds_the_power_and_never_speeds_a_run(preset, device, scale):
+    """Every GPU preset, its GPU's or CPU sockets' limit scaled: the device's mean power within
+    [idle, limit], no metric faster than at the part's limit when lower, and the same run when
+    the part already drew less than the new limit."""
+    hw = load_hw(preset)
+    part = getattr(hw, device)
+    limit_w = max(part.max_power_w * scale, part.idle_power_w)
+    run = _short(preset, (f"{device}.max_power_w={limit_w}",))
+    m, base = run.metrics, _short(preset).metrics
+    count = hw.cpu.sockets if device == "cpu" else 1
+    watts = m[f"{device}_power_w"]
+    assert count * part.idle_power_w - 1e-9 <= watts <= count * limit_w * (1 + 1e-9)
+    if base[f"{device}_power_w"] <= count * limit_w * (1 - 1e-3):  # not binding: the same run
+        assert m["frames_per_s"] == base["frames_per_s"]
+        assert watts == pytest.approx(base[f"{device}_power_w"], rel=1e-12)
+    if scale < 1:
+        for metric in ("frames_per_s", "learner_updates_per_s"):
+            assert m[metric] <= base[metric] * (1 + NOISE), (preset, device, metric)

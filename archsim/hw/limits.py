@@ -40,6 +40,8 @@ HW_RANGES: dict[str, Range] = {
     # Highest server CPU TDP 500 W (AMD EPYC 9965); 2 kW per socket cannot be cooled in a socket.
     "cpu.idle_power_w": Range(0, 2000, "4x the 500 W TDP of the hottest server CPU"),
     "cpu.max_power_w": Range(1, 2000, "4x the 500 W TDP of the hottest server CPU"),
+    "cpu.physical_idle_power_w": Range(0, 2000, "4x the 500 W TDP of the hottest server CPU"),
+    "cpu.physical_max_power_w": Range(1, 2000, "4x the 500 W TDP of the hottest server CPU"),
     # NVIDIA GB200 NVL72: 72 GPUs in one NVLink domain, the largest single system sold.
     "gpu.count": Range(1, 72, "GB200 NVL72"),
     # AMD Instinct MI300X has 304 CUs, NVIDIA's largest die 148 SMs (B200): 1,024 is 3.4x.
@@ -83,6 +85,8 @@ HW_RANGES: dict[str, Range] = {
     # Highest GPU TDP 1,000 W (B200, DGX B200 datasheet); GB200's superchip 2,700 W for two.
     "gpu.idle_power_w": Range(0, 5000, "5x the 1,000 W of B200"),
     "gpu.max_power_w": Range(1, 5000, "5x the 1,000 W of B200"),
+    "gpu.card_idle_power_w": Range(0, 5000, "5x the 1,000 W of B200"),
+    "gpu.card_max_power_w": Range(1, 5000, "5x the 1,000 W of B200"),
     # NVLink-C2C: 900 GB/s CPU-GPU (NVIDIA Grace Hopper datasheet).
     "host_link.bw_gbs": Range(0.001, 10_000, "11x NVLink-C2C's 900 GB/s"),
     "host_link.pageable_bw_gbs": Range(0.001, 10_000, "11x NVLink-C2C's 900 GB/s"),

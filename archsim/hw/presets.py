@@ -215,12 +215,16 @@ CARD_FIGURES = {
         "dram_latency_ns": "card_dram_latency_ns",
         "clock_mhz": "card_clock_mhz",
         "dram_bw_gbs": "card_dram_bw_gbs",
+        "idle_power_w": "card_idle_power_w",
+        "max_power_w": "card_max_power_w",
     },
     "cpu": {
         "cores_per_socket": "physical_cores_per_socket",
         "threads_per_core": "physical_threads_per_core",
         "thread_speed_rel": "physical_thread_speed_rel",
         "boost_clock_mhz": "physical_boost_clock_mhz",
+        "idle_power_w": "physical_idle_power_w",
+        "max_power_w": "physical_max_power_w",
     },
 }
 # Thread speeds a what-if boost clock scales (_with_boost_clock).

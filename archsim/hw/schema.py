@@ -49,6 +49,21 @@ class CpuConfig(_Strict):
     simd_speed_rel: float | None = Field(default=None, gt=0)
     idle_power_w: float = Field(ge=0)  # per socket
     max_power_w: float = Field(gt=0)  # per socket (TDP)
+    # The part's idle and TDP, which ``--set cpu.idle_power_w`` / ``cpu.max_power_w`` leave alone
+    # (as ``physical_cores_per_socket``): a busy core draws a share of the part's TDP less its idle
+    # whatever limit a what-if sets (a lower one holds the socket there by its clock,
+    # archsim.sim.power_cap). None = the figures above.
+    physical_idle_power_w: float | None = Field(default=None, ge=0)
+    physical_max_power_w: float | None = Field(default=None, gt=0)
+
+    @property
+    def part_power_budget_w(self) -> float:
+        """The part's TDP less its idle, per socket: what its busy cores' power is a share of."""
+        idle = self.physical_idle_power_w
+        tdp = self.physical_max_power_w
+        return (tdp if tdp is not None else self.max_power_w) - (
+            idle if idle is not None else self.idle_power_w
+        )
 
     @property
     def power_clock_rel(self) -> float:
@@ -132,6 +147,21 @@ class GpuConfig(_Strict):
     launch_overhead_us: float = Field(ge=0)  # CPU time per launch on the launching thread
     idle_power_w: float = Field(ge=0)  # per GPU
     max_power_w: float = Field(gt=0)  # per GPU
+    # The card's idle and TDP, which ``--set gpu.idle_power_w`` / ``gpu.max_power_w`` leave alone
+    # (as ``card_clock_mhz``): a busy SM draws a share of the card's TDP less its idle whatever
+    # power limit a what-if sets (nvidia-smi -pl lowers the limit, not what an SM draws at a
+    # clock; a lower one holds the card there by its clock, archsim.sim.power_cap). None = above.
+    card_idle_power_w: float | None = Field(default=None, ge=0)
+    card_max_power_w: float | None = Field(default=None, gt=0)
+
+    @property
+    def card_power_budget_w(self) -> float:
+        """The card's TDP less its idle: what its busy SMs' and DRAM's power is a share of."""
+        idle = self.card_idle_power_w
+        tdp = self.card_max_power_w
+        return (tdp if tdp is not None else self.max_power_w) - (
+            idle if idle is not None else self.idle_power_w
+        )
 
     @property
     def card_sms(self) -> int:

@@ -63,6 +63,7 @@ def gpu_power_w(
     dram_pj_per_bit: float,
     clock_rel: float = 1.0,
     tdp_clip: bool = True,
+    budget_w: float | None = None,
 ) -> np.ndarray:
     """Power of one GPU whose SMs are busy ``sm_share`` of the card (time mean: in [0, 1] on the
     physical card, above 1 on a what-if card with more SMs, sm_share_of_card) and whose
@@ -77,9 +78,11 @@ def gpu_power_w(
     SM-second at twice the clock costs twice the energy and the same work costs the same SM energy
     (before, a faster clock made the same work cheaper: dgx-a100, R2D2, 64 actors, 705 -> 2,820 MHz,
     96.0 -> 95.2 W at the same 330 updates/s). The voltage a higher clock needs is left out, so this
-    is the least a what-if clock costs."""
+    is the least a what-if clock costs. ``budget_w``: the card's own TDP less its idle
+    (``GpuConfig.card_power_budget_w``), which a busy SM's power is a share of whatever limit or
+    idle a what-if gives (None: ``max_w - idle_w``)."""
     sm_w, dram_w = gpu_dynamic_w(
-        sm_share, dram_bytes_per_s, idle_w, max_w, dram_bw_gbs, dram_pj_per_bit, clock_rel
+        sm_share, dram_bytes_per_s, idle_w, max_w, dram_bw_gbs, dram_pj_per_bit, clock_rel, budget_w
     )
     p = idle_w + sm_w + dram_w
     return np.clip(p, idle_w, max(max_w, idle_w)) if tdp_clip else p
@@ -93,10 +96,11 @@ def gpu_dynamic_w(
     dram_bw_gbs: float,
     dram_pj_per_bit: float,
     clock_rel: float = 1.0,
+    budget_w: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(SM W, DRAM W) above idle of gpu_power_w, before its clip at TDP: what the power cap
     (gpu_clock_cap) weighs against the board's budget."""
-    budget_w = max(max_w - idle_w, 0.0)
+    budget_w = max(max_w - idle_w if budget_w is None else budget_w, 0.0)
     dram_w_per_bps = dram_pj_per_bit * PJ * BITS_PER_BYTE
     dram_full_w = min(dram_peak_w(dram_bw_gbs, dram_pj_per_bit), budget_w)
     sm_dynamic_w = (budget_w - dram_full_w) * max(clock_rel, 0.0)
@@ -112,9 +116,12 @@ def cpu_per_core_w(
     cores_per_socket: int,
     threads_per_core: int,
     clock_rel: float = 1.0,
+    budget_w: float | None = None,
 ) -> float:
     """Dynamic power of one busy core with one busy thread, such that every core of the socket
-    with all of its threads busy draws the TDP at the part's speed.
+    with all of its threads busy draws the TDP at the part's speed. ``budget_w``: the part's TDP
+    less its idle (``CpuConfig.part_power_budget_w``), which a busy core's power is a share of
+    whatever limit or idle a what-if gives (None: ``max_w - idle_w``).
 
     ``clock_rel`` is a what-if thread speed over the part's (``CpuConfig.power_clock_rel``): a
     faster thread of the same part runs at a higher clock, and dynamic power is alpha C V^2 f
@@ -124,8 +131,8 @@ def cpu_per_core_w(
     (dgx1-v100, DQN, 16 actors, thread_speed_rel 0.773 -> 1.546: the same frames and updates for
     less CPU energy). The voltage a higher clock needs is left out: the least a faster core costs."""
     extra = SMT_SECOND_THREAD_POWER_FRAC * max(threads_per_core - 1, 0)
-    budget_w = max(max_w - idle_w, 0.0) / (max(cores_per_socket, 1) * (1.0 + extra))
-    return budget_w * max(clock_rel, 0.0)
+    budget_w = max(max_w - idle_w if budget_w is None else budget_w, 0.0)
+    return budget_w / (max(cores_per_socket, 1) * (1.0 + extra)) * max(clock_rel, 0.0)
 
 
 def cpu_socket_power_w(
@@ -137,6 +144,7 @@ def cpu_socket_power_w(
     threads_per_core: int,
     clock_rel: float = 1.0,
     tdp_clip: bool = True,
+    budget_w: float | None = None,
 ) -> np.ndarray:
     """Power of one socket whose cores' first hardware threads are busy ``first_thread_busy`` cores'
     worth (sum of their busy fractions) and whose SMT siblings ``sibling_thread_busy`` threads'
@@ -150,6 +158,7 @@ def cpu_socket_power_w(
         cores_per_socket,
         threads_per_core,
         clock_rel,
+        budget_w,
     )
     return np.clip(p, idle_w, max(max_w, idle_w)) if tdp_clip else p
 
@@ -162,9 +171,12 @@ def cpu_dynamic_w(
     cores_per_socket: int,
     threads_per_core: int,
     clock_rel: float = 1.0,
+    budget_w: float | None = None,
 ) -> np.ndarray:
     """Watts above idle of cpu_socket_power_w, before its clip at TDP (for cpu_clock_cap)."""
-    per_core = cpu_per_core_w(idle_w, max_w, cores_per_socket, threads_per_core, clock_rel)
+    per_core = cpu_per_core_w(
+        idle_w, max_w, cores_per_socket, threads_per_core, clock_rel, budget_w
+    )
     first = np.maximum(np.asarray(first_thread_busy, dtype=float), 0.0)
     sibling = np.maximum(np.asarray(sibling_thread_busy, dtype=float), 0.0)
     return per_core * (first + SMT_SECOND_THREAD_POWER_FRAC * sibling)

@@ -37,5 +37,7 @@ def derive_machine(hw, config: SimConfig) -> Machine:
             cores_per_socket=cpu.power_cores_per_socket,
             threads_per_core=cpu.power_threads_per_core,
             cpu_clock_rel=cpu.power_clock_rel,
+            gpu_budget_w=hw.gpu.card_power_budget_w if hw.gpu is not None else None,
+            cpu_budget_w=cpu.part_power_budget_w,
         ),
     )

@@ -205,6 +205,11 @@ class PowerModel:
     cores_per_socket: int = 0
     threads_per_core: int = 1
     cpu_clock_rel: float = 1.0  # cpu.thread_speed_rel over the part's: scales core dynamic power
+    # The part's TDP less its idle, which a busy SM's or core's power is a share of (a what-if
+    # limit or idle leaves it): GpuConfig.card_power_budget_w, CpuConfig.part_power_budget_w (per
+    # socket). None: the limits above less idle.
+    gpu_budget_w: float | None = None
+    cpu_budget_w: float | None = None
 
 
 def socket_busy(
@@ -256,6 +261,7 @@ def _power_w(
             power.threads_per_core,
             power.cpu_clock_rel,
             tdp_clip,
+            power.cpu_budget_w,
         )
     gpu_w = np.zeros(first_busy.shape[0])
     if power.gpus > 0:
@@ -274,6 +280,7 @@ def _power_w(
             power.gpu_dram_pj_per_bit,
             power.gpu_clock_rel,
             tdp_clip,
+            power.gpu_budget_w,
         )
         gpu_w = gpu_w + (power.gpus - 1) * power.gpu_idle_w
     return cpu_w, gpu_w

@@ -86,6 +86,7 @@ def run_clock_caps(
             cores[s],
             power.threads_per_core,
             power.cpu_clock_rel,
+            power.cpu_budget_w,
         )
         cpu = min(cpu, cpu_clock_cap(float(dynamic_w), power.cpu_idle_w, power.cpu_max_w))
     gpu = 1.0
@@ -99,6 +100,7 @@ def run_clock_caps(
             power.gpu_dram_bw_gbs,
             power.gpu_dram_pj_per_bit,
             power.gpu_clock_rel,
+            power.gpu_budget_w,
         )
         gpu = gpu_clock_cap(float(sm_w), float(dram_w), power.gpu_idle_w, power.gpu_max_w)
     return ClockCaps(cpu, gpu)
@@ -110,9 +112,12 @@ def capped_hw(hw, caps: ClockCaps):
     update = {}
     cpu = hw.cpu
     part = cpu.physical_thread_speed_rel or cpu.thread_speed_rel
-    # never below the part's clock: every core busy draws exactly its TDP there (a socket still
-    # past it there, a learner-process replay's core on top, archsim.sim.replay_power, stays)
-    factor = max(caps.cpu, min(1.0, part / cpu.thread_speed_rel))
+    # never below the clock at which every core busy draws exactly the TDP: the part's, or lower by
+    # a what-if limit's headroom over the part's (a socket still past it there, a learner-process
+    # replay's core on top, archsim.sim.replay_power, stays)
+    budget_w = cpu.part_power_budget_w
+    full = (cpu.max_power_w - cpu.idle_power_w) / budget_w if budget_w > 0 else 1.0
+    factor = max(caps.cpu, min(1.0, part * min(full, 1.0) / cpu.thread_speed_rel))
     if factor < 1 - POWER_CAP_TOL:
         scaled = {k: getattr(cpu, k) * factor for k in CPU_CLOCKED if getattr(cpu, k) is not None}
         update["cpu"] = cpu.model_copy(

@@ -73,10 +73,9 @@ def sockets_power_added_w(
         if extra_cores[s] <= 0:
             continue
         split = (power.cpu_idle_w, power.cpu_max_w, cores[s], power.threads_per_core)
-        with_extra = cpu_socket_power_w(
-            first[0, s] + extra_cores[s], sibling[0, s], *split, power.cpu_clock_rel
-        )
-        without = cpu_socket_power_w(first[0, s], sibling[0, s], *split, power.cpu_clock_rel)
+        rest = (power.cpu_clock_rel, True, power.cpu_budget_w)
+        with_extra = cpu_socket_power_w(first[0, s] + extra_cores[s], sibling[0, s], *split, *rest)
+        without = cpu_socket_power_w(first[0, s], sibling[0, s], *split, *rest)
         added += float(with_extra - without)
     return added
 
@@ -102,5 +101,6 @@ def replay_host_power_w(power: PowerModel, config, hw_network, replay_util: floa
         power.cores_per_socket,
         power.threads_per_core,
         power.cpu_clock_rel,
+        budget_w=power.cpu_budget_w,
     )
     return float(first) + (power.sockets - 1) * power.cpu_idle_w
