@@ -34,7 +34,7 @@ def _trace(name: str):
 
 @functools.cache
 def _short(preset: str, overrides: tuple[str, ...] = (), trace: str = "dqn-pong-cpu", **knobs):
-    config = SimConfig(sim_seconds=0.5, actors=16, **knobs)
+    config = SimConfig(sim_seconds=0.5, **{"actors": 16, **knobs})
     return simulate(_trace(trace), load_hw(preset, list(overrides)), config)
 
 
@@ -66,18 +66,20 @@ def test_more_sms_than_the_card_never_draw_less_for_the_same_work():
 
 @settings(max_examples=3, deadline=None)
 @given(preset=st.sampled_from(GPU_PRESETS), factor=st.sampled_from((2, 4)))
-def test_a_larger_card_of_the_same_sms_is_within_tdp_and_draws_no_less_for_no_less_work(
+def test_a_larger_card_of_the_same_sms_is_within_its_tdp_and_draws_no_less_for_no_less_work(
     preset, factor
 ):
-    """Every GPU preset at 2x or 4x its SMs (up to the limit, 1,024): the mean power stays within [idle, TDP] (the cap
-    lowers the clock of a card whose busy SMs ask for more), and a card that does at least the
-    smaller one's work draws at least its power."""
+    """Every GPU preset at 2x or 4x its SMs (up to the limit, 1,024): a larger card of the same SMs,
+    whose TDP grows by their share of the card's SM budget; its mean power stays within [idle,
+    that TDP], and a card that does at least the smaller one's work draws at least its power."""
     hw = load_hw(preset)
     small = _short(preset).metrics
-    big_run = _short(preset, (f"gpu.sms={min(hw.gpu.sms * factor, 1024)}",))  # limits: 1,024
+    what_if = (f"gpu.sms={min(hw.gpu.sms * factor, 1024)}",)  # limits: 1,024
+    big_run, big_gpu = _short(preset, what_if), load_hw(preset, list(what_if)).gpu
     big = big_run.metrics
+    assert big_gpu.max_power_w >= hw.gpu.max_power_w
     assert big_run.clock_caps.within(), big_run.clock_caps
-    assert hw.gpu.idle_power_w - 1e-9 <= big["gpu_power_w"] <= hw.gpu.max_power_w + 1e-9
+    assert hw.gpu.idle_power_w - 1e-9 <= big["gpu_power_w"] <= big_gpu.max_power_w + 1e-9
     more_work = all(big[k] >= small[k] for k in ("frames_per_s", "learner_updates_per_s"))
     if more_work:
         assert big["gpu_power_w"] >= small["gpu_power_w"] * (1 - NOISE), (preset, factor)
@@ -175,3 +177,24 @@ def test_a_power_limit_bounds_the_power_and_never_speeds_a_run(preset, device, s
     if scale < 1:
         for metric in ("frames_per_s", "learner_updates_per_s"):
             assert m[metric] <= base[metric] * (1 + NOISE), (preset, device, metric)
+
+
+def test_a_larger_socket_of_the_same_cores_draws_what_they_draw_and_its_tdp_grows_with_them():
+    """The fault: the part's TDP was spread over a what-if socket's cores, so each drew less the
+    more there were: jetson-tx1 (4 Cortex-A57 cores, 1.5-7.5 W), R2D2, 64 actors, the same 8,704
+    frames/s drew 3.0 W of CPU at 16 cores and 1.9 W at 64, where 8 cores drew 7.5 W for 8,472.
+    A larger part of the same cores: each draws what one of the four does, and its TDP grows by
+    their share of the part's 6 W budget (16 cores: 1.5 + 6 x 4 = 25.5 W), so nothing is capped
+    and the run is the one before; a limit given with it is kept, and holds by the clock."""
+    assert load_hw("jetson-tx1", ["cpu.cores_per_socket=16"]).cpu.max_power_w == pytest.approx(25.5)
+    limited = load_hw("jetson-tx1", ["cpu.cores_per_socket=16", "cpu.max_power_w=7.5"]).cpu
+    assert limited.max_power_w == 7.5 and limited.full_load_clock_rel == pytest.approx(0.25)
+    runs = {
+        n: _short("jetson-tx1", (f"cpu.cores_per_socket={n}",), "r2d2-seed-2x2-cpu", actors=64)
+        for n in (8, 16, 64)
+    }
+    m8, m16, m64 = (runs[n].metrics for n in (8, 16, 64))
+    assert m16["frames_per_s"] == m64["frames_per_s"] >= m8["frames_per_s"]
+    assert m16["cpu_power_w"] >= m8["cpu_power_w"] > 7.0  # was 3.0 W at 16 cores
+    assert m64["cpu_power_w"] == pytest.approx(m16["cpu_power_w"], rel=NOISE)  # was 1.9 W
+    assert not any("power cap" in note for note in runs[64].notes)

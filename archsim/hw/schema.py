@@ -72,13 +72,31 @@ class CpuConfig(_Strict):
 
     @property
     def power_cores_per_socket(self) -> int:
-        """Cores a socket's TDP is spread over: the part's, or more where a what-if adds cores."""
-        return max(self.cores_per_socket, self.physical_cores_per_socket or 0)
+        """Cores the part's TDP is spread over: the part's. A what-if with more is a larger part of
+        the same cores, each drawing what one of the part's draws (its TDP grows with them,
+        archsim.hw.presets._with_larger_part_limits)."""
+        return self.physical_cores_per_socket or self.cores_per_socket
 
     @property
     def power_threads_per_core(self) -> int:
-        """Threads per core of that split: the part's, or more where a what-if adds them."""
-        return max(self.threads_per_core, self.physical_threads_per_core or 0)
+        """Threads per core of that split: the part's (a what-if with more: as cores)."""
+        return self.physical_threads_per_core or self.threads_per_core
+
+    @property
+    def full_load_clock_rel(self) -> float:
+        """Clock, over the part's, at which every core with every thread busy draws the TDP: 1 on
+        the part and on a larger what-if part of it, below 1 under a lower what-if limit (the
+        least archsim.sim.power_cap lowers the clock to)."""
+        from archsim.perf.power import SMT_SECOND_THREAD_POWER_FRAC as SMT
+
+        def worth(cores: int, threads: int) -> float:
+            return cores * (1.0 + SMT * max(threads - 1, 0))
+
+        grown = worth(self.cores_per_socket, self.threads_per_core) / worth(
+            self.power_cores_per_socket, self.power_threads_per_core
+        )
+        full_w = self.part_power_budget_w * grown
+        return (self.max_power_w - self.idle_power_w) / full_w if full_w > 0 else 1.0
 
     @property
     def cores(self) -> int:
@@ -166,7 +184,8 @@ class GpuConfig(_Strict):
     @property
     def card_sms(self) -> int:
         """SMs of the physical card: the power model's denominator. A what-if ``sms`` above it is
-        a larger card of the same SMs, each drawing what the card's SMs draw (sm_share_of_card)."""
+        a larger card of the same SMs, each drawing what the card's SMs draw (sm_share_of_card;
+        its TDP grows with them, archsim.hw.presets._with_larger_part_limits)."""
         return self.physical_sms or self.sms
 
     @property

@@ -44,9 +44,9 @@ def sm_share_of_card(
     """Share of the physical card's SMs in use, from the share of the ENABLED SMs in use.
 
     ``enabled_sms`` above ``physical_sms`` (a what-if card with more SMs than the preset's) gives a
-    share above 1: each SM draws what one of the card's SMs draws, so all of them busy ask for more
-    than the TDP and the power cap lowers their clock (archsim.sim.power_cap), as a power-limited
-    part does. Before, the enabled SMs counted as the card and its TDP was spread over them, so
+    share above 1: each SM draws what one of the card's SMs draws (its TDP grows with them unless
+    a limit is given, archsim.hw.presets._with_larger_part_limits; archsim.sim.power_cap holds a
+    limit by the clock). Before, the enabled SMs counted as the card and its TDP was spread over them, so
     more SMs drew less for the same work (dgx-a100, DQN, 16 actors, ``--set gpu.sms``: 108 SMs
     248 W, 200 SMs 241 W, 400 SMs 220 W at the same 17,560-17,576 frames/s).
     """

@@ -112,12 +112,11 @@ def capped_hw(hw, caps: ClockCaps):
     update = {}
     cpu = hw.cpu
     part = cpu.physical_thread_speed_rel or cpu.thread_speed_rel
-    # never below the clock at which every core busy draws exactly the TDP: the part's, or lower by
-    # a what-if limit's headroom over the part's (a socket still past it there, a learner-process
-    # replay's core on top, archsim.sim.replay_power, stays)
-    budget_w = cpu.part_power_budget_w
-    full = (cpu.max_power_w - cpu.idle_power_w) / budget_w if budget_w > 0 else 1.0
-    factor = max(caps.cpu, min(1.0, part * min(full, 1.0) / cpu.thread_speed_rel))
+    # never below the clock at which every core busy draws exactly the TDP: the part's, or lower
+    # under a what-if limit below what the part's cores draw there (a socket still past it there,
+    # a learner-process replay's core on top, archsim.sim.replay_power, stays)
+    full = min(cpu.full_load_clock_rel, 1.0)
+    factor = max(caps.cpu, min(1.0, part * full / cpu.thread_speed_rel))
     if factor < 1 - POWER_CAP_TOL:
         scaled = {k: getattr(cpu, k) * factor for k in CPU_CLOCKED if getattr(cpu, k) is not None}
         update["cpu"] = cpu.model_copy(
