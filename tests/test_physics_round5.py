@@ -198,3 +198,35 @@ def test_a_larger_socket_of_the_same_cores_draws_what_they_draw_and_its_tdp_grow
     assert m16["cpu_power_w"] >= m8["cpu_power_w"] > 7.0  # was 3.0 W at 16 cores
     assert m64["cpu_power_w"] == pytest.approx(m16["cpu_power_w"], rel=NOISE)  # was 1.9 W
     assert not any("power cap" in note for note in runs[64].notes)
+
+
+# --- the steady engine: the same invariants ---------------------------------------------------------
+
+
+@settings(max_examples=3, deadline=None)
+@given(
+    preset=st.sampled_from(GPU_PRESETS),
+    what_if=st.sampled_from(
+        (("gpu.clock_mhz=3000",), ("cpu.boost_clock_mhz=6000",), ("gpu.sms=1024",), ())
+    ),
+)
+def test_the_steady_engine_keeps_the_books_and_the_limits(preset, what_if):
+    """``--engine steady`` extrapolates a short run (an approximation); its metrics still obey
+    what the exact engine's do: mean power is CPU plus GPU within [idle, TDP] at the hardware
+    asked (the cap's clocks included), energy is mean power x the asked window, and the replay
+    ratio reached is updates x batch per env step (every preset x these what-ifs, 16 actors, 4 s:
+    no exception found; its power series is a run of the last checkpoint's length, documented)."""
+    hw = load_hw(preset, list(what_if))
+    config = SimConfig(sim_seconds=4.0, actors=16, engine="steady")
+    result = simulate(_trace("dqn-pong-cpu"), hw, config)
+    m = result.metrics
+    assert result.engine.startswith("steady")
+    assert m["avg_power_w"] == pytest.approx(m["cpu_power_w"] + m["gpu_power_w"], rel=1e-12)
+    assert m["energy_j"] == pytest.approx(m["avg_power_w"] * 4.0, rel=1e-12)
+    assert m["samples_per_insert"] == pytest.approx(
+        m["learner_updates_per_s"] * result.config.learner_batch / m["env_steps_per_s"]
+    )
+    assert hw.gpu.idle_power_w - 1e-9 <= m["gpu_power_w"] <= hw.gpu.max_power_w + 1e-9
+    sockets = hw.cpu.sockets
+    assert sockets * hw.cpu.idle_power_w - 1e-9 <= m["cpu_power_w"]
+    assert m["cpu_power_w"] <= sockets * hw.cpu.max_power_w + 1e-9
