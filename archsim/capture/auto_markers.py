@@ -330,6 +330,12 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
             cls = getattr(module, class_name, None) if module is not None else None
             if isinstance(cls, type) and callable(getattr(cls, method, None)):
                 self._patch_callable(cls, method, phase, f"{module_name}.{class_name}")
+                # and the subclasses' own (Stable-Baselines3's HerReplayBuffer, a program's
+                # buffer given as replay_buffer_class): a 2 ms hand-written sample() had been
+                # charged to the actor step before each update (2.5-2.8 ms against 0.4)
+                for sub in _subclasses(cls):
+                    if callable(vars(sub).get(method)):
+                        self._patch_callable(sub, method, phase, f"{sub.__module__}.{sub.__name__}")
 
     def install(self) -> None:
         import torch
@@ -378,6 +384,18 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
         self._actor = self._learner = None
         self._workers = None
         self.uninstall()
+
+
+def _subclasses(cls: type) -> list[type]:
+    """Every subclass of ``cls`` defined so far, at any depth."""
+    found: list[type] = []
+    todo = list(cls.__subclasses__())
+    while todo:
+        sub = todo.pop()
+        if sub not in found:
+            found.append(sub)
+            todo.extend(sub.__subclasses__())
+    return found
 
 
 @contextlib.contextmanager
