@@ -19,6 +19,7 @@ from archsim.hw import load_hw
 from archsim.hw.presets import list_presets
 from archsim.perf.power import dram_peak_w, gpu_dynamic_w, sm_share_of_card
 from archsim.sim.config import SimConfig
+from archsim.sim.power_cap import POWER_CAP_TOL
 from archsim.sim.run import simulate
 from archsim.trace import load
 
@@ -230,3 +231,19 @@ def test_the_steady_engine_keeps_the_books_and_the_limits(preset, what_if):
     sockets = hw.cpu.sockets
     assert sockets * hw.cpu.idle_power_w - 1e-9 <= m["cpu_power_w"]
     assert m["cpu_power_w"] <= sockets * hw.cpu.max_power_w + 1e-9
+
+
+def test_limits_below_both_parts_full_load_end_within_them_and_energy_is_the_power_integral():
+    """jetson-tx1, DQN, 16 actors, its CPU limited to 2.2 W (the part draws 2.7 here) and its GPU
+    to 5 W: both clocks fall, the CPU's below the part's. With 4 passes the run ended 2.5% over
+    the CPU limit, clipped there, so its energy was 0.26% off the integral of its power series;
+    within 6 it holds both limits and the books balance."""
+    hw = load_hw("jetson-tx1", ["cpu.max_power_w=2.2", "gpu.max_power_w=5"])
+    config = SimConfig(sim_seconds=0.5, actors=16)
+    result = simulate(_trace("dqn-pong-cpu"), hw, config, series_bins=20)
+    assert result.clock_caps.within(), result.clock_caps
+    _, watts = result.power_series
+    # what is left above a limit is within the cap's tolerance (0.1%), clipped
+    energy_j = result.metrics["energy_j"]
+    assert float(watts.sum()) * 0.5 / 20 == pytest.approx(energy_j, rel=POWER_CAP_TOL)
+    assert result.hw_run.cpu.boost_clock_mhz < hw.cpu.boost_clock_mhz  # below the part's clock
