@@ -44,17 +44,45 @@ class ForwardMarking:
     close_round: Callable[[], None]  # archsim.capture.env_markers
     same_draw: Callable[[list[Any]], bool]
     note_draw: Callable[[list[Any]], None]
+    # module id -> its first recurrent layer is time-first (set on first use, see _time_first)
+    _rnn_time_first: dict[int, bool] | None = None
 
-    def _batch_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+    def _time_first(self, module: Any) -> bool:
+        """Whether ``module``'s first recurrent layer (``nn.LSTM``/``GRU``/``RNN``, itself
+        included) is time-first (``batch_first=False``); read once per module."""
+        cache = self._rnn_time_first
+        if cache is None:
+            cache = self._rnn_time_first = {}
+        time_first = cache.get(id(module))
+        if time_first is None:
+            import torch
+
+            rnns = (m for m in module.modules() if isinstance(m, torch.nn.RNNBase))
+            time_first = cache[id(module)] = not getattr(next(rnns, None), "batch_first", True)
+        return time_first
+
+    def _module_batch(self, module: Any, value: Any, obs_ndim: int | None) -> int:
+        """The batch of ``module``'s input tensor ``value``: second when it has a time and a
+        batch dimension beside the observation's and the module's recurrent layer is time-first
+        (``nn.LSTM``'s default ``[T, B, ...]``: 16 sequences of 8 steps had read batch 8, half
+        their samples per transition, and a burn-in of 4 on 4 vector envs had read as acting),
+        else as :func:`_batch` reads it."""
+        if value.dim() >= (1 if obs_ndim is None else obs_ndim) + 2 and self._time_first(module):
+            return int(value.shape[1])
+        return _batch(value, obs_ndim)
+
+    def _batch_of(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
         import torch
 
         for value in (*args, *kwargs.values()):
             if isinstance(value, torch.Tensor):
-                return _batch(value, self.obs_ndim)
+                return self._module_batch(module, value, self.obs_ndim)
             if isinstance(value, dict):  # a Dict observation: its first tensor, by its key's rank
                 for key, item in value.items():
                     if isinstance(item, torch.Tensor):
-                        return _batch(item, self.obs_key_ndim.get(key))
+                        return self._module_batch(module, item, self.obs_key_ndim.get(key))
+            if isinstance(value, torch.nn.utils.rnn.PackedSequence):  # sequences of any lengths
+                return int(value.batch_sizes[0])
         return None
 
     def resolve_ambiguous(self, trained: bool) -> None:
@@ -94,7 +122,7 @@ class ForwardMarking:
             # read once per call: the hot path of every outermost forward
             if self._round:
                 self.close_round()
-            batch = self._batch_of(args, kwargs)
+            batch = self._batch_of(module, args, kwargs)
             grad = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
             stepped = self._learner is not None and self._learner_stepped
             inputs = tensors_of((*args, *kwargs.values())) if stepped else None
