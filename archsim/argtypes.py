@@ -31,3 +31,13 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
     return value
+
+
+def hw_name(text: str) -> str:
+    """A hardware preset name or YAML path: an empty one (``--source-hw ""``) was read as not
+    given, so the default was used without a word."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is empty (expected a hardware preset name or a path to a .yaml file)"
+        )
+    return text

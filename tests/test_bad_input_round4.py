@@ -276,3 +276,40 @@ def test_ingest_onto_a_full_disk_blames_the_output_not_the_input(tmp_path):
     assert len(lines) == 1 and lines[0].startswith(f"archsim: error: {out}"), lines
     assert str(source) not in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+# --- small things ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["predict", "breakdown", "calibrate"])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_source_hw_is_refused_not_taken_as_absent(
+    trace_dir, tmp_path, capsys, command, value
+):
+    # Before: `--source-hw ""` was read as not given and the trace's own GPU used without a word.
+    with pytest.raises(SystemExit) as stop:
+        main([command, str(trace_dir), f"--source-hw={value}", "--out", str(tmp_path / "o")])
+    assert stop.value.code == 2
+    line = error_line(capsys)
+    assert "--source-hw" in line and "is empty" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_kineto_file_with_a_byte_order_mark_reads_like_one_without(tmp_path, capsys):
+    # Before: "not JSON (Expecting value)"; RFC 8259 lets a reader skip the mark.
+    import gzip
+
+    from tests.conftest import PROJECT_ROOT
+
+    text = gzip.decompress(
+        (PROJECT_ROOT / "tests" / "data" / "kineto_h100_cuda_sync_2026.json.gz").read_bytes()
+    )
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "marked").mkdir()
+    plain, marked = tmp_path / "plain" / "t.json", tmp_path / "marked" / "t.json"
+    plain.write_bytes(text)
+    marked.write_bytes(b"\xef\xbb\xbf" + text)
+    assert main(["trace", "info", str(plain), "--json"]) == 0
+    expected = capsys.readouterr().out.replace(str(plain), "")
+    assert main(["trace", "info", str(marked), "--json"]) == 0
+    assert capsys.readouterr().out.replace(str(marked), "") == expected

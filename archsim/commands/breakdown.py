@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from archsim.argtypes import hw_name
 from archsim.commands._common import add_out_argument
 from archsim.hw.args import add_hw_arguments
 
@@ -25,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--source-hw",
+        type=hw_name,
         help="preset of the GPU the trace was measured on (default: matched from the trace's GPU name)",
     )
     parser.add_argument("--sms", help="also sweep SM counts, e.g. 2,4,...,80")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from archsim.argtypes import hw_name
 from archsim.hw.args import add_hw_arguments
 
 
@@ -20,6 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_hw_arguments(parser, default=None, required=False)
     parser.add_argument(
         "--source-hw",
+        type=hw_name,
         help="preset or YAML of the GPU the trace was measured on, when --hw is not given "
         "(default: from the trace's deviceProperties, GPU name or kernel names)",
     )

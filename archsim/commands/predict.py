@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from archsim.argtypes import hw_name
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -40,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--source-hw",
+        type=hw_name,
         help="preset or YAML of the GPU the trace was measured on (default: from the trace's "
         "deviceProperties, GPU name or kernel names)",
     )
