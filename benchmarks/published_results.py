@@ -181,10 +181,9 @@ def network_reductions() -> dict[str, float]:
     base = SimConfig(
         actors=8, inference="local", nodes=4, replay_placement="server", replay_ratio=1.0
     )
-    sets = ["network.nic_bw_gbs=5", "network.kernel_tcp_us_per_msg=7.2"]
     runs = {}
     for stack in paper.STACKS:
-        hw = load_hw("dgx1-v100", [*sets, f"network.stack={stack}"])
+        hw = load_hw("dgx1-v100", [*NETWORK_SETS, f"network.stack={stack}"])
         for placement in paper.PLACEMENTS:
             config = base.replace(replay_placement=placement)
             runs[stack, placement] = paper.run_point(trace, hw, config, None)
@@ -226,9 +225,13 @@ FURUKAWA = (
     "Furukawa & Matsutani, PDP 2022 (arXiv:2110.13506), abstract; docs/NETWORK.md's system: "
     "8 actors on 4 nodes, 40GbE, Ape-X trace"
 )
+# benchmarks/network_paper.py's settings: 40GbE, and its measured kernel TCP cost per message
+NETWORK_SETS = ("network.nic_bw_gbs=5", "network.kernel_tcp_us_per_msg=7.2")
 NETWORK_SETUP = (
     "apex-dqn-cpu, dgx1-v100, `--actors 8 --nodes 4 --inference local --replay-ratio 1 "
-    "--set network.nic_bw_gbs=5`, the capture's recorded (Python) replay work"
+    + " ".join(f"--set {s}" for s in NETWORK_SETS)
+    + "`, `network.stack` and the replay's placement as the figure names, the capture's "
+    "recorded (Python) replay work"
 )
 NETWORK_DIFFERS = (
     "their replay is a DPDK program with its own message sizes (not published in the abstract); "
@@ -376,18 +379,24 @@ def published_figures() -> list[tuple[Published, Callable[[], float]]]:
                 lambda trace=trace, batch=batch: tx1_alexnet_images_per_s(trace, batch),
             )
         )
+    import network_paper as paper
+
+    ranges = paper.PUBLISHED  # the paper's ranges as benchmarks/network_paper.py cites them
     network = (
         ("bypass_network_part", "kernel bypass vs kernel TCP: network part of a replay access",
-         (32.7, 58.9)),
-        ("bypass_access", "kernel bypass vs kernel TCP: replay access latency", (32.7, 58.9)),
+         ranges["bypass_network_access"]),
+        ("bypass_access", "kernel bypass vs kernel TCP: replay access latency",
+         ranges["bypass_network_access"]),
         ("in_network_access_kernel_tcp", "in-network vs server replay, kernel TCP: access latency",
-         (11.7, 28.1)),
+         ranges["in_network_access"]),
         ("in_network_sampling_kernel_tcp",
-         "in-network vs server replay, kernel TCP: prioritized sampling latency", (21.9, 29.1)),
+         "in-network vs server replay, kernel TCP: prioritized sampling latency",
+         ranges["in_network_sampling"]),
         ("in_network_access_kernel_bypass",
-         "in-network vs server replay, kernel bypass: access latency", (11.7, 28.1)),
+         "in-network vs server replay, kernel bypass: access latency", ranges["in_network_access"]),
         ("in_network_sampling_kernel_bypass",
-         "in-network vs server replay, kernel bypass: prioritized sampling latency", (21.9, 29.1)),
+         "in-network vs server replay, kernel bypass: prioritized sampling latency",
+         ranges["in_network_sampling"]),
     )  # fmt: skip
     cache: dict[str, dict[str, float]] = {}
 
