@@ -283,7 +283,7 @@ def _with_larger_part_limits(data: dict[str, Any], keys: set[str]) -> dict[str, 
     limit, which archsim.sim.power_cap holds by the clock. Before, the part's TDP was spread over
     the what-if's units, so each drew less the more there were (jetson-tx1, R2D2, 64 actors: the
     same 8,704 frames/s drew 3.0 W of CPU at 16 cores, 1.9 W at 64, where 8 drew 7.5 W)."""
-    from archsim.perf.power import SMT_SECOND_THREAD_POWER_FRAC, dram_peak_w
+    from archsim.perf.power import dram_peak_w, full_load_cores
 
     out = data
     gpu = data.get("gpu")
@@ -310,11 +310,9 @@ def _with_larger_part_limits(data: dict[str, Any], keys: set[str]) -> dict[str, 
         ]
         if all(_is_number(v) for v in figures):
             cores, threads, part_cores, part_threads, idle, tdp = figures
-
-            def worth(c: float, t: float) -> float:
-                return c * (1.0 + SMT_SECOND_THREAD_POWER_FRAC * max(t - 1, 0))
-
-            grown = worth(cores, threads) / max(worth(part_cores, part_threads), 1e-12)
+            grown = full_load_cores(cores, threads) / max(
+                full_load_cores(part_cores, part_threads), 1e-12
+            )
             if grown > 1:
                 limit_w = tdp + max(tdp - idle, 0.0) * (grown - 1)
                 out = {**out, "cpu": {**cpu, "max_power_w": limit_w}}

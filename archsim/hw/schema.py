@@ -87,12 +87,9 @@ class CpuConfig(_Strict):
         """Clock, over the part's, at which every core with every thread busy draws the TDP: 1 on
         the part and on a larger what-if part of it, below 1 under a lower what-if limit (the
         least archsim.sim.power_cap lowers the clock to)."""
-        from archsim.perf.power import SMT_SECOND_THREAD_POWER_FRAC as SMT
+        from archsim.perf.power import full_load_cores
 
-        def worth(cores: int, threads: int) -> float:
-            return cores * (1.0 + SMT * max(threads - 1, 0))
-
-        grown = worth(self.cores_per_socket, self.threads_per_core) / worth(
+        grown = full_load_cores(self.cores_per_socket, self.threads_per_core) / full_load_cores(
             self.power_cores_per_socket, self.power_threads_per_core
         )
         full_w = self.part_power_budget_w * grown

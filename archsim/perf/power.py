@@ -130,9 +130,17 @@ def cpu_per_core_w(
     before, a faster core drew the part's watts for less time and the same work cost less
     (dgx1-v100, DQN, 16 actors, thread_speed_rel 0.773 -> 1.546: the same frames and updates for
     less CPU energy). The voltage a higher clock needs is left out: the least a faster core costs."""
-    extra = SMT_SECOND_THREAD_POWER_FRAC * max(threads_per_core - 1, 0)
     budget_w = max(max_w - idle_w if budget_w is None else budget_w, 0.0)
-    return budget_w / (max(cores_per_socket, 1) * (1.0 + extra)) * max(clock_rel, 0.0)
+    return (
+        budget_w / full_load_cores(max(cores_per_socket, 1), threads_per_core) * max(clock_rel, 0.0)
+    )
+
+
+def full_load_cores(cores: float, threads_per_core: float) -> float:
+    """Cores' worth of dynamic power of ``cores`` cores with all their threads busy: each busy SMT
+    sibling adds SMT_SECOND_THREAD_POWER_FRAC of a core. A socket's TDP less idle is spread over
+    the part's (cpu_per_core_w); a what-if part's over the part's is how much larger it is."""
+    return cores * (1.0 + SMT_SECOND_THREAD_POWER_FRAC * max(threads_per_core - 1, 0))
 
 
 def cpu_socket_power_w(
