@@ -51,7 +51,7 @@ from archsim.capture import cpu_clock, markers
 from archsim.capture.env_markers import EnvMarking
 from archsim.capture.forward_markers import ForwardMarking
 from archsim.capture.learner_markers import LearnerMarking, tensors_of
-from archsim.capture.patches import Patches
+from archsim.capture.patches import Patches, subclasses
 from archsim.capture.phase_fn import PhaseFn
 from archsim.errors import ArchsimError
 from archsim.trace.schema import ACTOR_PHASES
@@ -333,7 +333,7 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
                 # and the subclasses' own (Stable-Baselines3's HerReplayBuffer, a program's
                 # buffer given as replay_buffer_class): a 2 ms hand-written sample() had been
                 # charged to the actor step before each update (2.5-2.8 ms against 0.4)
-                for sub in _subclasses(cls):
+                for sub in subclasses(cls):
                     if callable(vars(sub).get(method)):
                         self._patch_callable(sub, method, phase, f"{sub.__module__}.{sub.__name__}")
 
@@ -384,18 +384,6 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
         self._actor = self._learner = None
         self._workers = None
         self.uninstall()
-
-
-def _subclasses(cls: type) -> list[type]:
-    """Every subclass of ``cls`` defined so far, at any depth."""
-    found: list[type] = []
-    todo = list(cls.__subclasses__())
-    while todo:
-        sub = todo.pop()
-        if sub not in found:
-            found.append(sub)
-            todo.extend(sub.__subclasses__())
-    return found
 
 
 @contextlib.contextmanager

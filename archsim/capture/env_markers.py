@@ -12,6 +12,7 @@ from typing import Any
 
 from archsim.capture.bare_stretches import BARE_DEPTH
 from archsim.capture.frameskip import env_frameskip
+from archsim.capture.patches import subclasses
 
 # Called at the start of every marked env step, outside the profiler's bookkeeping: a captured
 # worker raises its deferred SIGTERM there (archsim.capture.child_capture).
@@ -157,14 +158,8 @@ class EnvMarking:
             self._patches.set(cls, "reset", self._wrap_env_reset(own["reset"]))
 
     def _patch_env_tree(self, base: type) -> None:
-        seen, todo = set(), [base]
-        while todo:
-            cls = todo.pop()
-            if cls in seen:
-                continue
-            seen.add(cls)
+        for cls in (base, *subclasses(base)):
             self._patch_env_class(cls)
-            todo.extend(cls.__subclasses__())
         marker = self
         previous = vars(base).get("__init_subclass__")
 

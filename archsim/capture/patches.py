@@ -11,6 +11,18 @@ from typing import Any
 BY_VALUE_MODULES = frozenset({"__main__", "__mp_main__"})
 
 
+def subclasses(cls: type) -> list[type]:
+    """Every subclass of ``cls`` defined so far, at any depth (``cls`` itself not included)."""
+    found: dict[type, None] = {}
+    todo = list(cls.__subclasses__())
+    while todo:
+        sub = todo.pop()
+        if sub not in found:
+            found[sub] = None
+            todo.extend(sub.__subclasses__())
+    return list(found)
+
+
 def _unpatched(original: Any) -> Any:
     return original
 
