@@ -283,7 +283,7 @@ def _with_larger_part_limits(data: dict[str, Any], keys: set[str]) -> dict[str, 
     limit, which archsim.sim.power_cap holds by the clock. Before, the part's TDP was spread over
     the what-if's units, so each drew less the more there were (jetson-tx1, R2D2, 64 actors: the
     same 8,704 frames/s drew 3.0 W of CPU at 16 cores, 1.9 W at 64, where 8 drew 7.5 W)."""
-    from archsim.perf.power import dram_peak_w, full_load_cores
+    from archsim.perf.power import full_load_cores, gpu_dynamic_w
 
     out = data
     gpu = data.get("gpu")
@@ -292,8 +292,8 @@ def _with_larger_part_limits(data: dict[str, Any], keys: set[str]) -> dict[str, 
         idle, tdp = gpu.get("card_idle_power_w"), gpu.get("card_max_power_w")
         bw, pj = gpu.get("card_dram_bw_gbs"), gpu.get("dram_pj_per_bit") or 0.0
         if all(_is_number(v) for v in (sms, card, idle, tdp, bw, pj)) and sms > card > 0:
-            budget_w = max(tdp - idle, 0.0)
-            sm_w = budget_w - min(dram_peak_w(bw, pj), budget_w)
+            # what the card's SMs all busy draw above idle, its DRAM's share of the budget aside
+            sm_w = float(gpu_dynamic_w(1.0, 0.0, idle, tdp, bw, pj)[0])
             out = {**out, "gpu": {**gpu, "max_power_w": tdp + sm_w * (sms / card - 1)}}
     cpu = data.get("cpu")
     if isinstance(cpu, dict) and "cpu.max_power_w" not in keys:
