@@ -7,6 +7,7 @@ open or being called missing. One line, exit 2, no traceback, nothing written.""
 from __future__ import annotations
 
 import os
+import re
 import tracemalloc
 from pathlib import Path
 
@@ -313,3 +314,27 @@ def test_a_kineto_file_with_a_byte_order_mark_reads_like_one_without(tmp_path, c
     expected = capsys.readouterr().out.replace(str(plain), "")
     assert main(["trace", "info", str(marked), "--json"]) == 0
     assert capsys.readouterr().out.replace(str(marked), "") == expected
+
+
+@pytest.mark.parametrize(
+    ("workload", "needle"),
+    [
+        ([1, 2], "workload_meta is list (expected a mapping"),
+        ({"name": 5, "settings": {}}, "workload_meta['name'] is 5"),
+        ({"name": "x", "settings": [1]}, "workload_meta['settings'] is not a mapping"),
+        ({"name": "x", "settings": {"a": object()}}, "a value meta.yaml cannot store"),
+    ],
+)
+def test_capture_refuses_a_workload_it_could_not_save_before_the_loop_runs(
+    tmp_path, workload, needle
+):
+    # Before: a list or object() was a TypeError/RepresenterError after the whole loop had run
+    # (nothing saved); a name of 5 was saved, and every command then refused the trace.
+    import archsim
+    from archsim.errors import ArchsimError
+
+    ran = []
+    refused = pytest.raises(ArchsimError, match=re.escape(needle))
+    with refused, archsim.capture(tmp_path / "cap", workload):
+        ran.append(True)
+    assert ran == [] and list(tmp_path.iterdir()) == []

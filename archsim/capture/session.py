@@ -112,6 +112,31 @@ def _profiler_activities(device: str) -> list[Any]:
     return activities
 
 
+def check_workload_meta(workload_meta: Any) -> None:
+    """Refuse before the loop runs what the saved meta.yaml could not hold or load back: a list
+    (a TypeError once the loop had run), a name that is not a string or settings that are not a
+    mapping (saved, then refused by every command), a value YAML cannot write (an object())."""
+    import yaml
+
+    what = "archsim.capture workload_meta"
+    if not isinstance(workload_meta, Mapping):
+        raise ArchsimError(
+            f"{what} is {type(workload_meta).__name__} (expected a mapping like "
+            "{'name': 'my-agent', 'settings': {}})"
+        )
+    if not isinstance(workload_meta.get("name"), str | type(None)):
+        raise ArchsimError(f"{what}['name'] is {workload_meta['name']!r} (expected a string)")
+    if not isinstance(workload_meta.get("settings"), Mapping | type(None)):
+        raise ArchsimError(f"{what}['settings'] is not a mapping")
+    try:
+        yaml.safe_dump(dict(workload_meta))
+    except yaml.YAMLError as exc:
+        raise ArchsimError(
+            f"{what} holds a value meta.yaml cannot store ({exc}); use numbers, strings, lists "
+            "and mappings"
+        ) from None
+
+
 @contextlib.contextmanager
 def capture(
     out_dir: Path | str,
@@ -133,6 +158,7 @@ def capture(
     instead of ``schedule``'s (``capture run``'s archsim.capture.role_schedule.RoleSchedule).
     ``time_gaps``: also time the CPU between unprofiled steps (archsim.capture.unprofiled.GAP_KEY).
     """
+    check_workload_meta(workload_meta)  # before torch loads: a refusal costs no import
     import torch
 
     out_dir = Path(out_dir)
