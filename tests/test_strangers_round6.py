@@ -1,11 +1,15 @@
 """``archsim capture run`` on strangers' scripts (round 6), each checked against what the script
-counted itself: A3C / Hogwild! with the program's process training as one more worker."""
+counted itself: A3C / Hogwild! with the program's process training as one more worker, and
+REINFORCE's whole-episode updates."""
 
 from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from archsim.cli import main
+from archsim.trace.format import load
 from tests.test_strangers_round2 import _counts, _script
 
 SCHEDULE = ["--wait", "2", "--warmup", "1", "--active", "8", "--repeat", "1"]
@@ -103,3 +107,76 @@ def test_a3c_whose_program_trains_beside_its_workers_is_refused(tmp_path, capsys
         "process only (A3C-style workers are not supported)"
     )
     assert not out.exists()
+
+
+# REINFORCE (Williams 1992) on CartPole: one update per episode, of its whole length, with returns
+# normalised; argv: stored-logp (each step's log-prob kept with its graph from the acting forward,
+# as most tutorials write it) or rescored (act under no_grad, one batched forward on the
+# episode's observations at its end), episodes.
+REINFORCE = textwrap.dedent(
+    """
+    import sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    style, episodes = sys.argv[1], int(sys.argv[2])
+    torch.set_num_threads(1); torch.manual_seed(0)
+    env = gym.make("CartPole-v1")
+    pi = nn.Sequential(nn.Linear(4, 32), nn.Tanh(), nn.Linear(32, 2))
+    opt = torch.optim.Adam(pi.parameters(), lr=1e-2)
+    lengths = []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=ep)
+        logps, rewards, O, A, done = [], [], [], [], False
+        while not done:
+            if style == "stored-logp":
+                d = torch.distributions.Categorical(logits=pi(torch.as_tensor(obs)))
+                a = d.sample(); logps.append(d.log_prob(a))
+            else:
+                with torch.no_grad():
+                    a = torch.distributions.Categorical(logits=pi(torch.as_tensor(obs))).sample()
+                O.append(obs); A.append(int(a))
+            obs, r, term, trunc, _ = env.step(int(a))
+            rewards.append(r); done = term or trunc
+        G, ret = 0.0, []
+        for r in reversed(rewards):
+            G = r + 0.99 * G; ret.insert(0, G)
+        ret = torch.tensor(ret); ret = (ret - ret.mean()) / (ret.std() + 1e-8)
+        if style == "stored-logp":
+            lp = torch.stack(logps)
+        else:
+            logits = pi(torch.as_tensor(np.array(O)))
+            lp = torch.distributions.Categorical(logits=logits).log_prob(torch.tensor(A))
+        loss = -(lp * ret).sum()
+        opt.zero_grad(); loss.backward(); opt.step()
+        lengths.append(len(rewards))
+    print(f"COUNTS env_steps={sum(lengths)} updates={len(lengths)} first={lengths[0]} "
+          f"last={lengths[-1]}")
+    """
+)
+
+
+@pytest.mark.parametrize("style", ["stored-logp", "rescored"])
+def test_reinforce_trains_each_episode_once(tmp_path, capsys, style):
+    """8 episodes (253 env steps, the first 20 long, the last 14): 8 updates, each on its whole
+    episode, so 1 sample per transition (233 after the first update, 233 samples), and a
+    learner step's batch is its episode's length. Kept with its graph from the acting forwards
+    (stored-logp), an update had read batch 1: 0.030 samples per transition. The windows wait
+    200 steps so that the run ends in them (after them the markers' cost is timed on stretches
+    run bare, whose samples are not counted). (About 1.5 s each.)"""
+    out = tmp_path / "cap"
+    script = _script(tmp_path, REINFORCE, "reinforce.py")
+    schedule = ["--wait", "200", "--warmup", "1", "--active", "8", "--repeat", "1"]
+    assert main(["capture", "run", "--out", str(out), *schedule, "--", script, style, "8"]) == 0
+    did = _counts(capsys.readouterr().out)
+    assert did == {"env_steps": 253, "updates": 8, "first": 20, "last": 14}
+    trace = load(out)
+    workload = trace.meta["workload"]
+    counts = workload["settings"]["counts"]
+    assert (counts["env_steps"], counts["learner_steps"]) == (253, 8)
+    assert (counts["samples"], counts["transitions_training"]) == (253, 253 - 20)
+    assert workload["samples_per_insert"] == 1.0
+    learner = trace.steps[trace.steps.role.astype(str) == "learner"]
+    assert len(learner) and set(learner.batch_size) <= {37, 13, 25, 45, 85, 14}

@@ -46,6 +46,8 @@ class ForwardMarking:
     note_draw: Callable[[list[Any]], None]
     # module id -> its first recurrent layer is time-first (set on first use, see _time_first)
     _rnn_time_first: dict[int, bool] | None = None
+    # the batches of the grad-on acting forwards since the last backward (LearnerMarking)
+    _act_grad_samples: int = 0
 
     def _time_first(self, module: Any) -> bool:
         """Whether ``module``'s first recurrent layer (``nn.LSTM``/``GRU``/``RNN``, itself
@@ -135,6 +137,8 @@ class ForwardMarking:
                 if inputs is None:
                     inputs = tensors_of((*args, *kwargs.values()))
             result = self._marked(phase, original, (module, *args), kwargs)
+            if phase == "act" and grad:  # its graph may be what the next backward trains
+                self._act_grad_samples += batch or 1
             if phase == "train_forward":
                 if grad and self._learner is not None:
                     self._forward_max = max(self._forward_max, batch or 0)

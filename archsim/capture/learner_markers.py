@@ -101,6 +101,7 @@ class LearnerMarking:
     _learner_trained: bool
     _backward_samples: int
     _forward_max: int
+    _act_grad_samples: int  # archsim.capture.forward_markers
     _opt_stack: list[Any]
     _workers: Any
     counts: Any
@@ -142,11 +143,14 @@ class LearnerMarking:
         recurrent net's per-time-step calls see the same samples), and a learner step's batch is
         the sum over its backwards before its first optimizer step (4 accumulated micro-batches
         of 8 make 32; SAC's actor and temperature backwards after its critics' step are on the
-        same 32). A step whose backwards saw no such forward (A2C's loss from its acting
-        forwards) keeps its first forward's or replay sample's batch."""
+        same 32). A backward that saw no such forward trains on the graphs of the grad-on acting
+        forwards since the previous one: REINFORCE's episode of log-probs, A2C/A3C's rollout
+        (REINFORCE on CartPole had read 1 sample an update of a whole episode, 0.028 samples per
+        transition for 1); with none either, its step keeps its first forward's or replay
+        sample's batch."""
         if not self._learner_stepped:
-            self._backward_samples += self._forward_max
-        self._forward_max = 0
+            self._backward_samples += self._forward_max or self._act_grad_samples
+        self._forward_max = self._act_grad_samples = 0
 
     def same_draw(self, tensors: list[Any]) -> bool:
         """Whether one of ``tensors`` holds data of the open update's draw (see the module), or
