@@ -23,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+import network_paper as paper  # noqa: E402
+from accuracy_notes import PUBLISHED as TX1_TABLE3  # noqa: E402
 
 TRACES = ROOT / "traces"
 BEGIN = "<!-- published_results.py: generated table begins -->"
@@ -171,8 +173,6 @@ def tx1_alexnet_images_per_s(trace_name: str, batch: int) -> float:
 def network_reductions() -> dict[str, float]:
     """benchmarks/network_paper.py's system with the capture's recorded replay work (the
     deterministic half of that script): reductions in % keyed as its comparisons."""
-    import network_paper as paper
-
     from archsim.hw import load_hw
     from archsim.sim.config import SimConfig
     from archsim.trace.format import load
@@ -251,9 +251,14 @@ TX1_CAUSE = (
     "the model assumes 0.85, kept because other Maxwell parts give 0.3-1.0 (cuDNN R4 ran this "
     "AlexNet at 1.0 of a Titan X's peak, FFT allowed): docs/ACCURACY.md, Jetson TX1 audit"
 )
+# Caffe's half2 gain at batch 128: the whitepaper's FP16 over its FP32 figure (accuracy_notes)
+TX1_HALF2_GAIN = (
+    TX1_TABLE3["jetson-tx1", "alexnet-b32-fp16", 128]
+    / TX1_TABLE3["jetson-tx1", "alexnet-b32-fp32", 128]
+)
 TX1_FP16_CAUSE = (
     "two errors of opposite sign: the FP32 rows' excess (as #7) and Caffe's native half2 "
-    "gain (1.66x at batch 128) absent from PyTorch's FP32-compute fp16"
+    f"gain ({TX1_HALF2_GAIN:.2f}x at batch 128) absent from PyTorch's FP32-compute fp16"
 )
 TX1_FP16_DIFFERS = (
     TX1_DIFFERS + "; the whitepaper's FP16 is native half2 math, PyTorch computes fp16 in FP32 "
@@ -354,12 +359,13 @@ def published_figures() -> list[tuple[Published, Callable[[], float]]]:
             envpool_thread_frames_per_s,
         ),
     ]
-    for trace, batch, value, differs, cause in (
-        ("alexnet-b1-fp32", 1, 47.0, TX1_DIFFERS, TX1_CAUSE),
-        ("alexnet-b32-fp32", 128, 155.0, TX1_DIFFERS, TX1_CAUSE),
-        ("alexnet-b32-fp16", 1, 67.0, TX1_FP16_DIFFERS, TX1_FP16_CAUSE),
-        ("alexnet-b32-fp16", 128, 258.0, TX1_FP16_DIFFERS, TX1_FP16_CAUSE),
+    for trace, batch, differs, cause in (
+        ("alexnet-b1-fp32", 1, TX1_DIFFERS, TX1_CAUSE),
+        ("alexnet-b32-fp32", 128, TX1_DIFFERS, TX1_CAUSE),
+        ("alexnet-b32-fp16", 1, TX1_FP16_DIFFERS, TX1_FP16_CAUSE),
+        ("alexnet-b32-fp16", 128, TX1_FP16_DIFFERS, TX1_FP16_CAUSE),
     ):
+        value = TX1_TABLE3["jetson-tx1", trace, batch]  # the whitepaper's Table 3, cited there
         dtype = "FP16" if "fp16" in trace else "FP32"
         rows.append(
             (
@@ -379,8 +385,6 @@ def published_figures() -> list[tuple[Published, Callable[[], float]]]:
                 lambda trace=trace, batch=batch: tx1_alexnet_images_per_s(trace, batch),
             )
         )
-    import network_paper as paper
-
     ranges = paper.PUBLISHED  # the paper's ranges as benchmarks/network_paper.py cites them
     network = (
         ("bypass_network_part", "kernel bypass vs kernel TCP: network part of a replay access",
