@@ -349,21 +349,15 @@ def _check_counts(
 ) -> None:
     worker_counts = worker_counts or {}
     worker_env_steps = worker_counts.get("env_steps", 0)
-    if counts.learner_steps == 0 and worker_counts.get("learner_steps", 0):
+    if worker_counts.get("learner_steps", 0):
+        # A3C-style; with the program's process as one more worker too: the merged trace had only
+        # its own learner counted and paced, the workers' updates (twice as many with 2) left out
+        too, own = (" too", counts.learner_steps) if counts.learner_steps else ("", "none")
         raise ArchsimError(
-            f"capture run: {program.name} trained in its worker processes "
-            f"({worker_counts['learner_steps']} training passes there, none in its own process), "
-            "and capture run records a learner in the program's own process only (A3C-style "
-            "workers are not supported)"
-        )
-    if counts.learner_steps and worker_counts.get("learner_steps", 0):
-        # A3C with the program's process as one more worker: the merged trace had only its own
-        # learner counted and paced, the workers' updates (twice as many with 2) left out
-        raise ArchsimError(
-            f"capture run: {program.name} trained in its worker processes too "
-            f"({worker_counts['learner_steps']} training passes there, {counts.learner_steps} "
-            "in its own process), and capture run records a learner in the program's own "
-            "process only (A3C-style workers are not supported)"
+            f"capture run: {program.name} trained in its worker processes{too} "
+            f"({worker_counts['learner_steps']} training passes there, {own} in its own "
+            "process), and capture run records a learner in the program's own process only "
+            "(A3C-style workers are not supported)"
         )
     if counts.learner_steps == 0 and counts.other_thread_optimizer_steps:
         raise ArchsimError(
