@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from archsim.capture import cpu_clock, markers, unprofiled
+from archsim.capture import cpu_clock, markers
 
 # AutoMarker._depth while a stretch runs bare: far above any real nesting of marked calls.
 BARE_DEPTH = 1 << 30
@@ -81,10 +81,7 @@ class BareStretches:
         self.marked_steps.append(
             (counts.actor_steps - self._steps[0], counts.learner_steps - self._steps[1])
         )
-        times = unprofiled.active()
-        if times is not None:
-            times.break_gap()
-        markers._step_ends.cpu_ns = None
+        markers.break_gaps()  # no gap spans the bare stretch
         from torch.optim import optimizer as torch_optimizer
 
         self._optimizer_steps = 0

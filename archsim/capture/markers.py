@@ -145,6 +145,15 @@ def skip_gap_ns(spent_ns: int) -> None:
         times.skip_gap_ns(spent_ns)
 
 
+def break_gaps() -> None:
+    """This thread's next step takes no gap from the last one, recorded or not: what ran between
+    them was not the marked loop (archsim.capture.bare_stretches's unmarked stretches)."""
+    _step_ends.cpu_ns = None
+    times = unprofiled.active()
+    if times is not None:
+        times.break_gap()
+
+
 def phase(name: str) -> contextlib.AbstractContextManager:
     """Mark a phase of an actor/learner step (one of archsim.trace.schema.PHASES)."""
     _check(name, PHASES, "phase")
