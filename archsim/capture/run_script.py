@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from archsim.capture import run_checks
 from archsim.errors import ArchsimError
 
 SUMMARY = (
@@ -181,7 +182,7 @@ def run_capture(args: argparse.Namespace) -> int:
                 stop_when_recorded=stop,
                 interrupted=interrupted,
             )
-            check_recorded(trace, counts, schedule)
+            run_checks.check_recorded(trace, counts, schedule)
     except ArchsimError as exc:
         if not interrupted:
             raise
@@ -191,7 +192,7 @@ def run_capture(args: argparse.Namespace) -> int:
         ) from None
     if counts.interrupted:
         return _report_interrupted(program, trace, counts, args.out)
-    actor_steps = _actor_steps_run(trace, counts)
+    actor_steps = run_checks.actor_steps_run(trace, counts)
     print(
         f"captured {program.name}: {actor_steps} actor steps, {counts.learner_steps} learner "
         f"steps; trace in {args.out}"
@@ -330,7 +331,7 @@ def capture_program(
                     "torch.optim.Optimizer.step, so its training never started for the schedule; "
                     "mark its update function with --phase-fn MODULE:QUALNAME=optimizer_step"
                 )
-            _check_counts(program, counts, schedule, worker_counts)
+            run_checks.check_counts(program, counts, schedule, worker_counts)
             if not counts.env_steps and not (worker_counts or {}).get("env_steps", 0):
                 note(
                     f"{program.name} stepped no gymnasium environment: its "
@@ -342,52 +343,6 @@ def capture_program(
             _describe_workload(meta, counts, marker.env_batch, marker.frameskip, worker_counts)
         trace = merge_workers(cap.trace, workers, out_dir, program.name)
     return trace, counts
-
-
-def _check_counts(
-    program: Program, counts: Any, schedule: Any, worker_counts: dict[str, int] | None = None
-) -> None:
-    worker_counts = worker_counts or {}
-    worker_env_steps = worker_counts.get("env_steps", 0)
-    if worker_counts.get("learner_steps", 0):
-        # A3C-style; with the program's process as one more worker too: the merged trace had only
-        # its own learner counted and paced, the workers' updates (twice as many with 2) left out
-        too, own = (" too", counts.learner_steps) if counts.learner_steps else ("", "none")
-        raise ArchsimError(
-            f"capture run: {program.name} trained in its worker processes{too} "
-            f"({worker_counts['learner_steps']} training passes there, {own} in its own "
-            "process), and capture run records a learner in the program's own process only "
-            "(A3C-style workers are not supported)"
-        )
-    if counts.learner_steps == 0 and counts.other_thread_optimizer_steps:
-        raise ArchsimError(
-            f"capture run: {program.name} made {counts.other_thread_optimizer_steps} optimizer "
-            "steps, all on another thread than the one that runs the program, and capture run "
-            "marks that thread only: train in it (actors may run in worker processes)"
-        )
-    if counts.learner_steps == 0:
-        raise ArchsimError(
-            f"capture run: {program.name} made no optimizer step (torch.optim.Optimizer.step), so it "
-            "has no learner step to record; run it long enough to train"
-        )
-    if counts.env_steps == 0 and counts.actor_steps == 0 and counts.other_env_threads:
-        raise ArchsimError(
-            f"capture run: {program.name} stepped its environments on {counts.other_env_threads} "
-            "other thread(s) only (actor threads), and capture run marks the thread that runs the "
-            "program only: step them in it, or in worker processes (multiprocessing), which are "
-            "captured per process"
-        )
-    if counts.env_steps == 0 and counts.actor_steps == 0 and not worker_env_steps:
-        raise ArchsimError(
-            f"capture run: {program.name} stepped no gymnasium environment and ran no acting forward "
-            "pass, so it has no actor step; mark its env step with --phase-fn MODULE:QUALNAME=env_step"
-        )
-    first = schedule.first_recorded_step()
-    if counts.ticks <= first:  # its first recorded step (the profiler's first + 1) never began
-        raise ArchsimError(
-            f"capture run: {program.name} ran {counts.ticks} steps after its first learner step but "
-            f"the schedule records from step {first + 1} on; run it longer or lower --wait/--warmup"
-        )
 
 
 def _describe_workload(
@@ -416,21 +371,3 @@ def _describe_workload(
         # fill before it is not the steady state the recorded windows show; archsim.trace.pacing)
         workload["samples_per_insert"] = counts.samples_training / transitions
     set_frames(workload, frameskip)
-
-
-def _actor_steps_run(trace: Any, counts: Any) -> int:
-    """Actor steps of the whole run: the program's process's and its env-stepping workers'."""
-    settings = (trace.meta.get("workload") or {}).get("settings") or {}
-    return counts.actor_steps + int((settings.get("worker_counts") or {}).get("actor_steps", 0))
-
-
-def check_recorded(trace: Any, counts: Any, schedule: Any) -> None:
-    """One-line error unless the recorded windows hold actor and learner steps."""
-    roles = trace.steps["role"].astype(str).value_counts() if len(trace.steps) else {}
-    actor, learner = int(roles.get("actor", 0)), int(roles.get("learner", 0))
-    if actor == 0 or learner == 0:
-        raise ArchsimError(
-            f"capture run: the recorded windows hold {actor} actor and {learner} learner steps "
-            f"(of {_actor_steps_run(trace, counts)} and {counts.learner_steps} run); simulate needs both: "
-            "record more steps per window (--active) or run the program longer"
-        )
