@@ -26,6 +26,9 @@ from archsim.json_object import read_json_object
 MAX_DEPTH = 4
 MAX_SECTIONS = 60
 MAX_TABLE_ROWS = 60
+# A table CSV read into the page: the largest archsim writes is a 100,000-point sweep.csv (the
+# sweep limit) of about 400-600 B a row, 40-60 MB. A 300 MB file took 53 s and 2.9 GB before.
+MAX_CSV_BYTES = 128 * 2**20
 # Captions of the charts archsim's commands draw, by file stem.
 CAPTIONS = {
     "breakdown": "Where GPU time goes, by sequential idealization (Inci et al. 2020): each segment is "
@@ -127,9 +130,33 @@ def _charts(folder: Path) -> list[tuple[Path, str]]:
 
 def _csv(path: Path) -> pd.DataFrame:
     try:
+        size = path.stat().st_size
+        if size > MAX_CSV_BYTES:
+            raise ValueError(f"{size / 2**20:,.0f} MiB, over the {MAX_CSV_BYTES >> 20} MiB cap")
         return pd.read_csv(path)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise ArchsimError(f"{path}: not a readable CSV table ({exc})") from None
+
+
+def _finished_points(path: Path, table: pd.DataFrame) -> pd.DataFrame:
+    """The rows a resumed sweep would keep: a last line cut short by a crash (no newline) is left
+    out, and the columns the page computes with must be numbers (a torn 'x' was a traceback)."""
+    with open(path, "rb") as handle:
+        handle.seek(max(0, path.stat().st_size - 1))
+        torn = handle.read(1) not in (b"\n", b"")
+    if torn and len(table):
+        table = table.iloc[:-1]
+    for column in ("actors", "frames_per_s"):
+        if column in table:
+            numbers = pd.to_numeric(table[column], errors="coerce")
+            bad = numbers.isna() & table[column].notna()
+            if bad.any():
+                raise ArchsimError(
+                    f"{path}: column {column} holds {str(table[column][bad].iloc[0])[:40]!r} "
+                    "(expected numbers)"
+                )
+            table = table.assign(**{column: numbers})
+    return table
 
 
 def _fmt(value: object, pattern: str) -> str:
@@ -171,7 +198,7 @@ def _simulate_section(folder: Path) -> Section:
 def _sweep_section(folder: Path) -> Section:
     from archsim.analysis.limiter import knee, limiter
 
-    table = _csv(folder / "sweep.csv")
+    table = _finished_points(folder / "sweep.csv", _csv(folder / "sweep.csv"))
     # knob columns come first in sweep.csv: rows in knob order, as the points were swept
     knobs = (
         list(table.columns[: list(table.columns).index("frames_per_s")])
