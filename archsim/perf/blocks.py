@@ -58,6 +58,21 @@ SPLIT_K_TILE = (64, 32, 256, 82.0, 26624.0)
 # a100_80gb_train_prewindow: cutlass_80_tensorop_s1688gemm_256x128_32x3_* with 256 threads, 240-248
 # registers and 147,456 B of shared memory. (tile m, tile n, threads, registers, shared bytes)
 LARGE_GEMM_TILE = (256, 128, 256, 248.0, 147456.0)
+# Blackwell (sm_100) tensor-core GEMMs: cuBLAS runs 2-CTA tcgen05 kernels in thread-block clusters.
+# Measured: a public Nsight Compute capture of torch.mm on 4096x4096 BF16 on a B200 (the TVM TIRx
+# book's chapter "Measuring and Analyzing GPU Kernel Performance") ran
+# nvjet_sm100_tst_128x256_64x6_2x2_2cta_h_bz_NNT: 512 blocks (4096^2 / (128 x 256): the name's tile
+# is one CTA's) of 256 threads, 255 registers, 213.28 KB of shared memory, 4 blocks per cluster
+# (2x2), tensor pipe 77% busy and L2 at 34.6% of its peak; cuBLAS's other large-GEMM kernels in
+# public B200 profiles are nvjet_tst_256x256_64x4_2x1_2cta / _2x2_2cta. L2 reuse is the cluster's,
+# not the CTA's: the pair's tcgen05.mma.cta_group::2 reads one B panel for both CTAs, each loading
+# half (CUTLASS examples/cute/tutorial/blackwell/04_mma_tma_2sm_sm100.cu), and TMA multicast loads
+# each A panel from L2 once for the cluster's CTAs along N (03_mma_tma_multicast_sm100.cu; CUTLASS
+# examples/70_blackwell_gemm: a 256x128 MMA tile over 2 SMs in a 2x2 cluster). A 2x2 cluster of
+# 128x256 CTA tiles reads its A and B panels once per 256x512 outputs: L2 reuse edge
+# 2 x 256 x 512 / 768 = 341.3 (the CTA tile alone: 170.7). (tile m, tile n, threads, registers,
+# shared bytes, cluster tile m, cluster tile n: the outputs whose operands L2 serves once)
+BLACKWELL_CLUSTER_TILE = (128, 256, 256, 255.0, 218399.0, 256, 512)
 GEMM_THREADS_PER_BLOCK = 256
 GEMM_REGISTERS_PER_THREAD = 128.0
 GEMM_SHARED_MEMORY_BYTES = 32768.0

@@ -16,12 +16,14 @@ import numpy as np
 
 from archsim.hw.schema import GpuConfig
 from archsim.perf.blocks import (
+    BLACKWELL_CLUSTER_TILE,
     GEMM_TILE_CANDIDATES,
     LARGE_GEMM_TILE,
     SPLIT_K_SLICES,
     SPLIT_K_TILE,
     split_k_blocks,
 )
+from archsim.perf.efficiency import generation
 from archsim.perf.launch_terms import at_achieved, body_of, launch_terms
 from archsim.perf.loaded_latency import DramLoad
 from archsim.perf.occupancy import blocks_per_sm
@@ -62,7 +64,7 @@ def search_tiles(
     best = np.full(n_rows, np.inf)
     tried: list[dict[str, np.ndarray]] = []  # each pass's terms, (slice counts, rows)
     first = 0  # candidates tried before this pass
-    for tile in candidate_tiles():
+    for tile in candidate_tiles(gpu):
         for group in groups:
             n_group = len(group)
             stacked = [np.tile(a, n_group) for a in args]
@@ -94,7 +96,7 @@ def _one_pass_per_candidate(
     """search_tiles for thousands of ops: a pass per candidate, the best terms kept as it goes."""
     best_terms: dict[str, np.ndarray] = {}
     best = np.full(len(args[0]), np.inf)
-    for tile in candidate_tiles():
+    for tile in candidate_tiles(gpu):
         for slices in (1, *SPLIT_K_SLICES):
             slice_column = np.full(len(args[0]), float(slices))
             candidate, usable = tile_terms(*args, tile, slice_column, gpu, idealize, load)
@@ -110,12 +112,20 @@ def _one_pass_per_candidate(
     return best_terms
 
 
-def candidate_tiles() -> list[tuple[int, int, int, float, float]]:
-    """(tile m, tile n, threads, registers, shared bytes) of every tile tried for grid-less ops."""
+Tile = tuple[int, int, int, float, float] | tuple[int, int, int, float, float, int, int]
+
+
+def candidate_tiles(gpu: GpuConfig | None = None) -> list[Tile]:
+    """(tile m, tile n, threads, registers, shared bytes[, cluster tile m, n]) of every tile tried
+    for grid-less ops; on Blackwell also cuBLAS's 2-CTA cluster kernel (archsim.perf.blocks.
+    BLACKWELL_CLUSTER_TILE), whose operands L2 serves once per cluster."""
     square = [
         (edge, edge, threads, regs, smem) for edge, threads, regs, smem in GEMM_TILE_CANDIDATES
     ]
-    return [*square, LARGE_GEMM_TILE, SPLIT_K_TILE]
+    tiles: list[Tile] = [*square, LARGE_GEMM_TILE, SPLIT_K_TILE]
+    if gpu is not None and generation(gpu) == "blackwell":
+        tiles.append(BLACKWELL_CLUSTER_TILE)
+    return tiles
 
 
 def tile_terms(
@@ -125,7 +135,7 @@ def tile_terms(
     rate: np.ndarray,
     tiled: np.ndarray,
     size: np.ndarray,
-    tile: tuple[int, int, int, float, float],
+    tile: Tile,
     slices: np.ndarray,
     gpu: GpuConfig,
     idealize: frozenset[str],
@@ -141,14 +151,17 @@ def tile_terms(
     partials at all. (Charging them as DRAM traffic made the fastest split jump between slice counts
     from one batch size to the next, and the predicted time with it.)
     """
-    tile_m, tile_n, threads, registers, shared = tile
+    tile_m, tile_n, threads, registers, shared = tile[:5]
+    # L2 serves each operand panel once per cluster tile where the kernel multicasts (tile[5:]),
+    # else once per CTA tile
+    reuse_m, reuse_n = tile[5:] if len(tile) == 7 else (tile_m, tile_n)
     full = np.ones(len(flops))
     wave = gpu.sms * blocks_per_sm(full * threads, full * registers, full * shared, gpu)
     blocks, usable = split_k_blocks(
         out_elements, flops, dram_bytes, slices, wave, tile_m * tile_n, threads
     )
     usable = usable | (slices == 1)
-    edge = 2.0 * tile_m * tile_n / (tile_m + tile_n)
+    edge = 2.0 * reuse_m * reuse_n / (reuse_m + reuse_n)
     # Ragged tiles: beyond one tile the last one is padded to full size. A single partial tile is not
     # (GEMV-like shapes run GEMV kernels, whose blocks share out the rows), which keeps the padded
     # work continuous at one tile: T outputs in 1 tile, T + 1 in 2 tiles of the same per-block work.
