@@ -1,5 +1,6 @@
 """The tile search of archsim.perf.terms for GEMM/conv ops captured without a CUDA grid: each tile of
-GEMM_TILE_CANDIDATES, LARGE_GEMM_TILE and SPLIT_K_TILE, unsplit and split into K-slices
+GEMM_TILE_CANDIDATES, LARGE_GEMM_TILE and SPLIT_K_TILE (on Blackwell also BLACKWELL_CLUSTER_TILE,
+whose operands L2 serves once per thread-block cluster), unsplit and split into K-slices
 (SPLIT_K_SLICES, usable below one wave of blocks), priced by archsim.perf.launch_terms at the
 achieved fractions with the pipeline fill; each op keeps the fastest usable candidate, as cuBLAS and
 cuDNN heuristics pick small tiles and split-K or GEMV kernels for skinny problems.
