@@ -180,3 +180,80 @@ def test_reinforce_trains_each_episode_once(tmp_path, capsys, style):
     assert workload["samples_per_insert"] == 1.0
     learner = trace.steps[trace.steps.role.astype(str) == "learner"]
     assert len(learner) and set(learner.batch_size) <= {37, 13, 25, 45, 85, 14}
+
+
+# A2C (Mnih et al. 2016, synchronous) on 4 vector CartPoles: 5-step rollouts acting with grad on
+# and keeping each step's log-prob and value with their graphs, one update of the n-step
+# actor-critic loss per rollout. The bootstrap value of the next observation is computed with
+# grad on and detached ("grad", as many tutorials write it) or under no_grad. argv: iterations,
+# grad | nograd.
+A2C = textwrap.dedent(
+    """
+    import sys
+    import gymnasium as gym
+    import torch
+    import torch.nn as nn
+
+    iters, boot_grad = int(sys.argv[1]), sys.argv[2] == "grad"
+    torch.set_num_threads(1); torch.manual_seed(0)
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4)
+
+    class AC(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(4, 32), nn.Tanh())
+            self.pi, self.v = nn.Linear(32, 2), nn.Linear(32, 1)
+
+        def forward(self, x):
+            h = self.body(x)
+            return self.pi(h), self.v(h).squeeze(-1)
+
+    ac = AC()
+    opt = torch.optim.RMSprop(ac.parameters(), lr=7e-4)
+    obs, _ = envs.reset(seed=0)
+    calls = 0
+    for it in range(iters):
+        lps, vs, rs, ms = [], [], [], []
+        for _ in range(5):
+            logits, v = ac(torch.as_tensor(obs))
+            d = torch.distributions.Categorical(logits=logits)
+            a = d.sample()
+            obs, r, term, trunc, _ = envs.step(a.numpy()); calls += 1
+            lps.append(d.log_prob(a)); vs.append(v)
+            rs.append(torch.as_tensor(r, dtype=torch.float32))
+            ms.append(torch.as_tensor(1.0 - (term | trunc), dtype=torch.float32))
+        with torch.set_grad_enabled(boot_grad):
+            R = ac(torch.as_tensor(obs))[1].detach()
+        loss = 0
+        for lp, v, r, m in zip(reversed(lps), reversed(vs), reversed(rs), reversed(ms)):
+            R = r + 0.99 * R * m
+            loss = loss + (0.5 * (R - v).pow(2) - lp * (R - v).detach()).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+    print(f"COUNTS env_calls={calls} transitions={calls * 4} updates={iters}")
+    """
+)
+
+
+@pytest.mark.parametrize("bootstrap", ["grad", "nograd"])
+def test_a2c_trains_its_rollout_with_its_graph(tmp_path, capsys, bootstrap):
+    """8 rollouts of 5 steps of 4 CartPoles (160 transitions), one update each on its 20: 1
+    sample per transition (140 after the first update), learner steps of batch 20, actor steps
+    the 40 env steps and the 8 bootstrap forwards. Before: each update read batch 1 (0.05 samples
+    per transition); with the bootstrap computed with grad on, each rollout's first acting forward
+    was a train forward (an extra learner step of batch 4 that trained nothing, half of those
+    recorded), and the bootstrap's 4 counted as samples of the update. (About 1-2 s each.)"""
+    out = tmp_path / "cap"
+    script = _script(tmp_path, A2C, "a2c.py")
+    assert main(["capture", "run", "--out", str(out), *SCHEDULE, "--", script, "8", bootstrap]) == 0
+    did = _counts(capsys.readouterr().out)
+    assert did == {"env_calls": 40, "transitions": 160, "updates": 8}
+    trace = load(out)
+    workload = trace.meta["workload"]
+    counts = workload["settings"]["counts"]
+    assert (counts["env_steps"], counts["transitions"], counts["actor_steps"]) == (40, 160, 48)
+    assert (counts["learner_steps"], counts["samples"]) == (8, 160)
+    assert counts["transitions_training"] == 140
+    assert workload["samples_per_insert"] == 1.0
+    steps = trace.steps
+    assert set(steps[steps.role.astype(str) == "learner"].batch_size) == {20}
+    assert set(steps[steps.role.astype(str) == "actor"].batch_size) == {4}

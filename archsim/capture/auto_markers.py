@@ -280,7 +280,7 @@ class AutoMarker(ForwardMarking, LearnerMarking, EnvMarking):
                 self.note_draw(tensors_of((result,)))
                 return result
             if phase == "train_backward":
-                self.resolve_ambiguous(True)
+                self.resolve_ambiguous(True, args[:1] or (kwargs.get("tensors"),))
                 result = self._marked(phase, original, args, kwargs)
                 self._note_backward()
                 return result

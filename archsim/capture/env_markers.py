@@ -43,7 +43,7 @@ class EnvMarking:
     _actor_stepped: bool
     _outermost: Callable[[], bool]
     _marked: Callable[..., Any]
-    resolve_ambiguous: Callable[[bool], None]
+    resolve_ambiguous: Callable[..., None]
 
     def _note_env(self, env: Any) -> None:
         if id(env) == self._env_id:

@@ -12,6 +12,10 @@ from typing import Any
 from archsim.capture.learner_markers import tensors_of
 
 _get_ident = threading.get_ident
+# Autograd nodes walked from a loss to find an ambiguous forward's outputs (resolve_ambiguous):
+# a design bound. An A2C loss over 5 steps of 4 CartPoles holds some hundreds; a graph larger than
+# this keeps the old rule (a backward after such a forward trained it).
+_MAX_BACKWARD_NODES = 20_000
 
 
 def _batch(value: Any, obs_ndim: int | None) -> int:
@@ -20,6 +24,22 @@ def _batch(value: Any, obs_ndim: int | None) -> int:
     if obs_ndim is not None:
         return int(value.shape[0]) if value.dim() > obs_ndim else 1
     return int(value.shape[0]) if value.dim() >= 2 else 1
+
+
+def _graph_nodes(roots: list[Any]) -> set[int] | None:
+    """The ids of the autograd nodes ``roots``' graph holds, or None past _MAX_BACKWARD_NODES
+    (not known whole)."""
+    todo = [t.grad_fn for t in roots if getattr(t, "grad_fn", None) is not None]
+    seen: set[int] = set()
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if len(seen) > _MAX_BACKWARD_NODES:
+            return None
+        todo.extend(next_node for next_node, _ in node.next_functions)
+    return seen
 
 
 class ForwardMarking:
@@ -48,6 +68,8 @@ class ForwardMarking:
     _rnn_time_first: dict[int, bool] | None = None
     # the batches of the grad-on acting forwards since the last backward (LearnerMarking)
     _act_grad_samples: int = 0
+    # module id -> the autograd nodes of its ambiguous forwards' outputs (see resolve_ambiguous)
+    _ambiguous_outputs: dict[int, tuple[int, list[Any]]] | None = None
 
     def _time_first(self, module: Any) -> bool:
         """Whether ``module``'s first recurrent layer (``nn.LSTM``/``GRU``/``RNN``, itself
@@ -87,12 +109,35 @@ class ForwardMarking:
                 return int(value.batch_sizes[0])
         return None
 
-    def resolve_ambiguous(self, trained: bool) -> None:
+    def resolve_ambiguous(self, trained: bool, roots: tuple[Any, ...] = ()) -> None:
         """A backward (``trained``) or an env step followed the grad-on forwards at the env's batch
-        since the last of either: what those modules did, for their next such forward."""
+        since the last of either: what those modules did, for their next such forward. A
+        backward of ``roots`` trained a module's forward only if its outputs are in their
+        autograd graph (when the graph is walked whole): A2C's bootstrap value, computed with grad
+        on and detached, had made each rollout's first acting forward a train forward, an update
+        of its own that trained nothing (half the recorded learner steps), and such a forward's
+        batch is no sample of the backward's (LearnerMarking._note_backward)."""
+        outputs, self._ambiguous_outputs = self._ambiguous_outputs or {}, None
+        reached = _graph_nodes(tensors_of(roots)) if trained and outputs else None
         for key in self._ambiguous:
-            self._trains_at_env_batch[key] = trained
+            samples, nodes = outputs.get(key, (0, None))
+            if reached is not None and nodes is not None:
+                trains = any(id(node) in reached for node in nodes)
+                if not trains:
+                    self._act_grad_samples = max(0, self._act_grad_samples - samples)
+            else:
+                trains = trained
+            self._trains_at_env_batch[key] = trains
         self._ambiguous.clear()
+
+    def _note_ambiguous_output(self, module: Any, result: Any, act_samples: int) -> None:
+        """Hold the autograd nodes of an ambiguous forward's outputs until it is resolved, with
+        the samples it added to _act_grad_samples."""
+        if self._ambiguous_outputs is None:
+            self._ambiguous_outputs = {}
+        samples, nodes = self._ambiguous_outputs.get(id(module), (0, []))
+        nodes.extend(t.grad_fn for t in tensors_of((result,)) if t.grad_fn is not None)
+        self._ambiguous_outputs[id(module)] = (samples + act_samples, nodes)
 
     def _forward_phase(self, module: Any, batch: int | None, grad: bool, goes_on: bool) -> str:
         """The phase of an outermost module call on ``batch`` (None: no tensor input), ``grad``:
@@ -137,8 +182,11 @@ class ForwardMarking:
                 if inputs is None:
                     inputs = tensors_of((*args, *kwargs.values()))
             result = self._marked(phase, original, (module, *args), kwargs)
-            if phase == "act" and grad:  # its graph may be what the next backward trains
-                self._act_grad_samples += batch or 1
+            act_samples = (batch or 1) if phase == "act" and grad else 0
+            # its graph may be what the next backward trains (LearnerMarking._note_backward)
+            self._act_grad_samples += act_samples
+            if grad and id(module) in self._ambiguous:
+                self._note_ambiguous_output(module, result, act_samples)
             if phase == "train_forward":
                 if grad and self._learner is not None:
                     self._forward_max = max(self._forward_max, batch or 0)
