@@ -30,18 +30,25 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def read_json_text(path: Path) -> str:
+    """The UTF-8 text of one of archsim's own JSON files, read no further than MAX_JSON_BYTES: an
+    OSError for a directory, FIFO (open() would block) or device (/dev/zero never ends), a
+    ValueError past the cap."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_JSON_BYTES + 1)
+    if len(data) > MAX_JSON_BYTES:
+        raise ValueError(f"over {MAX_JSON_BYTES >> 20} MiB, far more than archsim writes")
+    return data.decode("utf-8")
+
+
 def read_json_object(path: Path) -> dict:
     """The JSON object in ``path``; an unreadable, non-JSON or non-object file is one ArchsimError."""
     try:
-        mode = os.stat(path).st_mode
-        if not stat.S_ISREG(mode):  # a FIFO would block open(), /dev/zero never end
-            raise OSError(errno.EINVAL, "not a regular file")
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_JSON_BYTES + 1)
-        if len(data) > MAX_JSON_BYTES:
-            raise ValueError(f"over {MAX_JSON_BYTES >> 20} MiB, far more than archsim writes")
         data = json.loads(
-            data.decode("utf-8"), parse_constant=_refuse_constant, parse_float=_finite_float
+            read_json_text(path), parse_constant=_refuse_constant, parse_float=_finite_float
         )
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise ArchsimError(f"{path}: not a readable JSON file ({exc})") from None

@@ -382,3 +382,20 @@ def test_report_refuses_a_huge_table_without_reading_it(finished_sweep, tmp_path
     status, page = _report_of_sweep(finished_sweep, tmp_path, grow)
     assert status == 2 and not page.exists()
     assert "over the 128 MiB cap" in error_line(capsys)
+
+
+def test_validate_from_a_measurements_file_that_is_huge_or_a_fifo_is_one_line(tmp_path, capsys):
+    # Before: a FIFO blocked read_text forever; a 1 GiB file was read whole (2 GiB) first.
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    measurements = earlier / "measurements.json"
+    with open(measurements, "wb") as handle:
+        handle.truncate(2**30)
+    argv = ["validate", "--from", str(earlier), "--out", str(tmp_path / "v")]
+    assert main(argv) == 2
+    assert "over 16 MiB" in error_line(capsys)
+    measurements.unlink()
+    os.mkfifo(measurements)
+    assert main(argv) == 2
+    assert f"{measurements}: not a regular file" in error_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier"]

@@ -212,6 +212,7 @@ def save_measurements(
 def repredict(from_dir: Path) -> list[dict]:
     """Rows from an earlier run's traces and measurements, with today's model's predictions."""
     from archsim.hw.presets import load_hw
+    from archsim.json_object import read_json_text
     from archsim.trace.format import load
     from archsim.validate.predict import predict
 
@@ -221,7 +222,7 @@ def repredict(from_dir: Path) -> list[dict]:
             f"{path}: not found (expected the output of an earlier archsim validate)"
         )
     try:  # the file as save_measurements writes it; anything else is one line, not a traceback
-        doc = json.loads(path.read_text())
+        doc = json.loads(read_json_text(path))  # bounded: not a 1 GB file read whole
         configs = [RunConfig(**c) for c in doc["configs"]]
         by_name = {c.name: c for c in configs}
         baselines = {w: by_name[name] for w, name in doc["baselines"].items()}
