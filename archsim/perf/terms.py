@@ -338,8 +338,22 @@ def _work_item_grid(ops: pd.DataFrame, blocks: np.ndarray, threads: np.ndarray) 
     return candidate & ((flops <= 0) | shallow)
 
 
+# cuBLAS's Blackwell 2-CTA kernels name their CTA tile, K tile x stages and cluster:
+# nvjet_sm100_tst_128x256_64x6_2x2_2cta_h_bz_NNT (archsim.perf.blocks.BLACKWELL_CLUSTER_TILE: a B200
+# capture's 512 blocks of 4096^2 BF16 outputs are 128x256 CTA tiles, 4 to a 2x2 cluster)
+_NVJET_2CTA_CLUSTER = r"nvjet\w*?_\d+x\d+_\d+x\d+_(\d+)x(\d+)_2cta"
+
+
 def _tile_edge(ops: pd.DataFrame, threads: np.ndarray) -> np.ndarray:
     """Tile edge for L2 reuse: harmonic tile (2mn/(m+n)) of the kernel's tile (archsim.perf.blocks.
-    tile_dims: from a name like 128x64, else threads x 64 outputs, 128 x 128 for 256 threads)."""
-    m, n = tile_dims(_strings(ops, "name"), threads)
+    tile_dims: from a name like 128x64, else threads x 64 outputs, 128 x 128 for 256 threads); for a
+    2-CTA cluster kernel, of its cluster's tile, whose A and B panels L2 serves once (tcgen05
+    cta_group::2 and TMA multicast: archsim.perf.blocks.BLACKWELL_CLUSTER_TILE)."""
+    names = _strings(ops, "name")
+    m, n = tile_dims(names, threads)
+    cluster = by_unique(
+        names, lambda u: u.str.extract(_NVJET_2CTA_CLUSTER).astype(float).to_numpy()
+    )
+    m = m * np.nan_to_num(cluster[:, 0], nan=1.0)
+    n = n * np.nan_to_num(cluster[:, 1], nan=1.0)
     return 2 * m * n / (m + n)
