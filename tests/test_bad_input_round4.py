@@ -399,3 +399,17 @@ def test_validate_from_a_measurements_file_that_is_huge_or_a_fifo_is_one_line(tm
     assert main(argv) == 2
     assert f"{measurements}: not a regular file" in error_line(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier"]
+
+
+@pytest.mark.parametrize("table", ["ops.parquet", "steps.parquet"])
+def test_a_trace_table_that_is_not_a_file_is_named(trace_dir, tmp_path, capsys, table):
+    # Before: a FIFO or device was "not a readable Parquet table (FileNotFoundError)", a folder
+    # was read as an empty dataset ("has no op_id ... column").
+    import shutil
+
+    for kind in ("fifo", "folder"):
+        copy = Path(shutil.copytree(trace_dir, tmp_path / kind))
+        (copy / table).unlink()
+        os.mkfifo(copy / table) if kind == "fifo" else (copy / table).mkdir()
+        assert main(["trace", "info", str(copy)]) == 2
+        assert f"{copy / table}: is not a file" in error_line(capsys)

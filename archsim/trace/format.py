@@ -304,6 +304,8 @@ def load(directory: Path) -> Trace:
         path = directory / name
         if not path.exists():
             raise ArchsimError(f"{path}: missing table of the trace")
+        if not path.is_file():  # a folder read as an empty dataset; a FIFO "FileNotFoundError"
+            raise ArchsimError(f"{path}: is not a file (expected the trace's Parquet table)")
         try:
             table = pd.read_parquet(path)
         except Exception as exc:  # pyarrow raises several types for corrupt files
