@@ -98,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a path the system refuses that no check named (name too long: a
         # trace, --hw or --source-hw of 100,000 characters was an OSError traceback)
         name = f"{exc.filename}: " if exc.filename else ""
-        print(short_line(f"archsim: error: {name}{exc.strerror or exc}"), file=sys.stderr)
+        line = " ".join(f"archsim: error: {name}{exc.strerror or exc}".split())  # a path's newline
+        print(short_line(line), file=sys.stderr)
         return EXIT_USAGE
 
 

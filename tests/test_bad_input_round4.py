@@ -413,3 +413,10 @@ def test_a_trace_table_that_is_not_a_file_is_named(trace_dir, tmp_path, capsys, 
         os.mkfifo(copy / table) if kind == "fifo" else (copy / table).mkdir()
         assert main(["trace", "info", str(copy)]) == 2
         assert f"{copy / table}: is not a file" in error_line(capsys)
+
+
+def test_a_path_the_system_refuses_is_one_line_even_with_a_newline_in_it(capsys):
+    # Before: the last-resort OSError line echoed the name's newline: two lines on stderr.
+    name = "a" * 300 + "\nb" * 2 + ".yaml"  # a component past NAME_MAX: File name too long
+    assert main(["hw", "show", name]) == 2
+    assert "File name too long" in error_line(capsys)
