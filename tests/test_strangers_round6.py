@@ -70,7 +70,9 @@ A3C = textwrap.dedent(
 
     if __name__ == "__main__":
         workers, n_updates, t_max = map(int, sys.argv[1:4])
-        mp.set_start_method(sys.argv[4])
+        # force: capture run runs the program in the test's process, where an earlier test's
+        # multiprocessing use has already fixed the default context (RuntimeError otherwise)
+        mp.set_start_method(sys.argv[4], force=True)
         shared = AC(); shared.share_memory()
         counter = mp.Value("i", 0)
         procs = [
