@@ -1,6 +1,6 @@
-"""Sequential idealization (Inci et al. 2020; DESIGN.md), the paper's steps literally: the GPU time of
-an op sequence with (1) infinite DRAM bandwidth, (2) + zero DRAM latency, (3) + an ideal memory system
-(every request returns at issue), (4) + perfect SM utilization: the sequence on a SINGLE SM with the
+"""Sequential idealization (Inci et al. 2020; docs/SIMULATOR.md "Breakdown"), the paper's steps
+literally: the GPU time of an op sequence with (1) infinite DRAM bandwidth, (2) + zero DRAM latency,
+(3) + an ideal memory system (every request returns at issue), (4) + perfect SM utilization: the sequence on a SINGLE SM with the
 ideal memory system, divided by the SM count (archsim.perf.kernel). Each drop is that component's
 share; what remains is math. Whatever does not shrink when work spreads over more SMs (wave tails, too
 few blocks, the per-kernel floor gpu.kernel_min_us) falls into SM utilization, never into math.

@@ -1,6 +1,7 @@
-"""Pydantic models of a hardware config (DESIGN.md "Hardware configs"; field names agreed in
-briefs/interfaces.md). Units live in the field names. ``extra="forbid"`` makes unknown keys errors, and
-the numeric constraints make impossible values (negative bandwidth, zero SMs) errors at load time.
+"""Pydantic models of a hardware config (docs/REFERENCE.md for the figures; the field names are an
+interface that configs and `--set` keys depend on). Units live in the field names. ``extra="forbid"``
+makes unknown keys errors, and the numeric constraints make impossible values (negative bandwidth,
+zero SMs) errors at load time.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""CPU model (DESIGN.md "CPU"): pure functions that place software threads on hardware threads and say
-how fast each hardware thread runs.
+"""CPU model (docs/SIMULATOR.md "CPU: SMT, placement, GIL"): pure functions that place software
+threads on hardware threads and say how fast each hardware thread runs.
 
 Why pinning: the simulator assigns every software thread to one hardware thread, as thread-affinity
 actor pools (Sample Factory, EnvPool) do: the learner's threads (training loop, inference server) get
@@ -8,7 +8,7 @@ cores, idle cores before SMT siblings (as Linux's scheduler places runnable thre
 siblings of the learner's cores stay free while any other core exists (a pinned learner keeps its
 cores), so adding hardware threads never slows the learner or its inference server. So the learner
 side takes threads away from the actors, which is one of the two things that place the knee of an
-actor sweep (DESIGN.md). That is the default placement; ``actor_threads`` spreads the actors over
+actor sweep (docs/SIMULATOR.md). That is the default placement; ``actor_threads`` spreads the actors over
 fewer threads, which archsim.sim.placement picks when time-sharing threads runs faster (actors that
 share a thread hide inference latency, as SEED RL's do). A hardware thread serves its software
 threads first-come first-served, which is a FIFO queue (Lindley recursion). Linux numbers the first hardware thread of every core before any second sibling, so

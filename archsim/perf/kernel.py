@@ -1,4 +1,4 @@
-"""GPU kernel-time model (DESIGN.md, "Kernel time on a GPU"): seconds per op on a target GPU.
+"""GPU kernel-time model: seconds per op on a target GPU (docs/ACCURACY.md: how well it does).
 
 The pieces, by responsibility: :mod:`archsim.perf.terms` (the time terms of a kernel: math, tail and
 underfill, DRAM bandwidth and latency, L2), :mod:`archsim.perf.efficiency` (achieved fractions of

@@ -1,4 +1,4 @@
-"""Host link and network message times (DESIGN.md "Host link and network", docs/NETWORK.md): pure
+"""Host link and network message times (docs/NETWORK.md): pure
 functions.
 
 ``message_breakdown`` is the network model of issue 14: a message of B bytes costs the sender's and

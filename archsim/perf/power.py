@@ -1,5 +1,5 @@
-"""Power model (DESIGN.md "Power"): per GPU and per CPU socket, idle power plus the dynamic power of
-what is doing work. Pure functions; energy is the time integral of power.
+"""Power model (docs/SIMULATOR.md "Power"): per GPU and per CPU socket, idle power plus the dynamic
+power of what is doing work. Pure functions; energy is the time integral of power.
 
 GPU: ``idle + sm_dynamic_w x (busy SM-seconds / (all SMs of the physical card x time)) + DRAM``.
 SMs that ``--sms`` disables draw only their share of idle, so two busy SMs of a V100's 80 add

@@ -1,4 +1,4 @@
-"""GPU kernel-time terms (DESIGN.md, "Kernel time on a GPU"), vectorized over an ops table.
+"""GPU kernel-time terms, vectorized over an ops table (docs/ACCURACY.md: how well they price kernels).
 
 For an op with FLOPs F, DRAM bytes D, B thread blocks of T threads, on a GPU with N SMs, a resident
 blocks per SM, per-SM peak P, DRAM bandwidth W and latency L, and the achieved fractions of

@@ -1,5 +1,5 @@
 """The GIL of one simulated Python process: its threads take turns for the Python part of their CPU
-bursts (DESIGN.md "CPU").
+bursts (docs/SIMULATOR.md "CPU: SMT, placement, GIL").
 
 The learner process holds the training loop and the inference server threads (SEED RL, the bundled
 R2D2 runtime); they share one GIL. Every actor is a process of its own with one thread, so its GIL

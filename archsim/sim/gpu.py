@@ -1,4 +1,4 @@
-"""One GPU shared by two FIFO streams, inference and learner (DESIGN.md "System simulator").
+"""One GPU shared by two FIFO streams, inference and learner (docs/SIMULATOR.md "What is modelled").
 
 Kernels from the two streams share the SMs: a job whose kernels fill every SM (``sm_fraction`` 1)
 gets the GPU alone, and smaller ones run side by side until the SMs are full. When both streams have

@@ -1,4 +1,5 @@
-"""Column schema of the normalized trace tables (DESIGN.md, "Trace (normalized)").
+"""Column schema of the normalized trace tables (DEVELOPERS.md "Layout"; each column's meaning is
+beside it below).
 
 One place defines every column, its dtype and its fill value for "unknown", so that ingest, capture,
 save/load and every analysis agree. Units live in the column names.
