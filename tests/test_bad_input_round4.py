@@ -92,6 +92,8 @@ def test_a_huge_yaml_input_is_refused_without_reading_it(trace_dir, tmp_path, ca
     assert peak_bytes < 64 * 2**20
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and all("MiB of text, over the 1 MiB" in line for line in lines)
+    # said as a size, not as bad YAML (it read "not valid YAML (2.0 MiB of text, ...)")
+    assert all("too large to read" in line and "not valid YAML" not in line for line in lines)
 
 
 def test_a_huge_meta_yaml_is_refused_without_reading_it(trace_dir, tmp_path, capsys):
@@ -104,6 +106,7 @@ def test_a_huge_meta_yaml_is_refused_without_reading_it(trace_dir, tmp_path, cap
     assert main(["trace", "info", str(copy)]) == 2
     line = error_line(capsys)
     assert "meta.yaml" in line and "MiB of text, over the 1 MiB" in line
+    assert "too large to read" in line
 
 
 def test_a_yaml_input_that_is_not_utf8_still_names_the_byte_at_its_file_offset(tmp_path, capsys):

@@ -98,9 +98,9 @@ def _read_yaml(path: Path) -> Any:
     try:
         return copy.deepcopy(_parsed_yaml(read_yaml_text(path)))
     except yaml.YAMLError as exc:
-        from archsim.hw.strict_yaml import yaml_problem
+        from archsim.hw.strict_yaml import yaml_refusal
 
-        raise ArchsimError(f"{path}: not valid YAML ({yaml_problem(exc)})") from None
+        raise ArchsimError(yaml_refusal(path, exc)) from None
     except OSError as exc:
         raise ArchsimError(f"{path}: cannot read ({exc.strerror})") from None
     except UnicodeDecodeError as exc:

@@ -129,3 +129,10 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
         exc, DuplicateKeyError | NestedTooDeeplyError | AliasBombError | TooLargeError
     )
     return str(exc) if known else exc.__class__.__name__
+
+
+def yaml_refusal(path: object, exc: yaml.YAMLError) -> str:
+    """The one-line refusal of a YAML input: a size past the cap is said as such, not as bad YAML."""
+    if isinstance(exc, TooLargeError):
+        return f"{path}: too large to read ({exc})"
+    return f"{path}: not valid YAML ({yaml_problem(exc)})"

@@ -168,16 +168,17 @@ def write_calibration(path: Path, document: Mapping[str, Any]) -> Path:
 
 def load_efficiency(path: Path) -> dict[str, float]:
     """The ``efficiency`` mapping of a calibration overlay, checked (positive finite numbers)."""
-    from archsim.hw.strict_yaml import read_yaml_text, safe_load_unique, yaml_problem
+    from archsim.hw.strict_yaml import read_yaml_text, safe_load_unique, yaml_refusal
 
     path = Path(path)
     try:
         data = safe_load_unique(read_yaml_text(path))  # a class given twice is an error
     except OSError as exc:
         raise ArchsimError(f"{path}: cannot read calibration ({exc.strerror})") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:  # a binary file is not YAML either
-        problem = yaml_problem(exc) if isinstance(exc, yaml.YAMLError) else "UnicodeDecodeError"
-        raise ArchsimError(f"{path}: not valid YAML ({problem})") from None
+    except yaml.YAMLError as exc:
+        raise ArchsimError(yaml_refusal(path, exc)) from None
+    except UnicodeDecodeError:  # a binary file is not YAML either
+        raise ArchsimError(f"{path}: not valid YAML (UnicodeDecodeError)") from None
     if not isinstance(data, dict) or not isinstance(data.get("efficiency"), dict):
         raise ArchsimError(f"{path}: expected a mapping with key efficiency: {{class: fraction}}")
     if not data["efficiency"]:  # "calibrated" output that calibrates nothing

@@ -270,7 +270,7 @@ def check_trace(path: Path, trace: Trace) -> None:
 
 def load(directory: Path) -> Trace:
     """Read a trace directory, checking that it is one and that its format version is understood."""
-    from archsim.hw.strict_yaml import read_yaml_text, safe_load_unique, yaml_problem
+    from archsim.hw.strict_yaml import read_yaml_text, safe_load_unique, yaml_refusal
 
     directory = Path(directory)
     meta_path = directory / META_FILE
@@ -288,9 +288,10 @@ def load(directory: Path) -> Trace:
         raise ArchsimError(f"{meta_path}: not UTF-8 text (expected YAML metadata)") from None
     except OSError as exc:
         raise ArchsimError(f"{meta_path}: cannot be read ({exc.strerror})") from None
-    except (yaml.YAMLError, RecursionError) as exc:
-        problem = yaml_problem(exc) if isinstance(exc, yaml.YAMLError) else "RecursionError"
-        raise ArchsimError(f"{meta_path}: not valid YAML ({problem})") from None
+    except yaml.YAMLError as exc:
+        raise ArchsimError(yaml_refusal(meta_path, exc)) from None
+    except RecursionError:
+        raise ArchsimError(f"{meta_path}: not valid YAML (RecursionError)") from None
     if not isinstance(meta, dict):
         raise ArchsimError(f"{meta_path}: expected a mapping of trace metadata")
     _check_meta(meta_path, meta)
