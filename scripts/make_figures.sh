@@ -4,8 +4,8 @@
 # Tables (CSV) and SVGs stay in runs/figures/; docs/FIGURES.md quotes their numbers.
 # The R2D2 sweeps use --learner-batch 64: R2D2's 64 sequences per update (REFERENCE.md "RL
 # workloads"); for an R2D2 trace the learner batch counts sequences of the trace's length.
-# Takes 36 s to 2 min of wall time on two cores shared with other jobs (36, 57 and 53 s in three runs
-# on 2026-11-25; 58 s and 2 min 5 s on 2026-11-24).
+# Takes 36 s to 3.5 min of wall time on two cores shared with other jobs (36, 57 and 53 s in three
+# runs on 2026-11-25; 58 s and 2 min 5 s on 2026-11-24; 210 s at load 7-8 on 2026-11-25).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/archsim ] || bash scripts/setup.sh

@@ -39,7 +39,7 @@ from archsim.errors import ArchsimError
 
 SUMMARY = (
     "Run any Python RL program unmodified (-- [python] SCRIPT.py ARGS, or -- -m MODULE ARGS) and "
-    "mark its loop; the schedule counts steps from its first optimizer step on."
+    "mark its loop; the schedule counts steps from its first update after it first acts on."
 )
 _PYTHON_NAMES = ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}")
 

@@ -20,7 +20,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("trace", type=Path, help="trace directory, or a Kineto .json/.json.gz")
     add_hw_arguments(parser)
-    parser.add_argument("--phase", default="all", choices=("all", "inference", "train"))
+    parser.add_argument(
+        "--phase",
+        default="all",
+        choices=("all", "inference", "train"),
+        help="which ops to break down: every op, the acting forward passes, or the learner's "
+        "training (default all)",
+    )
     parser.add_argument(
         "--calibration", type=Path, help="efficiency overlay from `archsim calibrate` (YAML)"
     )

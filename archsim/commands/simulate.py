@@ -21,8 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "simulate",
         help="simulate actors, inference, replay and learner of a trace on a hardware config",
         description=(
-            "Discrete-event simulation (simpy, with exact fast paths) of a distributed RL system "
-            "running TRACE's workload on --hw: frames/s, learner updates/s, CPU and GPU "
+            "Discrete-event simulation (simpy, with exact fast paths) of TRACE's RL training on "
+            "--hw, as a distributed actor/learner system or, for a single-threaded program's "
+            "capture, its own sequential loop (--loop): frames/s, learner updates/s, CPU and GPU "
             "utilization, queueing, power and energy per frame."
         ),
     )

@@ -51,9 +51,11 @@ def _replay_ratio(text: str) -> float | str | None:
 
 def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
     def parse(text: str) -> str:
-        if text not in options:
+        # any case: the help prints the choices upper-cased as its metavar (CENTRAL|LOCAL)
+        word = text.lower()
+        if word not in options:
             raise ValueError(text)
-        return text
+        return word
 
     parse.__name__ = "one of " + "|".join(options)
     return parse
@@ -75,7 +77,12 @@ class Knob:
 KNOBS: tuple[Knob, ...] = (
     Knob("actors", _int, "integer", "actor threads (default 256, SEED RL's R2D2)"),
     Knob("envs_per_actor", _int, "integer", "environments each actor steps (default 1)"),
-    Knob("inference", _choice(INFERENCE_MODES), "central|local", "central (SEED) or local"),
+    Knob(
+        "inference",
+        _choice(INFERENCE_MODES),
+        "central|local",
+        "central (SEED: batched on the learner's GPU; the default) or local (each actor's CPU)",
+    ),
     Knob("inference_batch", _int, "integer", "max observations per inference batch (64)"),
     Knob("inference_timeout_us", _float, "number", "batching timeout in us (default 1000)"),
     Knob("learner_batch", _int, "integer", "learner batch (default: the trace's)"),
