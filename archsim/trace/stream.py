@@ -39,11 +39,12 @@ _EXACT = float(2**52)  # float64 holds every integer below this exactly
 # under 20 kB), and a 500 MB string (or a gzip bomb of one) held and decoded in memory took 1.2 GB
 # and 37 s before it was refused (benchmarks/big_input.py). Events in any number are fine.
 MAX_VALUE_CHARS = 64 * 2**20
-# Events ingest keeps (complete spans of the categories it reads) take about 300 B each in memory
-# (benchmarks/big_input.py: 1.09 M events, 313 MB of JSON, 504 MB peak): 20 M of them, about 6 GB
-# of JSON, is past the traces seen (issue 13's largest: 313 MB), and a 7 MB gzip bomb of one
-# repeated event would reach it. ARCHSIM_MAX_EVENTS=N reads more.
-MAX_EVENTS_DEFAULT = 20_000_000
+# Events ingest keeps (complete spans of the categories it reads) take 300 B to 1 KB each in memory:
+# about 300 B on a real trace (benchmarks/big_input.py: 1.09 M events, 313 MB of JSON, 504 MB
+# peak), about 1 KB for minimal events (a million bare cpu_op spans: 962 MB peak RSS, docs/LIMITS.md).
+# 6 M of them keeps ingest within about 6 GB whatever the events are, and is 5.5x the largest trace
+# seen (issue 13's: 1.09 M events, 313 MB). ARCHSIM_MAX_EVENTS=N reads more.
+MAX_EVENTS_DEFAULT = 6_000_000
 MAX_EVENTS_ENV = "ARCHSIM_MAX_EVENTS"
 
 
