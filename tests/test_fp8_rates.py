@@ -27,6 +27,7 @@ from archsim.trace.flops.registry import op_cost
 from archsim.trace.kernel_dtype import kernel_name_dtype
 from archsim.trace.schema import OPS_COLUMNS, conform
 from tests.conftest import error_line
+from tests.gemm_support import mm_op
 
 # Real FP8 kernel names: cuBLASLt's, as written in a public cuBLASLt heuristics file and a public
 # H100 _scaled_mm benchmark table; CUTLASS 3's procedural name (a CUTLASS profiler filter in a public
@@ -139,20 +140,6 @@ def test_scaled_mm_flops_and_one_byte_operands():
     assert cost.dtype == "float8_e4m3fn"
 
 
-def _mm(m: int, k: int, n: int, dtype: str) -> dict:
-    size = {"float8_e4m3fn": 1, "float16": 2}[dtype]
-    return {
-        "kind": "cpu",
-        "name": "aten::mm",
-        "op_class": "gemm",
-        "dtype": dtype,
-        "input_dims": f"[[{m},{k}],[{k},{n}]]",
-        "flops": 2.0 * m * k * n,
-        "bytes_read": size * (m * k + k * n),
-        "bytes_written": size * m * n,
-    }
-
-
 @settings(max_examples=15, deadline=None)
 @given(
     st.integers(1, 16384),
@@ -165,7 +152,7 @@ def test_fp8_never_slower_than_fp16_for_the_same_gemm(m: int, k: int, n: int, pr
     if hw.gpu is None:
         return
     ops = conform(
-        pd.DataFrame([_mm(m, k, n, "float8_e4m3fn"), _mm(m, k, n, "float16")]), OPS_COLUMNS
+        pd.DataFrame([mm_op(m, k, n, "float8_e4m3fn"), mm_op(m, k, n, "float16")]), OPS_COLUMNS
     )
     fp8_s, fp16_s = predict_op_seconds(ops, hw)
     assert fp8_s <= fp16_s * (1 + 1e-12)

@@ -19,24 +19,10 @@ from archsim.perf.kernel import kernel_terms, predict_op_seconds
 from archsim.perf.launch_terms import body_of
 from archsim.perf.tile_search import candidate_tiles
 from archsim.trace.schema import OPS_COLUMNS, conform
+from tests.gemm_support import DTYPE_BYTES, mm_op
 
-_SIZE = {"float16": 2, "bfloat16": 2, "float8_e4m3fn": 1}
 _H100 = load_hw("dgx-h100")
 _B200 = load_hw("dgx-b200")
-
-
-def _mm(m: int, k: int, n: int, dtype: str) -> dict:
-    size = _SIZE[dtype]
-    return {
-        "kind": "cpu",
-        "name": "aten::mm",
-        "op_class": "gemm",
-        "dtype": dtype,
-        "input_dims": f"[[{m},{k}],[{k},{n}]]",
-        "flops": 2.0 * m * k * n,
-        "bytes_read": size * (m * k + k * n),
-        "bytes_written": size * m * n,
-    }
 
 
 def _ops(*rows: dict) -> pd.DataFrame:
@@ -51,7 +37,7 @@ def test_b200_12800_cubed_fp16_gemm_by_hand():
     # L2: the 2x2 cluster reads A and B panels once per 256x512 outputs, edge 341.33, 170.67 FLOP per
     # fp16 byte: 4.1943e12 / 170.67 = 2.4576e10 B / 10954 GB/s = 2.2436 ms < T_comp: compute-bound.
     # (Per CTA tile, 256x128: edge 170.67, 4.4872 ms: the L2-bound 42% of peak this replaces.)
-    ops = _ops(_mm(12800, 12800, 12800, "float16"))
+    ops = _ops(mm_op(12800, 12800, 12800, "float16"))
     terms = kernel_terms(ops, _B200.gpu, frozenset(), "dgx-b200")
     assert terms["math"][0] == pytest.approx(1.86414e-3, rel=1e-4)
     assert terms["comp"][0] == pytest.approx(2.41757e-3, rel=1e-4)
@@ -67,7 +53,7 @@ def test_h100_12800_cubed_fp16_gemm_by_hand():
     # ceil(5000 / 132) = 38 per SM, tail 38 x 132 / 5000 = 1.00320; T_comp = 4.24112 x 1.00320 /
     # 0.803 = 5.29850 ms. L2: edge 170.67, 85.33 FLOP/B: 4.9152e10 B / 9780 GB/s = 5.0258 ms <
     # T_comp: compute-bound (Hopper clusters are not modelled: they would only lower T_mem).
-    ops = _ops(_mm(12800, 12800, 12800, "float16"))
+    ops = _ops(mm_op(12800, 12800, 12800, "float16"))
     terms = kernel_terms(ops, _H100.gpu, frozenset(), "dgx-h100")
     assert terms["comp"][0] == pytest.approx(5.29850e-3, rel=1e-4)
     assert terms["mem"][0] == pytest.approx(5.0258e-3, rel=1e-4)
@@ -79,7 +65,7 @@ def test_public_b200_capture_of_the_cluster_kernel():
     # nvjet_sm100_tst_128x256_64x6_2x2_2cta_h_bz_NNT in 93.152 us (Nsight Systems). Its launch
     # shape sets the tile, not its time; the model gives 92.0 us (-1.2%); with per-CTA L2 reads it
     # was L2-bound at 148.0 us (+59%).
-    ops = _ops(_mm(4096, 4096, 4096, "bfloat16"))
+    ops = _ops(mm_op(4096, 4096, 4096, "bfloat16"))
     assert predict_op_seconds(ops, _B200)[0] == pytest.approx(93.152e-6, rel=0.05)
 
 
@@ -94,10 +80,10 @@ def test_cluster_tile_is_offered_on_blackwell_only():
     st.integers(2048, 16384),
     st.integers(2048, 16384),
     st.integers(2048, 16384),
-    st.sampled_from(sorted(_SIZE)),
+    st.sampled_from(sorted(DTYPE_BYTES)),
 )
 def test_b200_never_slower_than_h100_and_never_above_its_cited_fraction(m, k, n, dtype):
-    ops = _ops(_mm(m, k, n, dtype))
+    ops = _ops(mm_op(m, k, n, dtype))
     b200_s = predict_op_seconds(ops, _B200)[0]
     assert b200_s <= predict_op_seconds(ops, _H100)[0]
     gpu = _B200.gpu
@@ -113,7 +99,7 @@ def test_b200_never_slower_than_h100_and_never_above_its_cited_fraction(m, k, n,
 def _traced(name: str) -> pd.DataFrame:
     """The capture's kernel as a trace records it: 4096^3 BF16 torch.mm on 512 blocks of 256
     threads, 255 registers, 213.28 KB of shared memory."""
-    row = _mm(4096, 4096, 4096, "bfloat16") | {
+    row = mm_op(4096, 4096, 4096, "bfloat16") | {
         "name": name,
         "kind": "kernel",
         "launch_op": "aten::mm",
