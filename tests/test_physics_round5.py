@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -16,21 +15,11 @@ from hypothesis import strategies as st
 
 from archsim.errors import ArchsimError
 from archsim.hw import load_hw
-from archsim.hw.presets import list_presets
 from archsim.perf.power import dram_peak_w, gpu_dynamic_w, sm_share_of_card
 from archsim.sim.config import SimConfig
 from archsim.sim.power_cap import POWER_CAP_TOL
 from archsim.sim.run import simulate
-from archsim.trace import load
-
-ROOT = Path(__file__).resolve().parents[1]
-NOISE = 0.02
-GPU_PRESETS = tuple(p for p in list_presets() if p != "local" and load_hw(p).gpu is not None)
-
-
-@functools.cache
-def _trace(name: str):
-    return load(ROOT / "traces" / name)
+from tests.test_physics_round4 import GPU_PRESETS, NOISE, ROOT, _trace
 
 
 @functools.cache
