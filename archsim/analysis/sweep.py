@@ -132,18 +132,14 @@ BACKENDS = ("process", "dask")
 def _check_scheduler_address(scheduler: str) -> None:
     """Refuse a --scheduler Dask could not parse ('tcp://[::1', a port that is not a number or
     past 65535) in one line before any work: Dask raised a ValueError traceback for them."""
+    refusal = f"--scheduler: {scheduler!r} is not an address like tcp://HOST:PORT"
     try:
         parts = urlsplit(scheduler)
         port = parts.port
     except ValueError as exc:
-        port, parts = None, None
-        detail = f" ({exc})"
-    else:
-        detail = ""
-    if parts is None or parts.scheme != "tcp" or not parts.hostname or port is None:
-        raise ArchsimError(
-            f"--scheduler: {scheduler!r} is not an address like tcp://HOST:PORT{detail}"
-        )
+        raise ArchsimError(f"{refusal} ({exc})") from None
+    if parts.scheme != "tcp" or not parts.hostname or port is None:
+        raise ArchsimError(refusal)
 
 
 def run_sweep(
