@@ -121,11 +121,12 @@ def test_a_yaml_input_that_is_not_utf8_still_names_the_byte_at_its_file_offset(t
 
 
 @pytest.fixture(scope="module")
-def two_simulations(trace_dir, tmp_path_factory) -> tuple[Path, Path]:
+def simulation(trace_dir, tmp_path_factory) -> Path:
+    """A finished simulation A; each test compares it with an edited copy B."""
     root = tmp_path_factory.mktemp("sims")
     argv = ["simulate", str(trace_dir), "--actors", "4", "--inference-batch", "4"]
     assert main([*argv, "--sim-seconds", "0.02", "--out", str(root / "a")]) == 0
-    return root / "a", root / "a"  # B is a copy of A, edited per test
+    return root / "a"
 
 
 @pytest.mark.parametrize(
@@ -137,12 +138,12 @@ def two_simulations(trace_dir, tmp_path_factory) -> tuple[Path, Path]:
     ],
 )
 def test_a_metrics_json_with_a_non_finite_number_is_refused(
-    two_simulations, tmp_path, capsys, value, needle
+    simulation, tmp_path, capsys, value, needle
 ):
     # Before: accepted, and `compare --json` printed Infinity (not JSON) in its rows.
     import shutil
 
-    a, _ = two_simulations
+    a = simulation
     b = Path(shutil.copytree(a, tmp_path / "b"))
     text = (b / "metrics.json").read_text()
     (b / "metrics.json").write_text(text.replace('"actors": 4', f'"actors": {value}', 1))
@@ -151,11 +152,11 @@ def test_a_metrics_json_with_a_non_finite_number_is_refused(
     assert str(b / "metrics.json") in line and needle in line
 
 
-def test_a_huge_metrics_json_is_refused_without_reading_it(two_simulations, tmp_path, capsys):
+def test_a_huge_metrics_json_is_refused_without_reading_it(simulation, tmp_path, capsys):
     # Before: a 600 MB metrics.json took 1.3 GB peak RSS before json.loads refused it.
     import shutil
 
-    a, _ = two_simulations
+    a = simulation
     b = Path(shutil.copytree(a, tmp_path / "b"))
     with open(b / "metrics.json", "ab") as handle:
         handle.truncate(2**30)
