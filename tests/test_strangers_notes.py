@@ -170,13 +170,16 @@ A2C_TOY = (
         """
 
     if __name__ == "__main__":
+        functional = sys.argv[2:] == ["functional"]
         env, net = ToyEnv(), torch.nn.Linear(4, 2)
         opt = torch.optim.SGD(net.parameters(), lr=0.01)
         obs, _ = env.reset()
         for _ in range(int(sys.argv[1])):
             outs = []
             for _ in range(5):
-                out = net(torch.as_tensor(obs))
+                x = torch.as_tensor(obs)
+                # functional: the layer's maths without calling the module, so no forward is seen
+                out = torch.nn.functional.linear(x, net.weight, net.bias) if functional else net(x)
                 obs, *_ = env.step(int(out.argmax()))
                 outs.append(out)
             loss = torch.stack(outs).pow(2).mean()
@@ -188,12 +191,27 @@ A2C_TOY = (
 )
 
 
-def test_an_a2c_capture_says_its_learner_batch_is_unknown(tmp_path, capsys) -> None:
+def test_an_a2c_update_trains_the_rollouts_grad_on_acting_forwards(tmp_path) -> None:
+    """The loss is built from the 5 acting forwards' outputs (grad on, batch 1 each) since the last
+    backward, so each update trains 5 samples (f502cad). It read batch 1 before: no train forward."""
     script = tmp_path / "a2c_toy.py"
     script.write_text(A2C_TOY)
     cap = tmp_path / "cap"
     schedule = ["--wait", "2", "--warmup", "1", "--active", "6", "--repeat", "2"]
     assert main(["capture", "run", "--out", str(cap), *schedule, "--", str(script), "8"]) == 0
+    steps = load(cap).steps
+    learner = steps[steps.role.astype(str) == "learner"]
+    assert len(learner) >= 1 and (learner.batch_size == 5).all()
+
+
+def test_an_a2c_capture_says_its_learner_batch_is_unknown(tmp_path, capsys) -> None:
+    """With the layer called functionally no forward is seen, so the learner batch is unknown."""
+    script = tmp_path / "a2c_toy.py"
+    script.write_text(A2C_TOY)
+    cap = tmp_path / "cap"
+    schedule = ["--wait", "2", "--warmup", "1", "--active", "6", "--repeat", "2"]
+    args = ["capture", "run", "--out", str(cap), *schedule, "--", str(script), "8", "functional"]
+    assert main(args) == 0
     trace = load(cap)
     learner = trace.steps[trace.steps.role.astype(str) == "learner"]
     assert len(learner) >= 1 and (learner.batch_size == 1).all()  # the default: no forward seen
