@@ -12,37 +12,14 @@ from hypothesis import strategies as st
 
 from archsim.hw import load_hw
 from archsim.perf import columns
-from archsim.perf.blocks import SPLIT_K_SLICES
 from archsim.perf.columns import by_unique
 from archsim.perf.efficiency import generation
 from archsim.perf.kernel import IDEALIZATIONS
-from archsim.perf.launch_terms import at_achieved, body_of
 from archsim.perf.loaded_latency import dram_load
-from archsim.perf.pipeline_fill import latency_with_fill
-from archsim.perf.tile_search import candidate_tiles, search_tiles, tile_terms
+from archsim.perf.tile_search import _one_pass_per_candidate, search_tiles
 
-_GPUS = {name: load_hw(name) for name in ("dgx1-v100", "dgx-a100", "mi300x")}
-
-
-def _one_pass_per_candidate(args, math_fraction, dram_fraction, gpu, idealize, load):
-    """The search as it ran before it was stacked: 60 passes, the first strictly faster kept."""
-    n_rows = len(args[0])
-    best_terms: dict[str, np.ndarray] = {}
-    best = np.full(n_rows, np.inf)
-    for tile in candidate_tiles():
-        for slices in (1, *SPLIT_K_SLICES):
-            slice_column = np.full(n_rows, float(slices))
-            candidate, usable = tile_terms(*args, tile, slice_column, gpu, idealize, load)
-            candidate = at_achieved(candidate, math_fraction, dram_fraction)
-            candidate["lat"] = latency_with_fill(candidate["lat"], candidate["bw"], args[1], gpu,
-                                                 idealize)  # fmt: skip
-            body = body_of(candidate)
-            better = usable & (body < best)
-            best = np.where(better, body, best)
-            best_terms = {
-                k: np.where(better, v, best_terms.get(k, v)) for k, v in candidate.items()
-            }
-    return best_terms
+# dgx-b200: its search also tries the Blackwell cluster tile
+_GPUS = {name: load_hw(name) for name in ("dgx1-v100", "dgx-a100", "mi300x", "dgx-b200")}
 
 
 _row = st.tuples(
