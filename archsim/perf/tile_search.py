@@ -68,12 +68,12 @@ def search_tiles(
     for tile in candidate_tiles(gpu):
         for group in groups:
             n_group = len(group)
-            stacked = [np.tile(a, n_group) for a in args]
+            stacked = tuple(np.tile(a, n_group) for a in args)
             slices = np.repeat(group, n_rows)
-            candidate, usable = tile_terms(*stacked, tile, slices, gpu, idealize, load)
-            candidate = at_achieved(candidate, np.tile(math_fraction, n_group), dram_fraction)
-            candidate["lat"] = latency_with_fill(candidate["lat"], candidate["bw"], stacked[1],
-                                                 gpu, idealize)  # fmt: skip
+            candidate, usable = _achieved_candidate(
+                stacked, tile, slices, np.tile(math_fraction, n_group), dram_fraction, gpu,
+                idealize, load,
+            )  # fmt: skip
             body = body_of(candidate).reshape(n_group, n_rows)
             usable = usable.reshape(n_group, n_rows)
             for j in range(n_group):
@@ -100,10 +100,9 @@ def _one_pass_per_candidate(
     for tile in candidate_tiles(gpu):
         for slices in (1, *SPLIT_K_SLICES):
             slice_column = np.full(len(args[0]), float(slices))
-            candidate, usable = tile_terms(*args, tile, slice_column, gpu, idealize, load)
-            candidate = at_achieved(candidate, math_fraction, dram_fraction)
-            candidate["lat"] = latency_with_fill(candidate["lat"], candidate["bw"], args[1], gpu,
-                                                 idealize)  # fmt: skip
+            candidate, usable = _achieved_candidate(
+                args, tile, slice_column, math_fraction, dram_fraction, gpu, idealize, load
+            )
             body = body_of(candidate)
             better = usable & (body < best)
             best = np.where(better, body, best)
@@ -114,6 +113,23 @@ def _one_pass_per_candidate(
 
 
 Tile = tuple[int, int, int, float, float] | tuple[int, int, int, float, float, int, int]
+
+
+def _achieved_candidate(
+    args: tuple[np.ndarray, ...],
+    tile: Tile,
+    slices: np.ndarray,
+    math_fraction: np.ndarray,
+    dram_fraction: float,
+    gpu: GpuConfig,
+    idealize: frozenset[str],
+    load: DramLoad | None,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """One candidate's terms at the achieved fractions, with the pipeline fill (both search paths)."""
+    candidate, usable = tile_terms(*args, tile, slices, gpu, idealize, load)
+    candidate = at_achieved(candidate, math_fraction, dram_fraction)
+    candidate["lat"] = latency_with_fill(candidate["lat"], candidate["bw"], args[1], gpu, idealize)
+    return candidate, usable
 
 
 def candidate_tiles(gpu: GpuConfig | None = None) -> list[Tile]:
