@@ -47,6 +47,8 @@ PUBLISHED = {
     "in_network_sampling": (21.9, 29.1),
 }
 OBS_SHAPE = (4, 84, 84)  # an ALE frame stack, uint8 (the Ape-X runtime's observation)
+# 40GbE (5 GB/s) and the kernel TCP cost per message measured by benchmarks/network_stack.py
+NETWORK_SETS = ("network.nic_bw_gbs=5", "network.kernel_tcp_us_per_msg=7.2")
 STACKS = ("kernel_tcp", "kernel_bypass")
 PLACEMENTS = ("server", "in-network")
 
@@ -211,17 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     for name, work in works.items():
         print(f"  {name:9s} " + ", ".join(f"{k} {v:,.1f}" for k, v in work.items()))
 
-    sets = ["network.nic_bw_gbs=5", "network.kernel_tcp_us_per_msg=7.2"]
     results = {}
     for work_name in works:
         for stack in STACKS:
-            hw = load_hw(args.hw, [*sets, f"network.stack={stack}"])
+            hw = load_hw(args.hw, [*NETWORK_SETS, f"network.stack={stack}"])
             for placement in PLACEMENTS:
                 config = base.replace(replay_placement=placement)
                 override = None if work_name == "recorded" else works[work_name]
                 results[work_name, stack, placement] = run_point(trace, hw, config, override)
     # the replaced-work path is simulate()'s own: with the recorded work it gives its figures
-    check_hw = load_hw(args.hw, [*sets, "network.stack=kernel_tcp"])
+    check_hw = load_hw(args.hw, [*NETWORK_SETS, "network.stack=kernel_tcp"])
     same = run_point(trace, check_hw, base, works["recorded"]).metrics
     plain = simulate(trace, check_hw, base).metrics
     for name in ("replay_access_latency_us", "priority_sampling_latency_us", "frames_per_s"):
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{m['priority_sampling_latency_us']:12,.1f} {network_part_us(result):16,.1f}"
         )
 
-    per_message_rows(args.hw, sets, recorded, batch)
+    per_message_rows(args.hw, list(NETWORK_SETS), recorded, batch)
     rows = []
     for work_name in works:
         r = {k[1:]: v for k, v in results.items() if k[0] == work_name}

@@ -14,13 +14,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import network_paper as paper  # noqa: E402
 
 TRACES = ROOT / "traces"
-# Frames per env step of ALE (frameskip 4; Machado et al., JAIR 2018; docs/REFERENCE.md).
-ALE_FRAMES_PER_STEP = 4
 # R2D2 (Kapturowski et al., ICLR 2019, sec. 2.3 and Table 2): 64 sequences of 80 steps, each with a
 # 40-step burn-in prefix, per update.
 R2D2_BATCH, R2D2_SEQUENCE_STEPS = 64, 80 + 40
-# benchmarks/network_paper.py's settings: 40GbE, and its measured kernel TCP cost per message
-NETWORK_SETS = ("network.nic_bw_gbs=5", "network.kernel_tcp_us_per_msg=7.2")
+NETWORK_SETS = paper.NETWORK_SETS  # benchmarks/network_paper.py's system: 40GbE, measured TCP cost
 
 
 def _simulate(trace: str, hw: str, **knobs):
